@@ -1,0 +1,148 @@
+"""Turning caller input (dicts, strings, models) into validated domain objects, with ``InvalidInput``
+errors that name the offending field (``messages[2].parts[0].type``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from memstack.errors import InvalidInput, PayloadTooLarge
+from memstack.model import (
+    ROLES,
+    Author,
+    Message,
+    Part,
+    TextPart,
+    check_id,
+    check_metadata,
+    new_id,
+)
+
+MAX_MESSAGE_CHARS = 1_000_000
+"""Largest accepted message: total characters over all its parts' text and JSON."""
+
+MAX_PARTS = 1_000
+"""Most parts one message may have."""
+
+_PARTS = TypeAdapter(tuple[Part, ...])
+
+
+def _loc(err: Any) -> str:
+    out = ""
+    for p in err["loc"]:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def coerce_message(
+    data: Message | dict[str, Any] | str,
+    *,
+    thread_id: str,
+    resource_id: str,
+    now: datetime,
+    field: str = "message",
+    default_role: str = "user",
+) -> Message:
+    """A ``Message`` from caller input.
+
+    Accepted shapes: a ``Message``; a plain string (a user text message); or a dict with ``role``,
+    either ``content`` (a string) or ``parts`` (a list of part objects), and optional ``id``,
+    ``created_at``, ``metadata``, ``author``. ``thread_id``/``resource_id`` in the dict must match.
+
+    Raises:
+        InvalidInput: naming the field (unknown role, malformed parts, bad metadata, empty content…).
+        PayloadTooLarge: more than ``MAX_PARTS`` parts or ``MAX_MESSAGE_CHARS`` characters.
+    """
+    if isinstance(data, Message):
+        data = data.model_dump()
+    if isinstance(data, str):
+        data = {"role": default_role, "content": data}
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{field} must be an object or a string", field=field)
+    known = {
+        "id",
+        "role",
+        "content",
+        "parts",
+        "created_at",
+        "metadata",
+        "author",
+        "thread_id",
+        "resource_id",
+        "seq",
+    }
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise InvalidInput(f"{field} has unknown field {unknown[0]!r}", field=f"{field}.{unknown[0]}")
+    for key, expected in (("thread_id", thread_id), ("resource_id", resource_id)):
+        if data.get(key) not in (None, expected):
+            raise InvalidInput(f"{field}.{key} does not match the call's {key}", field=f"{field}.{key}")
+    role = data.get("role", default_role)
+    if role not in ROLES:
+        raise InvalidInput(f"{field}.role must be one of {', '.join(ROLES)}", field=f"{field}.role")
+    message_id = check_id(data["id"], f"{field}.id") if data.get("id") is not None else new_id()
+    if "parts" in data and "content" in data:
+        raise InvalidInput(f"{field} takes either content or parts, not both", field=f"{field}.content")
+    if "parts" in data:
+        raw_parts = data["parts"]
+        if not isinstance(raw_parts, list | tuple) or not raw_parts:
+            raise InvalidInput(f"{field}.parts must be a non-empty list", field=f"{field}.parts")
+        if len(raw_parts) > MAX_PARTS:
+            raise PayloadTooLarge(
+                f"{field}.parts exceeds the limit of {MAX_PARTS} parts", field=f"{field}.parts"
+            )
+        try:
+            parts = _PARTS.validate_python(raw_parts)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            path = list(err["loc"])
+            if len(path) > 1 and path[1] in _PART_TAGS:  # the discriminator's branch name, not a field
+                del path[1]
+            loc = f"{field}.parts" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+            raise InvalidInput(f"{loc}: {err['msg']}", field=loc) from None
+    else:
+        content = data.get("content")
+        if not isinstance(content, str):
+            raise InvalidInput(f"{field}.content must be a string", field=f"{field}.content")
+        parts = (TextPart(text=content),)
+    size = sum(len(p.model_dump_json()) for p in parts)
+    if size > MAX_MESSAGE_CHARS:
+        raise PayloadTooLarge(
+            f"{field} is larger than the limit of {MAX_MESSAGE_CHARS} characters", field=f"{field}.parts"
+        )
+    if not any(_has_content(p) for p in parts):
+        raise InvalidInput(f"{field} has no content", field=f"{field}.parts")
+    author = data.get("author")
+    if author is not None:
+        try:
+            author = Author.model_validate(author)
+        except ValidationError as exc:
+            raise InvalidInput(f"{field}.author: {exc.errors()[0]['msg']}", field=f"{field}.author") from None
+        check_id(author.id, f"{field}.author.id")
+    created = data.get("created_at") or now
+    try:
+        return Message(
+            id=message_id,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            role=role,
+            parts=parts,
+            created_at=created,
+            metadata=check_metadata(data.get("metadata"), f"{field}.metadata"),
+            author=author,
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = f"{field}.{_loc(err)}"
+        raise InvalidInput(f"{loc}: {err['msg']}", field=loc) from None
+
+
+_PART_TAGS = {"text", "reasoning", "tool_call", "tool_result", "file", "image"}
+
+
+def _has_content(part: Any) -> bool:
+    if isinstance(part, TextPart):
+        return bool(part.text)
+    return True

@@ -1,0 +1,305 @@
+"""Ports: the typed protocols of every outside thing the core uses.
+
+The core (``memory.py``, ``context.py``, ``recall.py``, ``working_memory.py``) imports only these, never an
+adapter. Every store and index call takes the resource it acts for, and adapters build their keys and
+filters from it, so a query that crosses resources cannot be written by accident.
+
+Each port has one conformance suite in ``tests/contract/`` that every adapter runs unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from memstack.model import Message, Resource, Thread, ThreadPage
+
+Vector = list[float]
+"""An embedding: a list of floats, L2-normalised by the embedders shipped here."""
+
+ThreadOrder = Literal["created_at", "updated_at"]
+Direction = Literal["asc", "desc"]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageWindow:
+    """A message plus up to ``before`` earlier and ``after`` later messages of its thread (by ``seq``)."""
+
+    thread_id: str
+    seq: int
+    before: int = 0
+    after: int = 0
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Threads, messages and resources of every resource, always addressed through the resource.
+
+    Access patterns are key lookups or one query each (no scans). Errors: adapters translate library
+    errors to ``memstack.errors`` (``Conflict`` for lost conditional writes, ``Unavailable`` for
+    throttling or an unreachable backend).
+    """
+
+    def create_thread(self, thread: Thread) -> Thread:
+        """Store a new thread. Raises ``Conflict`` if the id exists (under any resource)."""
+        ...
+
+    def get_thread(self, resource_id: str, thread_id: str) -> Thread | None:
+        """The thread if it exists *and* belongs to ``resource_id``; ``None`` otherwise."""
+        ...
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        order_by: ThreadOrder = "created_at",
+        direction: Direction = "desc",
+        limit: int = 100,
+        cursor: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> ThreadPage:
+        """A page of the resource's threads, sorted by ``order_by`` then id, filtered by metadata equality
+        (AND over top-level keys). ``cursor`` is the opaque ``next_cursor`` of the previous page; a
+        malformed cursor raises ``InvalidInput``."""
+        ...
+
+    def update_thread(
+        self,
+        resource_id: str,
+        thread_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        updated_at: datetime,
+    ) -> Thread:
+        """Partial update: ``None`` leaves a field as it is; metadata is merged shallowly over the stored
+        object. Raises ``NotFound`` if the thread is missing or another resource's."""
+        ...
+
+    def delete_thread(self, resource_id: str, thread_id: str) -> bool:
+        """Delete the thread and all its messages; ``False`` if it did not exist for this resource."""
+        ...
+
+    def save_messages(
+        self, resource_id: str, thread_id: str, messages: Sequence[Message], *, create: Thread | None = None
+    ) -> list[Message]:
+        """Save a batch atomically, in the given order.
+
+        A new id gets the thread's next ``seq``; an existing id of this thread is updated in place and
+        keeps its ``seq`` (and ``created_at``). The thread's ``updated_at`` becomes the latest
+        ``created_at`` saved, or now. If the thread does not exist and ``create`` is given, it is created
+        in the same write.
+
+        Returns:
+            The saved messages, with ``seq`` set, in the given order.
+
+        Raises:
+            NotFound: the thread is missing (and ``create`` is ``None``) or belongs to another resource.
+            Conflict: an id belongs to a message of another thread.
+        """
+        ...
+
+    def list_messages(
+        self,
+        resource_id: str,
+        thread_id: str,
+        *,
+        limit: int,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        newest_first: bool = False,
+    ) -> list[Message]:
+        """Up to ``limit`` messages of the thread with ``after_seq < seq < before_seq``, ordered by
+        ``seq`` (descending if ``newest_first``). Another resource's thread yields ``[]``."""
+        ...
+
+    def get_messages(self, resource_id: str, message_ids: Sequence[str]) -> list[Message]:
+        """The messages of this resource with these ids (missing ids are left out), in no set order."""
+        ...
+
+    def message_windows(self, resource_id: str, windows: Sequence[MessageWindow]) -> list[Message]:
+        """Every message of every window (the ``seq`` itself plus neighbours that exist), de-duplicated,
+        ordered by thread then ``seq``. Gaps left by deletions are skipped, not counted."""
+        ...
+
+    def delete_messages(self, resource_id: str, message_ids: Sequence[str]) -> list[Message]:
+        """Delete these messages of this resource; returns the ones that existed."""
+        ...
+
+    def get_resource(self, resource_id: str) -> Resource | None:
+        """The resource record, or ``None`` if never written."""
+        ...
+
+    def put_resource(self, resource: Resource, *, expected_version: int) -> Resource:
+        """Write the resource if its stored version equals ``expected_version`` (a resource never
+        written has version 0). Returns it as stored, with ``version = expected_version + 1``.
+
+        Raises:
+            Conflict: the stored version differs (someone else wrote first).
+        """
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """One indexed chunk of a message: its text for keyword search and its vector.
+
+    ``metadata`` is what a recall ``filter`` matches: the thread's metadata at save time merged with the
+    message's, plus ``role`` and ``thread_id``.
+    """
+
+    message_id: str
+    chunk: int
+    thread_id: str
+    resource_id: str
+    role: str
+    seq: int
+    created_at: datetime
+    text: str
+    vector: Vector
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHit:
+    """A message that matched, with the score of its best chunk (higher is better) and its ``seq``.
+
+    Vector scores are cosine similarity in [-1, 1]; keyword scores are positive BM25 values.
+    """
+
+    message_id: str
+    thread_id: str
+    score: float
+    seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResults:
+    """Both result lists of one search call; a list is ``None`` when that retriever was not asked."""
+
+    vector: list[IndexHit] | None
+    keyword: list[IndexHit] | None
+
+
+@runtime_checkable
+class SearchIndex(Protocol):
+    """Vector and keyword (BM25) search over message chunks, filtered inside the search.
+
+    An adapter is built for one embedding dimension and refuses an existing index of another
+    dimension at start-up (``InvalidInput``), never returning silently empty results.
+    """
+
+    dimension: int
+
+    def upsert(self, entries: Sequence[IndexEntry]) -> None:
+        """Index these chunks. For every message id in ``entries`` all previously indexed chunks are
+        replaced, so re-indexing never duplicates."""
+        ...
+
+    def delete_messages(self, resource_id: str, message_ids: Sequence[str]) -> None:
+        """Remove every chunk of these messages of this resource."""
+        ...
+
+    def delete_thread(self, resource_id: str, thread_id: str) -> None:
+        """Remove every chunk of the thread."""
+        ...
+
+    def search(
+        self,
+        resource_id: str,
+        *,
+        top_k: int,
+        vector: Vector | None = None,
+        text: str | None = None,
+        thread_id: str | None = None,
+        filter: dict[str, Any] | None = None,
+    ) -> SearchResults:
+        """Search the resource (or one of its threads) by vector, by keywords, or both in one call.
+
+        Each list holds up to ``top_k`` distinct messages, best first, all matching ``filter``
+        (a validated metadata filter, see ``memstack.filters``) — the filter applies inside the
+        search, so a filtered query still returns up to ``top_k`` hits.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns text into vectors.
+
+    Attributes:
+        model_id: names the model and dimension; part of the embedding-cache key.
+        dimension: length of every vector.
+        symmetric: ``True`` when queries and documents are embedded the same way (so a query
+            embedding can be reused for the same text saved as a message).
+    """
+
+    model_id: str
+    dimension: int
+    symmetric: bool
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        """One vector per text, in order. Raises ``Unavailable`` on backend failure."""
+        ...
+
+    def embed_query(self, text: str) -> Vector:
+        """The vector of a search query. Raises ``Unavailable`` on backend failure."""
+        ...
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """Counts tokens the way the target model does (tiktoken ``o200k_base`` by default)."""
+
+    name: str
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResult:
+    """A chat model's answer: its text, tool calls (OpenAI function-call shape) and token usage."""
+
+    text: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A chat-completions model (for the Observer, the Reflector and titles)."""
+
+    model_id: str
+
+    def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatResult:
+        """Answer an OpenAI-shaped message list. Raises ``Unavailable`` on throttling or 5xx."""
+        ...
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """The time source (injected so tests can fix it)."""
+
+    def now(self) -> datetime:
+        """The current time, aware UTC."""
+        ...
