@@ -1,0 +1,1 @@
+"""Adapters: implementations of the ports in ``memstack.ports``. Imported only when chosen."""

@@ -1,0 +1,441 @@
+"""``MemoryStore`` on SQLite: threads, messages and resources in one file.
+
+Key design (mirrors what the DynamoDB adapter does with keys):
+* ``threads``: primary key ``id``; index ``(resource_id, created_at, id)`` and ``(resource_id, updated_at, id)``
+  for cursor pages; ``next_seq`` hands out per-thread sequence numbers inside the save transaction.
+* ``messages``: primary key ``id``; unique ``(thread_id, seq)`` serves last-N, pages and neighbour windows.
+* ``resources``: primary key ``id`` with a ``version`` for compare-and-set writes.
+
+Every statement carries the ``resource_id`` it acts for, so one resource can never read another's rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from memstack.adapters.sqlite.db import SqliteDatabase
+from memstack.errors import Conflict, InvalidInput, NotFound
+from memstack.model import Author, Message, Resource, Thread, ThreadPage, utcnow
+from memstack.ports import Direction, MessageWindow, ThreadOrder
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS threads (
+  id TEXT PRIMARY KEY,
+  resource_id TEXT NOT NULL,
+  title TEXT NOT NULL DEFAULT '',
+  metadata TEXT NOT NULL DEFAULT '{}',
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  next_seq INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS threads_by_created ON threads(resource_id, created_at, id);
+CREATE INDEX IF NOT EXISTS threads_by_updated ON threads(resource_id, updated_at, id);
+CREATE TABLE IF NOT EXISTS messages (
+  id TEXT PRIMARY KEY,
+  thread_id TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+  resource_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  role TEXT NOT NULL,
+  parts TEXT NOT NULL,
+  metadata TEXT NOT NULL DEFAULT '{}',
+  author TEXT,
+  created_at TEXT NOT NULL,
+  UNIQUE(thread_id, seq)
+);
+CREATE INDEX IF NOT EXISTS messages_by_resource ON messages(resource_id, id);
+CREATE TABLE IF NOT EXISTS resources (
+  id TEXT PRIMARY KEY,
+  working_memory TEXT,
+  metadata TEXT NOT NULL DEFAULT '{}',
+  version INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+"""
+
+_MSG_COLS = "id, thread_id, resource_id, seq, role, parts, metadata, author, created_at"
+_THREAD_COLS = "id, resource_id, title, metadata, created_at, updated_at"
+
+
+def _ts(value: datetime) -> str:
+    """Fixed-width ISO-8601 UTC, so text order is time order."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _dt(value: str) -> datetime:
+    return datetime.fromisoformat(value)  # Python >= 3.11 reads the trailing "Z" as UTC
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _thread(row: Sequence[Any]) -> Thread:
+    return Thread(
+        id=row[0],
+        resource_id=row[1],
+        title=row[2],
+        metadata=json.loads(row[3]),
+        created_at=_dt(row[4]),
+        updated_at=_dt(row[5]),
+    )
+
+
+def _message(row: Sequence[Any]) -> Message:
+    return Message.model_validate(
+        {
+            "id": row[0],
+            "thread_id": row[1],
+            "resource_id": row[2],
+            "seq": row[3],
+            "role": row[4],
+            "parts": json.loads(row[5]),
+            "metadata": json.loads(row[6]),
+            "author": Author.model_validate_json(row[7]) if row[7] else None,
+            "created_at": _dt(row[8]),
+        }
+    )
+
+
+def encode_cursor(values: Sequence[Any]) -> str:
+    """An opaque, URL-safe cursor for the given sort key values."""
+    return base64.urlsafe_b64encode(_dumps(list(values)).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, size: int) -> list[Any]:
+    """The sort key values of a cursor made by ``encode_cursor``.
+
+    Raises:
+        InvalidInput: the cursor is malformed or was made for another listing.
+    """
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        values = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput("cursor is malformed", field="cursor") from None
+    if not isinstance(values, list) or len(values) != size:
+        raise InvalidInput("cursor is malformed", field="cursor")
+    return values
+
+
+class SqliteMemoryStore:
+    """The embedded default's ``MemoryStore`` (see ``memstack.ports.MemoryStore`` for the contract)."""
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self.db = db
+        with db.lock:
+            db.conn.executescript(_SCHEMA)
+
+    # threads -------------------------------------------------------------------------------------
+
+    def create_thread(self, thread: Thread) -> Thread:
+        with self.db.transaction() as conn:
+            self._insert_thread(conn, thread)
+        return thread
+
+    @staticmethod
+    def _insert_thread(conn: Any, thread: Thread) -> None:
+        exists = conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread.id,)).fetchone()
+        if exists:
+            raise Conflict(f"thread {thread.id!r} already exists", field="thread_id")
+        conn.execute(
+            f"INSERT INTO threads ({_THREAD_COLS}) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                thread.id,
+                thread.resource_id,
+                thread.title,
+                _dumps(thread.metadata),
+                _ts(thread.created_at),
+                _ts(thread.updated_at),
+            ),
+        )
+
+    def get_thread(self, resource_id: str, thread_id: str) -> Thread | None:
+        rows = self.db.query(
+            f"SELECT {_THREAD_COLS} FROM threads WHERE id = ? AND resource_id = ?", (thread_id, resource_id)
+        )
+        return _thread(rows[0]) if rows else None
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        order_by: ThreadOrder = "created_at",
+        direction: Direction = "desc",
+        limit: int = 100,
+        cursor: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> ThreadPage:
+        column = {"created_at": "created_at", "updated_at": "updated_at"}[order_by]
+        op, order = (">", "ASC") if direction == "asc" else ("<", "DESC")
+        where = ["resource_id = ?"]
+        params: list[Any] = [resource_id]
+        if cursor:
+            key, last_id = decode_cursor(cursor, 2)
+            where.append(f"({column}, id) {op} (?, ?)")
+            params += [key, last_id]
+        for key, value in (metadata or {}).items():
+            where.append("json_extract(metadata, ?) IS ? AND json_type(metadata, ?) IS NOT NULL")
+            params += [_json_path(key), _sql_scalar(value), _json_path(key)]
+        rows = self.db.query(
+            f"SELECT {_THREAD_COLS} FROM threads WHERE {' AND '.join(where)} "
+            f"ORDER BY {column} {order}, id {order} LIMIT ?",
+            (*params, limit + 1),
+        )
+        threads = [_thread(r) for r in rows[:limit]]
+        next_cursor = None
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_cursor = encode_cursor([last[4] if column == "created_at" else last[5], last[0]])
+        return ThreadPage(threads=tuple(threads), next_cursor=next_cursor)
+
+    def update_thread(
+        self,
+        resource_id: str,
+        thread_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        updated_at: datetime,
+    ) -> Thread:
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                f"SELECT {_THREAD_COLS} FROM threads WHERE id = ? AND resource_id = ?",
+                (thread_id, resource_id),
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
+            current = _thread(row)
+            merged = {**current.metadata, **metadata} if metadata is not None else current.metadata
+            new_title = current.title if title is None else title
+            conn.execute(
+                "UPDATE threads SET title = ?, metadata = ?, updated_at = ? WHERE id = ?",
+                (new_title, _dumps(merged), _ts(updated_at), thread_id),
+            )
+        return current.model_copy(update={"title": new_title, "metadata": merged, "updated_at": updated_at})
+
+    def delete_thread(self, resource_id: str, thread_id: str) -> bool:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "DELETE FROM messages WHERE thread_id = ? AND resource_id = ?", (thread_id, resource_id)
+            )
+            cur = conn.execute(
+                "DELETE FROM threads WHERE id = ? AND resource_id = ?", (thread_id, resource_id)
+            )
+            return bool(cur.rowcount)
+
+    # messages ------------------------------------------------------------------------------------
+
+    def save_messages(
+        self, resource_id: str, thread_id: str, messages: Sequence[Message], *, create: Thread | None = None
+    ) -> list[Message]:
+        saved: list[Message] = []
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "SELECT resource_id, next_seq, updated_at FROM threads WHERE id = ?", (thread_id,)
+            ).fetchone()
+            if row is None and create is not None:
+                self._insert_thread(conn, create)
+                row = (create.resource_id, 1, _ts(create.updated_at))
+            if row is None or row[0] != resource_id:
+                raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
+            next_seq: int = row[1]
+            latest: str = row[2]
+            ids = [m.id for m in messages]
+            existing: dict[str, tuple[str, int, str]] = {}
+            for chunk_start in range(0, len(ids), 500):
+                chunk = ids[chunk_start : chunk_start + 500]
+                marks = ",".join("?" * len(chunk))
+                for mid, tid, seq, created in conn.execute(
+                    f"SELECT id, thread_id, seq, created_at FROM messages WHERE id IN ({marks})", chunk
+                ):
+                    existing[mid] = (tid, seq, created)
+            for message in messages:
+                old = existing.get(message.id)
+                if old is not None and old[0] != thread_id:
+                    raise Conflict(f"message {message.id!r} belongs to another thread", field="messages.id")
+                if old is not None:
+                    seq, created = old[1], old[2]
+                    conn.execute(
+                        "UPDATE messages SET role = ?, parts = ?, metadata = ?, author = ? WHERE id = ?",
+                        (
+                            message.role,
+                            _parts_json(message),
+                            _dumps(message.metadata),
+                            message.author.model_dump_json() if message.author else None,
+                            message.id,
+                        ),
+                    )
+                    stored = message.model_copy(update={"seq": seq, "created_at": _dt(created)})
+                else:
+                    seq, created = next_seq, _ts(message.created_at)
+                    next_seq += 1
+                    conn.execute(
+                        f"INSERT INTO messages ({_MSG_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            message.id,
+                            thread_id,
+                            resource_id,
+                            seq,
+                            message.role,
+                            _parts_json(message),
+                            _dumps(message.metadata),
+                            message.author.model_dump_json() if message.author else None,
+                            created,
+                        ),
+                    )
+                    existing[message.id] = (thread_id, seq, created)
+                    stored = message.model_copy(update={"seq": seq})
+                latest = max(latest, _ts(stored.created_at))
+                saved.append(stored)
+            latest = max(latest, _ts(utcnow())) if not messages else latest
+            conn.execute(
+                "UPDATE threads SET next_seq = ?, updated_at = ? WHERE id = ?", (next_seq, latest, thread_id)
+            )
+        return saved
+
+    def list_messages(
+        self,
+        resource_id: str,
+        thread_id: str,
+        *,
+        limit: int,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        newest_first: bool = False,
+    ) -> list[Message]:
+        where = ["thread_id = ?", "resource_id = ?"]
+        params: list[Any] = [thread_id, resource_id]
+        if after_seq is not None:
+            where.append("seq > ?")
+            params.append(after_seq)
+        if before_seq is not None:
+            where.append("seq < ?")
+            params.append(before_seq)
+        order = "DESC" if newest_first else "ASC"
+        rows = self.db.query(
+            f"SELECT {_MSG_COLS} FROM messages WHERE {' AND '.join(where)} ORDER BY seq {order} LIMIT ?",
+            (*params, limit),
+        )
+        return [_message(r) for r in rows]
+
+    def get_messages(self, resource_id: str, message_ids: Sequence[str]) -> list[Message]:
+        out: list[Message] = []
+        ids = list(dict.fromkeys(message_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self.db.query(
+                f"SELECT {_MSG_COLS} FROM messages WHERE resource_id = ? AND id IN ({marks})",
+                (resource_id, *chunk),
+            )
+            out += [_message(r) for r in rows]
+        return out
+
+    def message_windows(self, resource_id: str, windows: Sequence[MessageWindow]) -> list[Message]:
+        found: dict[str, Message] = {}
+        with self.db.lock:
+            for w in windows:
+                rows = self.db.conn.execute(
+                    f"""
+                    SELECT * FROM (SELECT {_MSG_COLS} FROM messages WHERE thread_id = ?1 AND resource_id = ?2
+                                   AND seq < ?3 ORDER BY seq DESC LIMIT ?4)
+                    UNION ALL
+                    SELECT * FROM (SELECT {_MSG_COLS} FROM messages WHERE thread_id = ?1 AND resource_id = ?2
+                                   AND seq >= ?3 ORDER BY seq ASC LIMIT ?5)
+                    """,
+                    (w.thread_id, resource_id, w.seq, max(0, w.before), max(0, w.after) + 1),
+                ).fetchall()
+                for r in rows:
+                    if r[0] not in found:
+                        found[r[0]] = _message(r)
+        return sorted(found.values(), key=lambda m: (m.thread_id, m.seq))
+
+    def delete_messages(self, resource_id: str, message_ids: Sequence[str]) -> list[Message]:
+        found = self.get_messages(resource_id, message_ids)
+        if not found:
+            return []
+        with self.db.transaction() as conn:
+            ids = [m.id for m in found]
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                conn.execute(
+                    f"DELETE FROM messages WHERE resource_id = ? AND id IN ({marks})", (resource_id, *chunk)
+                )
+            now = _ts(utcnow())
+            for tid in {m.thread_id for m in found}:
+                conn.execute("UPDATE threads SET updated_at = max(updated_at, ?) WHERE id = ?", (now, tid))
+        return found
+
+    # resources -----------------------------------------------------------------------------------
+
+    def get_resource(self, resource_id: str) -> Resource | None:
+        rows = self.db.query(
+            "SELECT id, working_memory, metadata, version, created_at, updated_at FROM resources WHERE id = ?",
+            (resource_id,),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return Resource(
+            id=r[0],
+            working_memory=r[1],
+            metadata=json.loads(r[2]),
+            version=r[3],
+            created_at=_dt(r[4]),
+            updated_at=_dt(r[5]),
+        )
+
+    def put_resource(self, resource: Resource, *, expected_version: int) -> Resource:
+        now = utcnow()
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "SELECT version, created_at FROM resources WHERE id = ?", (resource.id,)
+            ).fetchone()
+            current = row[0] if row else 0
+            if current != expected_version:
+                raise Conflict(
+                    f"resource {resource.id!r} changed (version {current}, expected {expected_version})",
+                    field="version",
+                )
+            created = row[1] if row else _ts(now)
+            conn.execute(
+                "INSERT INTO resources (id, working_memory, metadata, version, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET working_memory = excluded.working_memory,"
+                " metadata = excluded.metadata, version = excluded.version, updated_at = excluded.updated_at",
+                (
+                    resource.id,
+                    resource.working_memory,
+                    _dumps(resource.metadata),
+                    expected_version + 1,
+                    created,
+                    _ts(now),
+                ),
+            )
+        return resource.model_copy(
+            update={"version": expected_version + 1, "created_at": _dt(created), "updated_at": now}
+        )
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _parts_json(message: Message) -> str:
+    return _dumps([p.model_dump(mode="json") for p in message.parts])
+
+
+def _json_path(key: str) -> str:
+    return "$." + ".".join('"' + part.replace('"', '\\"') + '"' for part in key.split("."))
+
+
+def _sql_scalar(value: Any) -> Any:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, dict | list):
+        return _dumps(value)
+    return value

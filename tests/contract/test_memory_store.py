@@ -1,0 +1,325 @@
+"""Conformance suite of the ``MemoryStore`` port: every adapter runs it unchanged.
+
+Adapters are registered in ``STORE_FACTORIES`` (tests/contract/conftest.py); later issues add DynamoDB.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memstack.errors import Conflict, InvalidInput, NotFound
+from memstack.model import Message, Resource, TextPart, Thread, ToolCallPart, ToolResultPart
+from memstack.ports import MemoryStore, MessageWindow
+
+from .conftest import STORE_FACTORIES
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=sorted(STORE_FACTORIES))
+def store(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[MemoryStore]:
+    s = STORE_FACTORIES[request.param](tmp_path)
+    yield s
+    s.close()
+
+
+def thread(tid: str = "t1", rid: str = "r1", at: datetime = T0, **kw: object) -> Thread:
+    return Thread(id=tid, resource_id=rid, created_at=at, updated_at=at, **kw)  # type: ignore[arg-type]
+
+
+def msg(
+    mid: str, tid: str = "t1", rid: str = "r1", text: str = "hello", at: datetime = T0, **kw: object
+) -> Message:
+    return Message(
+        id=mid,
+        thread_id=tid,
+        resource_id=rid,
+        role=kw.pop("role", "user"),  # type: ignore[arg-type]
+        parts=kw.pop("parts", (TextPart(text=text),)),  # type: ignore[arg-type]
+        created_at=at,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+# threads ------------------------------------------------------------------------------------------
+
+
+def test_given_a_created_thread_when_got_by_its_owner_then_it_round_trips(store: MemoryStore) -> None:
+    t = thread(title="Trip", metadata={"topic": "travel", "n": 1})
+    store.create_thread(t)
+    assert store.get_thread("r1", "t1") == t
+
+
+def test_given_a_thread_of_resource_a_when_got_as_resource_b_then_none(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    assert store.get_thread("r2", "t1") is None
+
+
+def test_given_an_existing_thread_id_when_created_again_even_by_another_resource_then_conflict(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    with pytest.raises(Conflict):
+        store.create_thread(thread(rid="r2"))
+
+
+def test_given_threads_when_listed_newest_first_then_pages_cover_all_once(store: MemoryStore) -> None:
+    for i in range(17):
+        store.create_thread(thread(f"t{i:02d}", at=T0 + timedelta(minutes=i)))
+    store.create_thread(thread("other", rid="r2"))
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = store.list_threads("r1", limit=7, cursor=cursor)
+        seen += [t.id for t in page.threads]
+        pages += 1
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert pages == 3
+    assert seen == [f"t{i:02d}" for i in reversed(range(17))]
+
+
+def test_given_equal_timestamps_when_listed_then_order_is_stable_by_id(store: MemoryStore) -> None:
+    for tid in ("b", "a", "c"):
+        store.create_thread(thread(tid))
+    first = store.list_threads("r1", limit=2, direction="asc")
+    rest = store.list_threads("r1", limit=2, direction="asc", cursor=first.next_cursor)
+    assert [t.id for t in first.threads + rest.threads] == ["a", "b", "c"]
+
+
+def test_given_threads_when_listed_by_updated_at_then_most_recent_activity_first(store: MemoryStore) -> None:
+    store.create_thread(thread("old", at=T0))
+    store.create_thread(thread("new", at=T0 + timedelta(hours=1)))
+    store.save_messages("r1", "old", [msg("m1", "old", at=T0 + timedelta(hours=2))])
+    page = store.list_threads("r1", order_by="updated_at")
+    assert [t.id for t in page.threads] == ["old", "new"]
+
+
+def test_given_metadata_when_listing_with_a_filter_then_only_matching_threads(store: MemoryStore) -> None:
+    store.create_thread(thread("a", metadata={"kind": "support", "vip": True}))
+    store.create_thread(thread("b", metadata={"kind": "sales"}))
+    store.create_thread(thread("c", metadata={"kind": "support", "vip": False}))
+    page = store.list_threads("r1", metadata={"kind": "support", "vip": True})
+    assert [t.id for t in page.threads] == ["a"]
+
+
+def test_given_a_malformed_cursor_when_listing_then_invalid_input(store: MemoryStore) -> None:
+    with pytest.raises(InvalidInput):
+        store.list_threads("r1", cursor="not-a-cursor!!")
+
+
+def test_given_a_thread_when_updated_partially_then_metadata_merges_shallowly(store: MemoryStore) -> None:
+    store.create_thread(thread(title="keep", metadata={"a": 1, "b": {"x": 1}}))
+    later = T0 + timedelta(minutes=5)
+    updated = store.update_thread("r1", "t1", metadata={"b": {"y": 2}, "c": 3}, updated_at=later)
+    assert updated.title == "keep"
+    assert updated.metadata == {"a": 1, "b": {"y": 2}, "c": 3}
+    assert store.get_thread("r1", "t1") == updated
+    assert updated.updated_at == later
+
+
+def test_given_another_resources_thread_when_updated_then_not_found(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    with pytest.raises(NotFound):
+        store.update_thread("r2", "t1", title="x", updated_at=T0)
+    assert store.get_thread("r1", "t1").title == ""  # type: ignore[union-attr]
+
+
+def test_given_a_thread_with_messages_when_deleted_then_both_are_gone(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2")])
+    assert store.delete_thread("r1", "t1") is True
+    assert store.get_thread("r1", "t1") is None
+    assert store.get_messages("r1", ["m1", "m2"]) == []
+
+
+def test_given_another_resources_thread_when_deleted_then_nothing_happens(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("m1")])
+    assert store.delete_thread("r2", "t1") is False
+    assert len(store.get_messages("r1", ["m1"])) == 1
+
+
+# messages -----------------------------------------------------------------------------------------
+
+
+def test_given_a_batch_with_identical_timestamps_when_saved_then_listed_in_insertion_order(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    batch = [
+        msg("u", role="user", text="weather?"),
+        msg("call", role="assistant", parts=(ToolCallPart(id="c1", name="weather", args={"city": "Oslo"}),)),
+        msg(
+            "result", role="tool", parts=(ToolResultPart(tool_call_id="c1", name="weather", result={"t": 3}),)
+        ),
+        msg("a", role="assistant", text="3 degrees"),
+    ]
+    saved = store.save_messages("r1", "t1", batch)
+    assert [m.seq for m in saved] == [1, 2, 3, 4]
+    listed = store.list_messages("r1", "t1", limit=10)
+    assert [m.id for m in listed] == ["u", "call", "result", "a"]
+    assert listed[1].parts == batch[1].parts and listed[2].parts == batch[2].parts
+
+
+def test_given_a_saved_message_when_saved_again_then_updated_in_place(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("m1", text="one"), msg("m2", text="two")])
+    again = store.save_messages("r1", "t1", [msg("m1", text="ONE", at=T0 + timedelta(days=1))])
+    assert again[0].seq == 1
+    listed = store.list_messages("r1", "t1", limit=10)
+    assert [(m.id, m.text) for m in listed] == [("m1", "ONE"), ("m2", "two")]
+    assert listed[0].created_at == T0
+
+
+def test_given_a_missing_thread_when_saving_with_create_then_thread_and_messages_exist(
+    store: MemoryStore,
+) -> None:
+    store.save_messages("r1", "t1", [msg("m1")], create=thread())
+    assert store.get_thread("r1", "t1") is not None
+    assert [m.id for m in store.list_messages("r1", "t1", limit=5)] == ["m1"]
+
+
+def test_given_a_missing_thread_when_saving_without_create_then_not_found(store: MemoryStore) -> None:
+    with pytest.raises(NotFound):
+        store.save_messages("r1", "t1", [msg("m1")])
+
+
+def test_given_resource_a_thread_when_resource_b_saves_into_it_then_not_found_and_nothing_written(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    with pytest.raises(NotFound):
+        store.save_messages("r2", "t1", [msg("m1", rid="r2")], create=thread(rid="r2"))
+    assert store.list_messages("r1", "t1", limit=5) == []
+
+
+def test_given_a_message_id_of_another_thread_when_saved_here_then_conflict_and_batch_not_written(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread("t1"))
+    store.create_thread(thread("t2"))
+    store.save_messages("r1", "t1", [msg("m1")])
+    with pytest.raises(Conflict):
+        store.save_messages("r1", "t2", [msg("new", "t2"), msg("m1", "t2")])
+    assert store.list_messages("r1", "t2", limit=5) == []
+
+
+def test_given_messages_when_listing_last_n_then_newest_n_returned(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg(f"m{i}") for i in range(10)])
+    newest = store.list_messages("r1", "t1", limit=3, newest_first=True)
+    assert [m.id for m in newest] == ["m9", "m8", "m7"]
+    page = store.list_messages("r1", "t1", limit=3, after_seq=3)
+    assert [m.id for m in page] == ["m3", "m4", "m5"]
+    assert [m.id for m in store.list_messages("r1", "t1", limit=10, after_seq=2, before_seq=5)] == [
+        "m2",
+        "m3",
+    ]
+
+
+def test_given_another_resource_when_listing_messages_then_empty(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("m1")])
+    assert store.list_messages("r2", "t1", limit=5) == []
+    assert store.get_messages("r2", ["m1"]) == []
+
+
+def test_given_windows_when_loaded_then_neighbours_come_from_the_messages_own_thread(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread("t1"))
+    store.create_thread(thread("t2"))
+    store.save_messages("r1", "t1", [msg(f"a{i}", "t1") for i in range(6)])
+    store.save_messages("r1", "t2", [msg(f"b{i}", "t2") for i in range(3)])
+    found = store.message_windows(
+        "r1", [MessageWindow("t1", 3, 1, 1), MessageWindow("t2", 1, 2, 1), MessageWindow("t1", 4, 0, 0)]
+    )
+    assert [m.id for m in found] == ["a1", "a2", "a3", "b0", "b1"]
+
+
+def test_given_a_deleted_neighbour_when_windows_loaded_then_the_gap_is_skipped(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg(f"m{i}") for i in range(5)])
+    store.delete_messages("r1", ["m1"])
+    found = store.message_windows("r1", [MessageWindow("t1", 3, 1, 0)])
+    assert [m.id for m in found] == ["m0", "m2"]
+
+
+def test_given_another_resource_when_loading_windows_then_nothing(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg(f"m{i}") for i in range(3)])
+    assert store.message_windows("r2", [MessageWindow("t1", 2, 1, 1)]) == []
+
+
+def test_given_messages_when_deleted_then_only_this_resources_go(store: MemoryStore) -> None:
+    store.create_thread(thread("t1"))
+    store.create_thread(thread("t2", rid="r2"))
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2")])
+    store.save_messages("r2", "t2", [msg("x1", "t2", "r2")])
+    deleted = store.delete_messages("r1", ["m1", "x1", "missing"])
+    assert [m.id for m in deleted] == ["m1"]
+    assert [m.id for m in store.list_messages("r1", "t1", limit=5)] == ["m2"]
+    assert len(store.get_messages("r2", ["x1"])) == 1
+
+
+def test_given_a_deleted_message_when_new_ones_saved_then_seq_never_reused(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2")])
+    store.delete_messages("r1", ["m2"])
+    saved = store.save_messages("r1", "t1", [msg("m3")])
+    assert saved[0].seq == 3
+
+
+def test_given_unicode_and_a_100kb_message_when_saved_then_round_trip_unchanged(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    texts = ["emoji 🎉👩‍👩‍👧 ok", "中文字符 和 日本語のテキスト", "x" * 100_000, "nul\u0000byte", "RTL עברית"]
+    store.save_messages("r1", "t1", [msg(f"m{i}", text=t) for i, t in enumerate(texts)])
+    assert [m.text for m in store.list_messages("r1", "t1", limit=10)] == texts
+
+
+def test_given_concurrent_writers_when_saving_to_one_thread_then_seq_is_unique_and_gap_free(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+
+    def writer(w: int) -> None:
+        for i in range(20):
+            store.save_messages("r1", "t1", [msg(f"w{w}-{i}")])
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seqs = [m.seq for m in store.list_messages("r1", "t1", limit=1000)]
+    assert seqs == list(range(1, 81))
+
+
+# resources ----------------------------------------------------------------------------------------
+
+
+def test_given_no_resource_when_got_then_none(store: MemoryStore) -> None:
+    assert store.get_resource("r1") is None
+
+
+def test_given_a_resource_when_put_with_the_read_version_then_version_increases(store: MemoryStore) -> None:
+    first = store.put_resource(Resource(id="r1", working_memory="# A"), expected_version=0)
+    assert first.version == 1
+    second = store.put_resource(first.model_copy(update={"working_memory": "# B"}), expected_version=1)
+    assert second.version == 2
+    got = store.get_resource("r1")
+    assert got is not None and got.working_memory == "# B" and got.version == 2
+
+
+def test_given_a_stale_version_when_put_then_conflict_and_nothing_written(store: MemoryStore) -> None:
+    store.put_resource(Resource(id="r1", working_memory="# A"), expected_version=0)
+    with pytest.raises(Conflict):
+        store.put_resource(Resource(id="r1", working_memory="# stale"), expected_version=0)
+    assert store.get_resource("r1").working_memory == "# A"  # type: ignore[union-attr]
