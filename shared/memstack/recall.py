@@ -1,0 +1,237 @@
+"""Semantic recall (spec §2.8, doing the right thing at each GOTCHA of §7.1–7.2):
+
+* indexing: every non-system message, chunked, tool calls and results included as text, the thread's
+  metadata snapshotted into each chunk so ``filter`` can match it, chunk ids derived from the message id
+  (re-indexing replaces, never duplicates);
+* search: ``vector``, ``keyword`` or ``hybrid`` (weighted fusion in the core, ``memstack.fusion``), the
+  scope and the user's filter applied inside the search;
+* an embedding cache shared by queries and documents (a query's embedding is reused when the same text is
+  saved, for symmetric embedders).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memstack.config import SemanticRecallOptions
+from memstack.fusion import FusedHit, fuse
+from memstack.model import Message, Thread
+from memstack.ports import Embedder, IndexEntry, IndexHit, MemoryStore, MessageWindow, SearchIndex, Vector
+from memstack.text import chunk_text, searchable_text
+
+logger = logging.getLogger("memstack.recall")
+
+
+class EmbeddingCache:
+    """A bounded, thread-safe LRU of embeddings keyed by (model, kind, sha1 of text).
+
+    Args:
+        max_entries: how many vectors to keep (default 4,096; about 4 MB at 256 dimensions).
+    """
+
+    def __init__(self, max_entries: int = 4_096) -> None:
+        self.max_entries = max_entries
+        self._data: OrderedDict[tuple[str, str, bytes], Vector] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(embedder: Embedder, kind: str, text: str) -> tuple[str, str, bytes]:
+        """The cache key; queries and documents share keys when the embedder is symmetric."""
+        k = "d" if embedder.symmetric else kind
+        return (embedder.model_id, k, hashlib.sha1(text.encode("utf-8", "surrogatepass")).digest())
+
+    def get(self, key: tuple[str, str, bytes]) -> Vector | None:
+        """The cached vector, or ``None``."""
+        with self._lock:
+            value = self._data.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+            return value
+
+    def put(self, key: tuple[str, str, bytes], vector: Vector) -> None:
+        """Remember a vector, evicting the least recently used beyond ``max_entries``."""
+        with self._lock:
+            self._data[key] = vector
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    """What recall found: the fused hits (best first) and the messages around them (by thread, seq)."""
+
+    hits: list[FusedHit]
+    messages: list[Message]
+
+
+class SemanticRecall:
+    """Indexes messages and searches them. Knows only ports.
+
+    Args:
+        store: where messages live (for neighbours and to drop hits the index still has but the store
+            no longer does).
+        index: the vector + keyword index.
+        embedder: turns text into vectors.
+        cache: the embedding cache (a new one if omitted).
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        index: SearchIndex,
+        embedder: Embedder,
+        cache: EmbeddingCache | None = None,
+    ) -> None:
+        self.store = store
+        self.index = index
+        self.embedder = embedder
+        self.cache = cache or EmbeddingCache()
+
+    # embedding -----------------------------------------------------------------------------------
+
+    def embed_query(self, text: str) -> Vector:
+        """The query vector of ``text``, through the cache. Raises what the embedder raises."""
+        key = self.cache.key(self.embedder, "q", text)
+        vector = self.cache.get(key)
+        if vector is None:
+            vector = self.embedder.embed_query(text)
+            self.cache.put(key, vector)
+        return vector
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        """Document vectors of ``texts``, embedding only cache misses, in one batch."""
+        keys = [self.cache.key(self.embedder, "d", t) for t in texts]
+        out: list[Vector | None] = [self.cache.get(k) for k in keys]
+        missing = [i for i, v in enumerate(out) if v is None]
+        if missing:
+            vectors = self.embedder.embed_documents([texts[i] for i in missing])
+            for i, vec in zip(missing, vectors, strict=True):
+                out[i] = vec
+                self.cache.put(keys[i], vec)
+        return [v for v in out if v is not None]
+
+    # indexing ------------------------------------------------------------------------------------
+
+    def index_messages(
+        self, thread: Thread, messages: Sequence[Message], options: SemanticRecallOptions
+    ) -> int:
+        """Index (or re-index) these messages of ``thread``; returns the number of chunks written.
+
+        System messages and messages without searchable text are removed from the index instead.
+        Raises what the embedder or index raises (the caller decides whether that fails the call).
+        """
+        entries_meta: list[tuple[Message, int, str]] = []
+        drop: list[str] = []
+        for message in messages:
+            text = "" if message.role == "system" else searchable_text(message, options.tool_text_chars)
+            chunks = chunk_text(text, options.chunk_chars) if text else []
+            if not chunks:
+                drop.append(message.id)
+            for n, chunk in enumerate(chunks):
+                entries_meta.append((message, n, chunk))
+        if drop:
+            self.index.delete_messages(thread.resource_id, drop)
+        if not entries_meta:
+            return 0
+        vectors = self.embed_documents([c for _, _, c in entries_meta])
+        entries = [
+            IndexEntry(
+                message_id=m.id,
+                chunk=n,
+                thread_id=thread.id,
+                resource_id=thread.resource_id,
+                role=m.role,
+                seq=m.seq,
+                created_at=m.created_at,
+                text=chunk,
+                vector=vec,
+                metadata={**thread.metadata, **m.metadata, "role": m.role, "thread_id": thread.id},
+            )
+            for (m, n, chunk), vec in zip(entries_meta, vectors, strict=True)
+        ]
+        self.index.upsert(entries)
+        return len(entries)
+
+    # search --------------------------------------------------------------------------------------
+
+    def search(
+        self, resource_id: str, thread_id: str, query: str, options: SemanticRecallOptions
+    ) -> list[FusedHit]:
+        """The best ``top_k`` messages for ``query`` in the options' scope, filter and mode."""
+        if not query.strip():
+            return []
+        top_k = options.top_k
+        scope_thread = thread_id if options.scope == "thread" else None
+        want_vector = options.mode in ("vector", "hybrid")
+        want_keyword = options.mode in ("keyword", "hybrid")
+        per_list = top_k * options.hybrid.candidates if options.mode == "hybrid" else top_k
+        vector = self.embed_query(query) if want_vector else None
+        results = self.index.search(
+            resource_id,
+            top_k=per_list,
+            vector=vector,
+            text=query if want_keyword else None,
+            thread_id=scope_thread,
+            filter=options.filter,
+        )
+        vhits: list[IndexHit] = list(results.vector or [])
+        if options.threshold is not None:
+            vhits = [h for h in vhits if h.score >= options.threshold]
+        khits: list[IndexHit] = list(results.keyword or [])
+        if options.mode == "vector":
+            return [
+                FusedHit(h.message_id, h.thread_id, h.score, vector_rank=i + 1, seq=h.seq)
+                for i, h in enumerate(vhits)
+            ]
+        if options.mode == "keyword":
+            return [
+                FusedHit(h.message_id, h.thread_id, h.score, keyword_rank=i + 1, seq=h.seq)
+                for i, h in enumerate(khits)
+            ]
+        h = options.hybrid
+        return fuse(
+            vhits,
+            khits,
+            top_k=top_k,
+            vector_weight=h.vector_weight,
+            keyword_weight=h.keyword_weight,
+            rank_constant=h.rank_constant,
+            neighbour_weight=h.neighbour_weight,
+            before=options.message_range.before,
+            after=options.message_range.after,
+        )
+
+    def recall(
+        self, resource_id: str, thread_id: str, query: str, options: SemanticRecallOptions
+    ) -> RecallResult:
+        """Search, then load each hit with ``message_range`` neighbours from its own thread.
+
+        Hits whose message no longer exists in the store (the index lags the store) are dropped.
+        """
+        hits = self.search(resource_id, thread_id, query, options)
+        if not hits:
+            return RecallResult([], [])
+        r = options.message_range
+        windows = [MessageWindow(h.thread_id, h.seq, r.before, r.after) for h in hits]
+        messages = self.store.message_windows(resource_id, windows)
+        present = {m.id for m in messages}
+        if any(h.message_id not in present for h in hits):
+            # the index lags the store: drop hits (and their neighbours) whose message is gone
+            hits = [h for h in hits if h.message_id in present]
+            windows = [MessageWindow(h.thread_id, h.seq, r.before, r.after) for h in hits]
+            messages = self.store.message_windows(resource_id, windows) if windows else []
+        return RecallResult(hits, messages)

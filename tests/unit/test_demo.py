@@ -1,0 +1,82 @@
+"""The main job (``memstack demo``) on a committed LoCoMo excerpt, and the LoCoMo reader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memstack import InvalidInput, Memory
+from memstack.cli import main
+from memstack.demo import run
+from memstack.locomo import evidence_ids, load, parse_date
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "locomo-excerpt.json"
+
+
+def test_given_locomo_dates_when_parsed_then_utc_times() -> None:
+    assert parse_date("1:56 pm on 8 May, 2023").isoformat() == "2023-05-08T13:56:00+00:00"
+    assert parse_date("12:09 am on 1 January, 2024").isoformat() == "2024-01-01T00:09:00+00:00"
+    assert parse_date("garbage").year == 2023
+
+
+def test_given_malformed_evidence_when_read_then_split_or_skipped_never_fatal() -> None:
+    valid = {"D1:3", "D2:1", "D8:6", "D9:17"}
+    assert evidence_ids(["D8:6; D9:17", "D10:", "D", "D:11:26", "D1:3", "D1:3"], valid) == [
+        "D8:6",
+        "D9:17",
+        "D1:3",
+    ]
+    assert evidence_ids(None, valid) == []
+
+
+def test_given_the_excerpt_when_loaded_then_sessions_are_threads_and_category_5_is_skipped() -> None:
+    (conv,) = load(DATA)
+    assert list(conv.sessions) == ["conv-26-excerpt-session_1", "conv-26-excerpt-session_2"]
+    first = conv.sessions["conv-26-excerpt-session_1"][0]
+    assert first.message_id == "conv-26-excerpt:D1:1" and first.text.startswith("Caroline: ")
+    assert all(q.category != 5 for q in conv.questions)
+    malformed = [q for q in conv.questions if q.text == "Malformed evidence ids?"][0]
+    assert malformed.evidence == ("conv-26-excerpt:D1:3", "conv-26-excerpt:D2:1")
+    captioned = [t for turns in conv.sessions.values() for t in turns if "[shares an image:" in t.text]
+    assert captioned
+
+
+def test_given_bad_data_when_loaded_then_invalid_input(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput):
+        load(tmp_path / "missing.json")
+    with pytest.raises(InvalidInput):
+        load(DATA, [5])
+
+
+def test_given_the_excerpt_when_replayed_then_turns_are_stored_and_evidence_is_recalled(
+    tmp_path: Path,
+) -> None:
+    conversations = load(DATA)
+    with Memory.local(tmp_path / "demo.db", embedder="hash") as memory:
+        result = run(memory, conversations, progress=None)
+        stored = memory.list_messages(
+            thread_id="conv-26-excerpt-session_1", resource_id="conv-26-excerpt", limit=1000
+        ).messages
+    assert result.messages == conversations[0].turn_count == 35
+    assert len(stored) == 18 and stored[0].id == "conv-26-excerpt:D1:1"
+    assert len(result.scores) == 13
+    assert result.evidence_recall >= 0.5
+    assert result.result_line().startswith("RESULT conversations=1 messages=35 questions=13 evidence_recall=")
+
+
+def test_given_the_cli_when_demo_runs_then_the_last_line_is_the_result(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["demo", "--data", str(DATA), "--embedder", "hash", "--quiet"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0
+    assert out[-1].startswith("RESULT conversations=1 messages=35 questions=13 ")
+    assert any(line.startswith("4 single-hop") or line.startswith("2 temporal") for line in out)
+
+
+def test_given_a_bad_conversation_index_when_demo_runs_then_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--data", str(DATA), "--conversations", "7", "--embedder", "hash"]) == 2
+    assert "out of range" in capsys.readouterr().err
