@@ -23,7 +23,9 @@ def make_embedder(name: str | Embedder) -> Embedder:
     from memstack.errors import InvalidInput
 
     if not isinstance(name, str):
-        return name
+        if all(hasattr(name, a) for a in ("model_id", "dimension", "embed_documents", "embed_query")):
+            return name
+        raise InvalidInput("embedder must be 'local', 'hash' or an Embedder", field="embedder")
     if name == "local":
         from memstack.adapters.local_embed import LocalEmbedder
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from memstack.errors import MemstackError
 
@@ -31,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--mode", choices=["vector", "keyword", "hybrid"], default="hybrid")
     demo.add_argument("--top-k", type=int, default=4)
     demo.add_argument("--message-range", type=int, default=1)
-    demo.add_argument("--db", help="SQLite file (default: a fresh temporary file)")
+    demo.add_argument("--db", help="SQLite file (default: a fresh temporary file, removed afterwards)")
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     return parser
 
@@ -50,11 +53,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from memstack import demo, locomo
-    from memstack.memory import Memory
 
     data = args.data or demo.default_data_path()
     conversations = locomo.load(data, args.conversations)
-    db = args.db or demo.temporary_db()
+    if args.db:
+        return _run_demo(args, conversations, data, args.db)
+    with tempfile.TemporaryDirectory(prefix="memstack-demo-") as scratch:
+        return _run_demo(args, conversations, data, str(Path(scratch) / "memory.db"))
+
+
+def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, db: str) -> int:
+    from memstack import demo
+    from memstack.memory import Memory
+
     options = {
         "semantic_recall": {"mode": args.mode, "top_k": args.top_k, "message_range": args.message_range}
     }

@@ -32,7 +32,8 @@ DEFAULT_WORKING_MEMORY_TEMPLATE = """
 
 
 class _Options(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: "4" is not a top_k and True is not 1; an int is still a float
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class MessageRange(_Options):
@@ -54,9 +55,9 @@ class HybridOptions(_Options):
     """
 
     keyword_weight: float = Field(1.0, ge=0)
-    vector_weight: float = Field(0.4, ge=0)
-    rank_constant: float = Field(3.0, gt=0)
-    neighbour_weight: float = Field(0.5, ge=0)
+    vector_weight: float = Field(0.5, ge=0)
+    rank_constant: float = Field(5.0, gt=0)
+    neighbour_weight: float = Field(0.25, ge=0)
     candidates: int = Field(4, ge=1, le=20)
 
     @model_validator(mode="after")

@@ -35,6 +35,8 @@ MESSAGE_OVERHEAD_TOKENS = 4
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
 
+ToolPair = tuple[ToolCallPart, ToolResultPart]
+
 
 @dataclass(frozen=True, slots=True)
 class SystemMessage:
@@ -108,51 +110,127 @@ def _user_content(message: Message) -> str | list[dict[str, Any]]:
     return content
 
 
+def link_tool_calls(messages: Sequence[Message]) -> tuple[dict[int, list[ToolPair]], list[list[int]]]:
+    """Pair each assistant tool call with its result by position, as chat-completions requires.
+
+    A call is answered by the first result with its id in the same message or in the messages right after
+    it (of any role — Anthropic-style user messages carry results too), up to the first message that
+    answers none of its calls or makes calls of its own. Call ids only pair within that run, so an id
+    reused in a later turn never links two turns.
+
+    Returns:
+        ``pairs``: message index → its answered ``(call, result)`` pairs, in call order (unanswered calls,
+        empty or repeated ids are left out); ``groups``: message indexes that must stay together (an
+        assistant message with the messages answering it), in order, covering every index once.
+    """
+    pairs: dict[int, list[ToolPair]] = {}
+    groups: list[list[int]] = []
+    i, n = 0, len(messages)
+    while i < n:
+        message = messages[i]
+        calls: dict[str, ToolCallPart] = {}
+        if message.role == "assistant":
+            for p in message.parts:
+                if isinstance(p, ToolCallPart) and p.id and p.id not in calls:
+                    calls[p.id] = p
+        group = [i]
+        if calls:
+            answered: dict[str, ToolResultPart] = {}
+            j = i
+            while j < n:
+                here = messages[j]
+                if j > i and any(isinstance(p, ToolCallPart) for p in here.parts):
+                    break
+                found = [
+                    p
+                    for p in here.parts
+                    if isinstance(p, ToolResultPart)
+                    and p.tool_call_id in calls
+                    and p.tool_call_id not in answered
+                ]
+                if j > i and not found:
+                    break
+                for p in found:
+                    answered[p.tool_call_id] = p
+                if j > i:
+                    group.append(j)
+                j += 1
+                if len(answered) == len(calls):
+                    break
+            pairs[i] = [(c, answered[cid]) for cid, c in calls.items() if cid in answered]
+        groups.append(group)
+        i = group[-1] + 1
+    return pairs, groups
+
+
+def _function_name(name: str) -> str:
+    """A function name chat-completions accepts (``^[a-zA-Z0-9_-]{1,64}$``)."""
+    return _NAME_OK.sub("_", name)[:64] or "tool"
+
+
+def _render_content(message: Message) -> dict[str, Any] | None:
+    """A message's own content (no tool parts) as one chat message, or ``None`` if it has none."""
+    if message.role == "user" or message.role == "tool":
+        content = _user_content(message)
+        if not content:
+            return None
+        item: dict[str, Any] = {"role": "user", "content": content}
+        if message.author is not None:
+            name = _NAME_OK.sub("_", message.author.label)[:64]
+            if name:
+                item["name"] = name
+        return item
+    text = _content_text(message)
+    if not text:
+        return None
+    if message.role == "system":
+        return {"role": "system", "content": text}
+    return {"role": "assistant", "content": _author_prefix(message) + text}
+
+
 def render_openai(system: Sequence[SystemMessage], messages: Sequence[Message]) -> list[dict[str, Any]]:
     """OpenAI chat-completions messages for system messages plus a conversation.
 
-    Tool calls become ``assistant.tool_calls`` and results ``role: tool`` messages; a call without its
-    result (or a result without its call) is left out, since the API rejects unpaired ones (Mastra's
-    ``filterIncompleteToolCalls``). Reasoning parts are not sent. Authors are shown as ``Name: text``
-    and as the ``name`` field.
+    Tool calls become ``assistant.tool_calls`` followed by one ``role: tool`` message per answered call
+    (``link_tool_calls``); a call without its result, or a result without its call, is left out, since
+    the API rejects unpaired ones (Mastra's ``filterIncompleteToolCalls``). Reasoning parts are not sent.
+    Authors are shown as ``Name: text`` and as the ``name`` field of user messages.
     """
-    calls = {p.id for m in messages for p in m.parts if isinstance(p, ToolCallPart)}
-    results = {p.tool_call_id for m in messages for p in m.parts if isinstance(p, ToolResultPart)}
+    pairs, groups = link_tool_calls(messages)
     out: list[dict[str, Any]] = [{"role": "system", "content": s.text} for s in system]
-    for m in messages:
-        if m.role == "system":
-            out.append({"role": "system", "content": _content_text(m)})
-            continue
-        if m.role == "user":
-            item: dict[str, Any] = {"role": "user", "content": _user_content(m)}
-            if m.author is not None:
-                name = _NAME_OK.sub("_", m.author.label)[:64]
-                if name:
-                    item["name"] = name
-            if item["content"]:
+    for group in groups:
+        head = messages[group[0]]
+        answered = pairs.get(group[0], [])
+        if answered:
+            text = _content_text(head)
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": (_author_prefix(head) + text) if text else None,
+                    "tool_calls": [
+                        {
+                            "id": call.id,
+                            "type": "function",
+                            "function": {
+                                "name": _function_name(call.name),
+                                "arguments": json.dumps(call.args, ensure_ascii=False),
+                            },
+                        }
+                        for call, _ in answered
+                    ],
+                }
+            )
+            out += [
+                {"role": "tool", "tool_call_id": call.id, "content": to_json_text(result.result)}
+                for call, result in answered
+            ]
+            rest = group[1:]
+        else:
+            rest = group
+        for index in rest:
+            item = _render_content(messages[index])
+            if item is not None:
                 out.append(item)
-            continue
-        tool_calls = [
-            {
-                "id": p.id,
-                "type": "function",
-                "function": {"name": p.name, "arguments": json.dumps(p.args, ensure_ascii=False)},
-            }
-            for p in m.parts
-            if isinstance(p, ToolCallPart) and p.id in results
-        ]
-        text = _content_text(m)
-        if m.role == "assistant" and (text or tool_calls):
-            item = {"role": "assistant", "content": (_author_prefix(m) + text) if text else None}
-            if tool_calls:
-                item["tool_calls"] = tool_calls
-            out.append(item)
-        for p in m.parts:
-            if isinstance(p, ToolResultPart) and p.tool_call_id in calls:
-                body = to_json_text(p.result)
-                out.append({"role": "tool", "tool_call_id": p.tool_call_id, "content": body})
-        if m.role == "tool" and text:
-            out.append({"role": "user", "content": text})
     return out
 
 
@@ -251,30 +329,6 @@ def _item_tokens(tokenizer: Tokenizer, item: dict[str, Any]) -> int:
     return n
 
 
-def tool_groups(messages: Sequence[Message]) -> list[list[int]]:
-    """Indexes of ``messages`` grouped so that a tool call and its result stay together (union-find on
-    tool-call ids), each group in order, groups ordered by their first message."""
-    parent = list(range(len(messages)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[str, int] = {}
-    for i, m in enumerate(messages):
-        for cid in m.tool_call_ids():
-            if cid in owner:
-                parent[find(i)] = find(owner[cid])
-            else:
-                owner[cid] = i
-    groups: dict[int, list[int]] = {}
-    for i in range(len(messages)):
-        groups.setdefault(find(i), []).append(i)
-    return sorted(groups.values(), key=lambda g: g[0])
-
-
 def apply_budget(
     ctx: ModelContext,
     *,
@@ -294,7 +348,7 @@ def apply_budget(
     ]
     total = ctx.token_count
     removed: set[int] = set()
-    for group in tool_groups(messages):
+    for group in link_tool_calls(messages)[1]:
         if total <= budget.target_tokens:
             break
         if all(messages[i].id in trimmable for i in group):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -132,8 +131,3 @@ def default_data_path() -> Path:
         if c.is_file():
             return c
     return candidates[0]
-
-
-def temporary_db() -> str:
-    """A fresh SQLite path in a new temporary folder."""
-    return str(Path(tempfile.mkdtemp(prefix="memstack-demo-")) / "memory.db")

@@ -215,12 +215,22 @@ def check_key(key: str, path: str) -> list[str]:
     """
     if not key:
         raise InvalidInput(f"{path}: keys must not be empty", field=path)
+    if "\x00" in key or not _utf8(key):
+        raise InvalidInput(f"{path}: keys must be valid text without NUL characters", field=path)
     if key.startswith("$"):
         raise InvalidInput(f"{path}: field keys must not start with $", field=path)
     segments = key.split(".")
     if any(not s for s in segments):
         raise InvalidInput(f"{path}: a dotted key must not have an empty segment", field=path)
     return segments
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_scalar(value: object, path: str, *, allow_none: bool) -> None:
@@ -234,7 +244,11 @@ def check_scalar(value: object, path: str, *, allow_none: bool) -> None:
         if not allow_none:
             raise InvalidInput(f"{path} must be a string, number or boolean, not null", field=path)
         return
-    if isinstance(value, bool | str):
+    if isinstance(value, str):
+        if not _utf8(value):
+            raise InvalidInput(f"{path} must be valid text (no lone surrogates)", field=path)
+        return
+    if isinstance(value, bool):
         return
     if isinstance(value, int):
         if not _INT64_MIN <= value <= _INT64_MAX:

@@ -3,6 +3,7 @@ errors that name the offending field (``messages[2].parts[0].type``)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -107,7 +108,7 @@ def coerce_message(
         if not isinstance(content, str):
             raise InvalidInput(f"{field}.content must be a string", field=f"{field}.content")
         parts = (TextPart(text=content),)
-    size = sum(len(p.model_dump_json()) for p in parts)
+    size = _parts_size(parts, f"{field}.parts")
     if size > MAX_MESSAGE_CHARS:
         raise PayloadTooLarge(
             f"{field} is larger than the limit of {MAX_MESSAGE_CHARS} characters", field=f"{field}.parts"
@@ -137,6 +138,26 @@ def coerce_message(
         err = exc.errors()[0]
         loc = f"{field}.{_loc(err)}"
         raise InvalidInput(f"{loc}: {err['msg']}", field=loc) from None
+    except (OverflowError, ValueError):  # a datetime that cannot be expressed in UTC
+        raise InvalidInput(f"{field}.created_at is out of range", field=f"{field}.created_at") from None
+
+
+def _parts_size(parts: tuple[Any, ...], field: str) -> int:
+    """Characters of the parts as JSON; refuses what JSON cannot hold exactly (NaN, sets, bytes, cycles,
+    lone surrogates, nesting too deep)."""
+    try:
+        encoded = json.dumps(
+            [p.model_dump(mode="python") for p in parts], allow_nan=False, ensure_ascii=False, default=_refuse
+        )
+        encoded.encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:
+        reason = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InvalidInput(f"{field} is not valid JSON text: {reason}", field=field) from None
+    return len(encoded)
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
 
 
 _PART_TAGS = {"text", "reasoning", "tool_call", "tool_result", "file", "image"}

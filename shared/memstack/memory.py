@@ -24,7 +24,8 @@ from memstack.context import (
     filter_tool_calls,
     render_openai,
 )
-from memstack.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, Unavailable
+from memstack.cursors import decode_cursor, encode_cursor
+from memstack.errors import Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge, Unavailable
 from memstack.inputs import coerce_message
 from memstack.model import (
     Message,
@@ -35,6 +36,7 @@ from memstack.model import (
     ToolCallPart,
     check_id,
     check_metadata,
+    check_text,
     new_id,
     utcnow,
 )
@@ -428,9 +430,9 @@ class Memory:
         Raises:
             NotFound: the thread is missing or another resource's. InvalidInput: bad arguments.
         """
-        from memstack.adapters.sqlite.store import decode_cursor, encode_cursor
-
         self.get_thread(thread_id=thread_id, resource_id=resource_id)
+        if include is not None and not isinstance(include, list | tuple):
+            raise InvalidInput("include must be a list", field="include")
         includes = [self._include(x, i) for i, x in enumerate(include or [])]
         next_cursor = None
         if last is not None:
@@ -444,7 +446,7 @@ class Memory:
             )
         else:
             _check_limit(limit, "limit", MAX_PAGE)
-            after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+            after = int(decode_cursor(cursor, 1, (int,))[0]) if cursor is not None else None
             page = self.store.list_messages(resource_id, thread_id, limit=limit + 1, after_seq=after)
             if len(page) > limit:
                 page = page[:limit]
@@ -460,6 +462,8 @@ class Memory:
                 value = Include(**value)
             except TypeError:
                 raise InvalidInput("include items take id, before, after", field=f"include[{i}]") from None
+        if not isinstance(value, Include):
+            raise InvalidInput("include items are {id, before, after} objects", field=f"include[{i}]")
         check_id(value.id, f"include[{i}].id")
         _check_limit(value.before, f"include[{i}].before", 100, minimum=0)
         _check_limit(value.after, f"include[{i}].after", 100, minimum=0)
@@ -539,6 +543,7 @@ class Memory:
 
         Raises:
             InvalidInput: working memory is disabled or the value is not a string.
+            Forbidden: the options are ``read_only``.
             PayloadTooLarge: longer than ``MAX_WORKING_MEMORY_CHARS``.
             NotFound: thread scope and the thread is missing or another resource's.
             Conflict: resource scope lost the compare-and-set race three times.
@@ -548,6 +553,8 @@ class Memory:
         check_id(thread_id, "thread_id")
         if not opts.working_memory.enabled:
             raise InvalidInput("working memory is not enabled", field="working_memory")
+        if opts.read_only:
+            raise Forbidden("memory is read-only: working memory cannot be updated", field="working_memory")
         if not isinstance(working_memory, str):
             raise InvalidInput("working_memory must be a string", field="working_memory")
         if len(working_memory) > MAX_WORKING_MEMORY_CHARS:
@@ -589,6 +596,9 @@ class Memory:
         check_id(thread_id, "thread_id")
         if not isinstance(query, str):
             raise InvalidInput("query must be a string", field="query")
+        check_text(query, "query")
+        if not opts.semantic_recall.enabled:
+            return RecallResult([], [])
         return self.recall_engine.recall(resource_id, thread_id, query, opts.semantic_recall)
 
     def context(
@@ -626,6 +636,10 @@ class Memory:
             if message is not None
             else None
         )
+        if isinstance(context, str | dict | Message):
+            context = [context]
+        if context is not None and not isinstance(context, list | tuple):
+            raise InvalidInput("context must be a list of messages", field="context")
         extra = [
             coerce_message(c, thread_id=thread_id, resource_id=resource_id, now=now, field=f"context[{i}]")
             for i, c in enumerate(context or [])
@@ -663,27 +677,34 @@ class Memory:
                 )
         same = [m for m in recalled if m.thread_id == thread_id]
         other = [m for m in recalled if m.thread_id != thread_id]
-        if other:
-            system.append(SystemMessage(cross_thread_block(other), "recall"))
         conversation = sorted([*history, *same], key=lambda m: m.seq)
         if opts.tool_call_filter is not None:
             conversation = filter_tool_calls(conversation, opts.tool_call_filter)
+            other = filter_tool_calls(other, opts.tool_call_filter)
         messages = [*conversation, *extra, *([new] if new is not None else [])]
-        ctx = ModelContext(
-            system=system,
-            messages=messages,
-            tools=tools,
-            token_count=count_tokens(self.tokenizer, render_openai(system, messages), tools),
-            recalled=recalled,
-            history_ids=[m.id for m in history],
-        )
-        if opts.message_history is not None:
-            ctx = apply_budget(
-                ctx,
-                trimmable={m.id for m in conversation},
-                budget=opts.message_history,
-                tokenizer=self.tokenizer,
+
+        def build(block: list[Message], shown: list[Message]) -> ModelContext:
+            layers = [*system, SystemMessage(cross_thread_block(block), "recall")] if block else system
+            visible = {m.id for m in block} | {m.id for m in shown}
+            return ModelContext(
+                system=layers,
+                messages=shown,
+                tools=tools,
+                token_count=count_tokens(self.tokenizer, render_openai(layers, shown), tools),
+                recalled=[m for m in recalled if m.id in visible],
+                history_ids=[m.id for m in history if m.id in visible],
             )
+
+        ctx = build(other, messages)
+        budget = opts.message_history
+        if budget is not None and ctx.token_count > budget.max_tokens:
+            ctx = apply_budget(
+                ctx, trimmable={m.id for m in conversation}, budget=budget, tokenizer=self.tokenizer
+            )
+            # still over: the cross-thread block gives way too, its oldest messages first
+            while other and ctx.token_count > budget.target_tokens:
+                other = other[1:]
+                ctx = build(other, ctx.messages)
         return ctx
 
     # validation helpers --------------------------------------------------------------------------
@@ -713,10 +734,13 @@ class Memory:
 def _as_list(value: str | Sequence[str] | None, field: str) -> list[str]:
     if value is None:
         return []
+    if not isinstance(value, str | list | tuple):
+        raise InvalidInput(f"{field} must be a string or a list of strings", field=field)
     items = [value] if isinstance(value, str) else list(value)
     for i, item in enumerate(items):
         if not isinstance(item, str):
             raise InvalidInput(f"{field} must be strings", field=f"{field}[{i}]")
+        check_text(item, f"{field}[{i}]")
     return [i for i in items if i.strip()]
 
 
@@ -731,7 +755,8 @@ def _strip_working_memory(message: Message, wm_calls: set[str]) -> Message | Non
             continue
         if isinstance(p, ToolResultPart) and (p.tool_call_id in wm_calls or p.name == TOOL_NAME):
             continue
-        if isinstance(p, TextPart) and "<working_memory>" in p.text:
+        # only the model writes these tags (spec §2.7): a user's text is kept whole
+        if message.role == "assistant" and isinstance(p, TextPart) and "<working_memory>" in p.text:
             text = strip_tags(p.text, "working_memory")
             if not text.strip():
                 continue

@@ -50,6 +50,22 @@ def check_id(value: object, field: str) -> str:
         raise InvalidInput(f"{field} is longer than the limit of {MAX_ID_LENGTH} characters", field=field)
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise InvalidInput(f"{field} must not contain control characters", field=field)
+    check_text(value, field)
+    return value
+
+
+def check_text(value: str, field: str) -> str:
+    """Validate that a string is encodable text (UTF-8, so no lone surrogates).
+
+    Raises:
+        InvalidInput: naming ``field``.
+    """
+    from memstack.errors import InvalidInput
+
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{field} must be valid text (it has a lone surrogate)", field=field) from None
     return value
 
 
@@ -68,8 +84,10 @@ def check_metadata(value: object, field: str = "metadata") -> dict[str, Any]:
         raise InvalidInput(f"{field} must be a JSON object", field=field)
     try:
         encoded = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{field} is not JSON-serialisable: {exc}", field=field) from None
+        encoded.encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+        reason = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InvalidInput(f"{field} is not JSON-serialisable: {reason}", field=field) from None
     if len(encoded.encode()) > MAX_METADATA_BYTES:
         raise PayloadTooLarge(
             f"{field} is larger than the limit of {MAX_METADATA_BYTES} bytes as JSON", field=field
@@ -91,8 +109,8 @@ class Author(_Frozen):
     """
 
     id: str
-    name: str = ""
-    role: str = ""
+    name: str = Field("", max_length=256)
+    role: str = Field("", max_length=256)
 
     @property
     def label(self) -> str:

@@ -180,6 +180,8 @@ class SemanticRecall:
         want_keyword = options.mode in ("keyword", "hybrid")
         per_list = top_k * options.hybrid.candidates if options.mode == "hybrid" else top_k
         vector = self.embed_query(query) if want_vector else None
+        if vector is not None and not any(vector):
+            vector = None  # text without words (only emoji, punctuation): no direction to search by
         results = self.index.search(
             resource_id,
             top_k=per_list,
@@ -229,8 +231,14 @@ class SemanticRecall:
         windows = [MessageWindow(h.thread_id, h.seq, r.before, r.after) for h in hits]
         messages = self.store.message_windows(resource_id, windows)
         present = {m.id for m in messages}
-        if any(h.message_id not in present for h in hits):
-            # the index lags the store: drop hits (and their neighbours) whose message is gone
+        missing = [h.message_id for h in hits if h.message_id not in present]
+        if missing:
+            # The index lags the store (a delete raced a save's indexing): drop those hits and their
+            # neighbours, and remove the orphaned entries so they never come back.
+            try:
+                self.index.delete_messages(resource_id, missing)
+            except Exception as exc:
+                logger.warning("could not remove orphaned index entries", extra={"error": type(exc).__name__})
             hits = [h for h in hits if h.message_id in present]
             windows = [MessageWindow(h.thread_id, h.seq, r.before, r.after) for h in hits]
             messages = self.store.message_windows(resource_id, windows) if windows else []

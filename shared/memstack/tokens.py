@@ -21,6 +21,7 @@ Cache directory, in tiktoken's order of precedence:
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import hashlib
 import importlib.util
@@ -184,6 +185,13 @@ def _prepare(encoding: str) -> Path | None:
     return None
 
 
+_CACHED_TEXT_CHARS = 4_096
+"""Texts up to this many characters have their token counts cached."""
+
+_CACHE_ENTRIES = 8_192
+"""How many token counts are cached per tokenizer (at most ~32 MB of keys)."""
+
+
 class TiktokenTokenizer:
     """Counts tokens with a tiktoken encoding, loaded on first use without network access.
 
@@ -203,6 +211,8 @@ class TiktokenTokenizer:
         self.name: str = encoding
         self._encoding: tiktoken.Encoding | None = None
         self._lock = threading.Lock()
+        # History repeats from turn to turn, so short texts' counts are remembered (bounded LRU).
+        self._count_cached = functools.lru_cache(maxsize=_CACHE_ENTRIES)(self._count)
 
     def count(self, text: str) -> int:
         """Number of tokens of ``text`` (0 for ``""``).
@@ -211,6 +221,11 @@ class TiktokenTokenizer:
             Unavailable: the encoding could not be loaded (first call only; e.g. an encoding not bundled,
                 with no network).
         """
+        if len(text) <= _CACHED_TEXT_CHARS:
+            return self._count_cached(text)
+        return self._count(text)
+
+    def _count(self, text: str) -> int:
         encoding = self._encoding or self._load()
         return len(encoding.encode(text, allowed_special=frozenset(), disallowed_special=()))
 

@@ -35,21 +35,24 @@ class SqliteDatabase:
 
     def __init__(self, path: str | Path = DEFAULT_PATH, *, busy_timeout_ms: int = 10_000) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn: Any = None
         try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             conn = sqlean.connect(self.path, check_same_thread=False, isolation_level=None)
             conn.enable_load_extension(True)
             sqlite_vec.load(conn)
             conn.enable_load_extension(False)
-        except Exception as exc:  # sqlean raises its own sqlite3 error types
-            raise Unavailable(f"cannot open SQLite database: {exc}") from exc
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except Exception as exc:  # OSError for the folder; sqlean's own error types for the file
+            if conn is not None:
+                conn.close()
+            raise Unavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         self.conn: Any = conn
-        self.lock = threading.RLock()
+        self.lock = _Guard()
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
@@ -59,7 +62,8 @@ class SqliteDatabase:
             try:
                 yield self.conn
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
                 raise
             self.conn.execute("COMMIT")
 
@@ -72,3 +76,21 @@ class SqliteDatabase:
         """Close the connection (idempotent)."""
         with self.lock:
             self.conn.close()
+
+
+class _Guard:
+    """The connection's re-entrant lock, which also turns SQLite's operational failures (a file locked by
+    another process past ``busy_timeout``, a closed connection, a corrupt file, a full disk) into
+    ``Unavailable``. Constraint violations (``IntegrityError``) are bugs, not outages, and pass through."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> _Guard:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        self._lock.release()
+        if isinstance(exc, sqlean.Error) and not isinstance(exc, sqlean.IntegrityError):
+            raise Unavailable(f"SQLite database unavailable: {exc}") from exc

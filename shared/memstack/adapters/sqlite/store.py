@@ -11,14 +11,15 @@ Every statement carries the ``resource_id`` it acts for, so one resource can nev
 
 from __future__ import annotations
 
-import base64
+import functools
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from memstack.adapters.sqlite.db import SqliteDatabase
-from memstack.errors import Conflict, InvalidInput, NotFound
+from memstack.cursors import decode_cursor, encode_cursor
+from memstack.errors import Conflict, NotFound
 from memstack.model import Author, Message, Resource, Thread, ThreadPage, utcnow
 from memstack.ports import Direction, MessageWindow, ThreadOrder
 
@@ -85,7 +86,14 @@ def _thread(row: Sequence[Any]) -> Thread:
     )
 
 
-def _message(row: Sequence[Any]) -> Message:
+@functools.lru_cache(maxsize=4_096)
+def _message(row: tuple[Any, ...]) -> Message:
+    """The ``Message`` of a ``messages`` row. Rows are whole tuples of column values, so a cached result is
+    exactly the row's message (messages are immutable); history repeats from turn to turn."""
+    return _parse_message(row)
+
+
+def _parse_message(row: Sequence[Any]) -> Message:
     return Message.model_validate(
         {
             "id": row[0],
@@ -99,27 +107,6 @@ def _message(row: Sequence[Any]) -> Message:
             "created_at": _dt(row[8]),
         }
     )
-
-
-def encode_cursor(values: Sequence[Any]) -> str:
-    """An opaque, URL-safe cursor for the given sort key values."""
-    return base64.urlsafe_b64encode(_dumps(list(values)).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str, size: int) -> list[Any]:
-    """The sort key values of a cursor made by ``encode_cursor``.
-
-    Raises:
-        InvalidInput: the cursor is malformed or was made for another listing.
-    """
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        values = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidInput("cursor is malformed", field="cursor") from None
-    if not isinstance(values, list) or len(values) != size:
-        raise InvalidInput("cursor is malformed", field="cursor")
-    return values
 
 
 class SqliteMemoryStore:
@@ -290,9 +277,9 @@ class SqliteMemoryStore:
                     )
                     existing[message.id] = (thread_id, seq, created)
                     stored = message.model_copy(update={"seq": seq})
-                latest = max(latest, _ts(stored.created_at))
                 saved.append(stored)
-            latest = max(latest, _ts(utcnow())) if not messages else latest
+            # activity time: when the messages were saved (their created_at may lie in the past or future)
+            latest = max(latest, _ts(utcnow()))
             conn.execute(
                 "UPDATE threads SET next_seq = ?, updated_at = ? WHERE id = ?", (next_seq, latest, thread_id)
             )
