@@ -17,6 +17,7 @@ Weights were chosen on two LoCoMo conversations and checked on the three others
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,16 +77,18 @@ def fuse(
             base[hit.message_id] = base.get(hit.message_id, 0.0) + weight / (rank_constant + rank)
     scores = dict(base)
     if neighbour_weight and (before or after):
-        by_thread: dict[str, list[IndexHit]] = defaultdict(list)
+        by_thread: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for hit in hits.values():
-            by_thread[hit.thread_id].append(hit)
-        for mid, hit in hits.items():
-            support = sum(
-                base[other.message_id]
-                for other in by_thread[hit.thread_id]
-                if other.message_id != mid and -before <= other.seq - hit.seq <= after
-            )
-            scores[mid] += neighbour_weight * support
+            by_thread[hit.thread_id].append((hit.seq, hit.message_id))
+        for members in by_thread.values():
+            if len(members) < 2:
+                continue
+            members.sort()
+            seqs = [seq for seq, _ in members]
+            for seq, mid in members:
+                lo, hi = bisect_left(seqs, seq - before), bisect_right(seqs, seq + after)
+                support = sum(base[other] for _, other in members[lo:hi]) - base[mid]
+                scores[mid] += neighbour_weight * support
     worst = len(vector) + len(keyword) + 1
 
     def order(mid: str) -> tuple[float, int, int, str]:

@@ -58,6 +58,9 @@ MAX_BATCH = 1_000
 MAX_PAGE = 1_000
 """Largest page size of ``list_threads``/``list_messages``."""
 
+MAX_INCLUDE = 100
+"""Most ``include`` items one ``list_messages`` call takes."""
+
 MAX_TITLE_CHARS = 1_000
 """Longest thread title, in characters."""
 
@@ -433,6 +436,8 @@ class Memory:
         self.get_thread(thread_id=thread_id, resource_id=resource_id)
         if include is not None and not isinstance(include, list | tuple):
             raise InvalidInput("include must be a list", field="include")
+        if include is not None and len(include) > MAX_INCLUDE:
+            raise PayloadTooLarge(f"include exceeds the limit of {MAX_INCLUDE} items", field="include")
         includes = [self._include(x, i) for i, x in enumerate(include or [])]
         next_cursor = None
         if last is not None:

@@ -867,3 +867,38 @@ def test_given_an_all_zero_entry_vector_when_searching_then_found_by_keywords_ne
     found = index.search("r1", top_k=5, vector=E0, text="thumbs")
     assert [h.message_id for h in found.vector or []] == ["m2"]
     assert [h.message_id for h in found.keyword or []] == ["emoji"]
+
+
+def test_sqlite_given_a_corpus_when_searching_keywords_then_the_fast_path_equals_the_full_query() -> None:
+    from memstack.adapters.sqlite.db import SqliteDatabase
+    from memstack.adapters.sqlite.index import SqliteSearchIndex, _keyword_sql, fts_query
+
+    ix = SqliteSearchIndex(SqliteDatabase(":memory:"), DIM)
+    rng = random.Random(7)
+    words = "apple banana cherry date elder fig grape honey iris juniper kiwi lemon mango".split()
+    entries = [
+        entry(
+            f"m{i:03d}",
+            " ".join(rng.choice(words) for _ in range(rng.randint(1, 12))),
+            unit(rng.random() + 0.01, rng.random()),
+            thread_id=f"t{i % 3}",
+            resource_id="r1" if i % 5 else "r2",
+            chunk=0,
+            seq=i,
+        )
+        for i in range(200)
+    ]
+    entries += [entry("m000", "apple apple apple", E0, chunk=1, thread_id="t0")]  # a second chunk
+    ix.upsert(entries)
+    for query in ("apple", "banana cherry", "kiwi lemon mango fig", "honey", "zebra"):
+        match = fts_query(query)
+        assert match is not None
+        for thread_id in (None, "t1"):
+            for top_k in (1, 4, 16, 300):
+                sql, params = _keyword_sql(match, "r1", thread_id, None, top_k)
+                full = [(m, t, q, -r) for m, t, q, r in ix._db.conn.execute(sql, params)]
+                fast = [
+                    (h.message_id, h.thread_id, h.seq, h.score)
+                    for h in ix._keyword_ranked_first(match, "r1", thread_id, top_k)
+                ]
+                assert fast == full, (query, thread_id, top_k)

@@ -324,23 +324,56 @@ class SqliteMemoryStore:
         return out
 
     def message_windows(self, resource_id: str, windows: Sequence[MessageWindow]) -> list[Message]:
+        if not windows:
+            return []
         found: dict[str, Message] = {}
         with self.db.lock:
-            for w in windows:
-                rows = self.db.conn.execute(
-                    f"""
-                    SELECT * FROM (SELECT {_MSG_COLS} FROM messages WHERE thread_id = ?1 AND resource_id = ?2
-                                   AND seq < ?3 ORDER BY seq DESC LIMIT ?4)
-                    UNION ALL
-                    SELECT * FROM (SELECT {_MSG_COLS} FROM messages WHERE thread_id = ?1 AND resource_id = ?2
-                                   AND seq >= ?3 ORDER BY seq ASC LIMIT ?5)
-                    """,
-                    (w.thread_id, resource_id, w.seq, max(0, w.before), max(0, w.after) + 1),
+            # Seqs are gap-free until a message is deleted, so plain seq ranges are tried first (one
+            # statement); a window that comes back short may have a gap and is read exactly below.
+            rows: list[Any] = []
+            for start in range(0, len(windows), 200):  # bounded expression depth per statement
+                chunk = windows[start : start + 200]
+                ranges = " OR ".join("(thread_id = ? AND seq BETWEEN ? AND ?)" for _ in chunk)
+                params: list[Any] = [resource_id]
+                for w in chunk:
+                    params += [w.thread_id, w.seq - max(0, w.before), w.seq + max(0, w.after)]
+                rows += self.db.conn.execute(
+                    f"SELECT {_MSG_COLS} FROM messages WHERE resource_id = ? AND ({ranges})", params
                 ).fetchall()
-                for r in rows:
-                    if r[0] not in found:
-                        found[r[0]] = _message(r)
+            by_thread: dict[str, set[int]] = {}
+            for r in rows:
+                found.setdefault(r[0], _message(r))
+                by_thread.setdefault(r[1], set()).add(r[3])
+            short = [
+                w
+                for w in windows
+                if len(by_thread.get(w.thread_id, set()) & set(range(w.seq - w.before, w.seq + w.after + 1)))
+                < (w.before + w.after + 1) - max(0, w.before - (w.seq - 1))
+            ]
+            if short:
+                for r in self._exact_windows(resource_id, short):
+                    found.setdefault(r[0], _message(r))
         return sorted(found.values(), key=lambda m: (m.thread_id, m.seq))
+
+    def _exact_windows(self, resource_id: str, windows: Sequence[MessageWindow]) -> list[Any]:
+        """Rows of each window, skipping gaps: up to ``before`` rows below the seq, and the seq itself plus
+        up to ``after`` rows above it."""
+        half = (
+            "SELECT * FROM (SELECT {cols} FROM messages WHERE thread_id = ? AND resource_id = ? "
+            "AND seq {op} ? ORDER BY seq {order} LIMIT ?)"
+        )
+        rows: list[Any] = []
+        for start in range(0, len(windows), 200):  # SQLite allows 500 terms in a compound SELECT
+            chunk = windows[start : start + 200]
+            parts: list[str] = []
+            params: list[Any] = []
+            for w in chunk:
+                parts.append(half.format(cols=_MSG_COLS, op="<", order="DESC"))
+                params += [w.thread_id, resource_id, w.seq, max(0, w.before)]
+                parts.append(half.format(cols=_MSG_COLS, op=">=", order="ASC"))
+                params += [w.thread_id, resource_id, w.seq, max(0, w.after) + 1]
+            rows += self.db.conn.execute(" UNION ALL ".join(parts), params).fetchall()
+        return rows
 
     def delete_messages(self, resource_id: str, message_ids: Sequence[str]) -> list[Message]:
         found = self.get_messages(resource_id, message_ids)
