@@ -875,7 +875,21 @@ def test_sqlite_given_a_corpus_when_searching_keywords_then_the_fast_path_equals
 
     ix = SqliteSearchIndex(SqliteDatabase(":memory:"), DIM)
     rng = random.Random(7)
-    words = "apple banana cherry date elder fig grape honey iris juniper kiwi lemon mango".split()
+    words = [
+        "apple",
+        "banana",
+        "cherry",
+        "date",
+        "elder",
+        "fig",
+        "grape",
+        "honey",
+        "iris",
+        "juniper",
+        "kiwi",
+        "lemon",
+        "mango",
+    ]
     entries = [
         entry(
             f"m{i:03d}",
