@@ -23,7 +23,9 @@ def make_embedder(name: str | Embedder) -> Embedder:
     from memstack.errors import InvalidInput
 
     if not isinstance(name, str):
-        if all(hasattr(name, a) for a in ("model_id", "dimension", "embed_documents", "embed_query")):
+        if all(
+            hasattr(name, a) for a in ("model_id", "dimension", "symmetric", "embed_documents", "embed_query")
+        ):
             return name
         raise InvalidInput("embedder must be 'local', 'hash' or an Embedder", field="embedder")
     if name == "local":
@@ -57,11 +59,23 @@ def build_local(
     from memstack.tokens import default_tokenizer
 
     emb = make_embedder(embedder)
-    db = SqliteDatabase(path if path is not None else DEFAULT_PATH)
+    file = path if path is not None else DEFAULT_PATH
+    # Two connections to one file (WAL): the index searches while the store reads history.
+    db = SqliteDatabase(file)
+    index_db = db if str(file) == ":memory:" else SqliteDatabase(file)
     try:
         store = SqliteMemoryStore(db)
-        index = SqliteSearchIndex(db, emb.dimension)
-        return Memory(store=store, index=index, embedder=emb, tokenizer=default_tokenizer(), options=options)
+        index = SqliteSearchIndex(index_db, emb.dimension)
+        return Memory(
+            store=store,
+            index=index,
+            embedder=emb,
+            tokenizer=default_tokenizer(),
+            options=options,
+            on_close=[] if index_db is db else [index_db.close],
+        )
     except BaseException:
         db.close()
+        if index_db is not db:
+            index_db.close()
         raise

@@ -1,6 +1,6 @@
 """Memory options: Mastra's option names in snake_case, with Mastra's defaults (spec §2.1).
 
-Deviations from Mastra, on purpose (docs/adr/0001-defaults.md):
+Deviations from Mastra, on purpose (docs/adr/0001-defaults-and-deviations.md):
 * ``semantic_recall`` is on by default: the embedded default always has an index and an embedder.
 * ``semantic_recall.mode`` (``vector | keyword | hybrid``, default ``hybrid``) and ``hybrid`` weights are
   Memstack's own.
@@ -117,7 +117,14 @@ class WorkingMemoryOptions(_Options):
 
     enabled: bool = False
     scope: Literal["resource", "thread"] = "resource"
-    template: str | None = None
+    template: str | None = Field(None, max_length=16_000)
+
+    @field_validator("template")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        if value is not None:
+            value.encode("utf-8")  # a lone surrogate raises UnicodeEncodeError, a ValueError
+        return value
 
     @property
     def effective_template(self) -> str:

@@ -27,7 +27,7 @@ from memstack.model import (
 from memstack.ports import Tokenizer
 from memstack.text import to_json_text
 
-SystemKind = Literal["instructions", "working_memory", "recall", "observations", "context"]
+SystemKind = Literal["instructions", "working_memory", "recall", "observations"]
 
 MESSAGE_OVERHEAD_TOKENS = 4
 """Tokens counted per chat message for role and separators (OpenAI's published estimate is 3–4)."""
@@ -284,12 +284,16 @@ def cross_thread_block(messages: Iterable[Message]) -> str:
 
 def filter_tool_calls(messages: Sequence[Message], options: ToolCallFilterOptions) -> list[Message]:
     """Leave out tool calls and results of the named tools (all tools when ``exclude`` is ``None``);
-    messages left with no parts are dropped (spec §2.10 ``ToolCallFilter``). Storage is untouched."""
+    messages left with no parts are dropped (spec §2.10 ``ToolCallFilter``). Storage is untouched.
+
+    A result whose tool cannot be told (no name, and its call is not among ``messages``, as when recall
+    brings a neighbour without its call) is left out too: an excluded tool's output must not slip through.
+    """
     names: dict[str, str] = {p.id: p.name for m in messages for p in m.parts if isinstance(p, ToolCallPart)}
     exclude = None if options.exclude is None else set(options.exclude)
 
     def dropped(name: str) -> bool:
-        return exclude is None or name in exclude
+        return exclude is None or not name or name in exclude
 
     out: list[Message] = []
     for m in messages:
@@ -342,10 +346,6 @@ def apply_budget(
     if ctx.token_count <= budget.max_tokens:
         return ctx
     messages = list(ctx.messages)
-    per_message = [
-        sum(MESSAGE_OVERHEAD_TOKENS + _item_tokens(tokenizer, item) for item in render_openai([], [m]))
-        for m in messages
-    ]
     total = ctx.token_count
     removed: set[int] = set()
     for group in link_tool_calls(messages)[1]:
@@ -353,7 +353,9 @@ def apply_budget(
             break
         if all(messages[i].id in trimmable for i in group):
             removed.update(group)
-            total -= sum(per_message[i] for i in group)
+            # a group renders as a whole (a call with its results), so it is measured as a whole
+            rendered = render_openai([], [messages[i] for i in group])
+            total -= sum(MESSAGE_OVERHEAD_TOKENS + _item_tokens(tokenizer, item) for item in rendered)
     kept = [m for i, m in enumerate(messages) if i not in removed]
     gone = {messages[i].id for i in removed}
     rendered = render_openai(ctx.system, kept)

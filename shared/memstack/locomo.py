@@ -152,5 +152,10 @@ def load(path: str | Path, indexes: list[int] | None = None) -> list[Conversatio
             raise InvalidInput(
                 f"conversation {i} is out of range (0..{len(data) - 1})", field="conversations"
             )
-        out.append(parse_sample(data[i]))
+        try:
+            out.append(parse_sample(data[i]))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InvalidInput(
+                f"sample {i} is not LoCoMo data: {type(exc).__name__} {exc}", field="data"
+            ) from None
     return out

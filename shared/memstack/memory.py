@@ -6,9 +6,12 @@ embedded default (SQLite file + offline embedder) through ``memstack.bootstrap``
 
 from __future__ import annotations
 
+import json
 import logging
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,9 +28,18 @@ from memstack.context import (
     render_openai,
 )
 from memstack.cursors import decode_cursor, encode_cursor
-from memstack.errors import Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge, Unavailable
+from memstack.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    MemstackError,
+    NotFound,
+    PayloadTooLarge,
+    Unavailable,
+)
 from memstack.inputs import coerce_message
 from memstack.model import (
+    MAX_METADATA_BYTES,
     Message,
     MessagePage,
     Resource,
@@ -41,7 +53,7 @@ from memstack.model import (
     utcnow,
 )
 from memstack.ports import Clock, Embedder, MemoryStore, SearchIndex, Tokenizer
-from memstack.recall import EmbeddingCache, RecallResult, SemanticRecall
+from memstack.recall import EmbeddingCache, RecallResult, SemanticRecall, entry_metadata
 from memstack.working_memory import (
     MAX_WORKING_MEMORY_CHARS,
     THREAD_METADATA_KEY,
@@ -57,6 +69,9 @@ MAX_BATCH = 1_000
 
 MAX_PAGE = 1_000
 """Largest page size of ``list_threads``/``list_messages``."""
+
+MAX_INSTRUCTIONS_CHARS = 1_000_000
+"""Most characters of caller instructions one ``context()`` call takes."""
 
 MAX_INCLUDE = 100
 """Most ``include`` items one ``list_messages`` call takes."""
@@ -122,6 +137,7 @@ class Memory:
         options: MemoryOptions | dict[str, Any] | None = None,
         clock: Clock | None = None,
         embedding_cache: EmbeddingCache | None = None,
+        on_close: Sequence[Callable[[], None]] = (),
     ) -> None:
         if index.dimension != embedder.dimension:
             raise InvalidInput(
@@ -136,6 +152,16 @@ class Memory:
         self.options = MemoryOptions.parse(options)
         self.clock: Clock = clock or _SystemClock()
         self.recall_engine = SemanticRecall(store, index, embedder, embedding_cache)
+        self._on_close = list(on_close)
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+
+    def _pool(self) -> ThreadPoolExecutor:
+        """The small thread pool that runs recall beside the store reads of ``context()`` (made lazily)."""
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memstack-recall")
+            return self._executor
 
     @classmethod
     def local(
@@ -155,8 +181,14 @@ class Memory:
 
     def close(self) -> None:
         """Close the store and the index."""
+        with self._executor_lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
         self.store.close()
         self.index.close()
+        for close in self._on_close:
+            close()
 
     def __enter__(self) -> Memory:
         return self
@@ -234,6 +266,10 @@ class Memory:
             for key, value in metadata.items():
                 if isinstance(value, dict | list):
                     raise InvalidInput("metadata filter values must be scalars", field=f"metadata.{key}")
+                if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+                    raise InvalidInput(
+                        "metadata filter integers must fit in 64 bits", field=f"metadata.{key}"
+                    )
         return self.store.list_threads(
             resource_id,
             order_by=order_by,  # type: ignore[arg-type]
@@ -258,11 +294,15 @@ class Memory:
         """
         check_id(thread_id, "thread_id")
         check_id(resource_id, "resource_id")
+        checked = None if metadata is None else self._check_thread_metadata(metadata)
+        if checked is not None:
+            current = self.get_thread(thread_id=thread_id, resource_id=resource_id)
+            check_metadata({**current.metadata, **checked}, "metadata (merged with the stored metadata)")
         return self.store.update_thread(
             resource_id,
             thread_id,
             title=None if title is None else self._check_title(title),
-            metadata=None if metadata is None else self._check_thread_metadata(metadata),
+            metadata=checked,
             updated_at=self.clock.now(),
         )
 
@@ -315,7 +355,7 @@ class Memory:
         thread = self.create_thread(
             resource_id=resource_id,
             thread_id=new_thread_id,
-            title=title if title is not None else f"Clone of {source.title}".strip(),
+            title=title if title is not None else f"Clone of {source.title}".strip()[:MAX_TITLE_CHARS],
             metadata=clone_meta,
         )
         id_map = {m.id: new_id() for m in messages}
@@ -371,6 +411,7 @@ class Memory:
             seen.add(m.id)
         if self.options.read_only:
             return []
+        parsed = _name_tool_results(parsed)
         wm_calls = {
             p.id for m in parsed for p in m.parts if isinstance(p, ToolCallPart) and p.name == TOOL_NAME
         }
@@ -378,8 +419,12 @@ class Memory:
         if not cleaned:
             return []
         thread = self.store.get_thread(resource_id, thread_id)
+        creating = thread is None
         if thread is None:
             thread = Thread(id=thread_id, resource_id=resource_id, created_at=now, updated_at=now)
+        for i, m in enumerate(cleaned):  # the index copies thread + message metadata into every entry
+            check_metadata(entry_metadata(thread, m), f"messages[{i}].metadata (with the thread's metadata)")
+        if creating:
             saved = self.store.save_messages(resource_id, thread_id, cleaned, create=thread)
         else:
             saved = self.store.save_messages(resource_id, thread_id, cleaned)
@@ -395,7 +440,10 @@ class Memory:
             self.recall_engine.index_messages(thread, saved, recall)
         except Exception as exc:
             logger.warning(
-                "indexing failed; the messages are saved, save them again to index them",
+                "indexing failed (%s) for %d message(s) of thread %s; they are saved, save them again to index them",
+                type(exc).__name__,
+                len(saved),
+                thread.id,
                 extra={"thread_id": thread.id, "count": len(saved), "error": type(exc).__name__},
             )
             raise Unavailable("messages were saved but not indexed; save them again to retry") from exc
@@ -562,12 +610,21 @@ class Memory:
             raise Forbidden("memory is read-only: working memory cannot be updated", field="working_memory")
         if not isinstance(working_memory, str):
             raise InvalidInput("working_memory must be a string", field="working_memory")
+        check_text(working_memory, "working_memory")
         if len(working_memory) > MAX_WORKING_MEMORY_CHARS:
             raise PayloadTooLarge(
                 f"working_memory is longer than the limit of {MAX_WORKING_MEMORY_CHARS} characters",
                 field="working_memory",
             )
         if opts.working_memory.scope == "thread":
+            thread = self.get_thread(thread_id=thread_id, resource_id=resource_id)
+            merged = {**thread.metadata, THREAD_METADATA_KEY: working_memory}
+            if len(json.dumps(merged, ensure_ascii=False).encode()) > MAX_METADATA_BYTES:
+                raise PayloadTooLarge(
+                    f"working_memory does not fit: thread metadata, which holds thread-scoped working memory, "
+                    f"is limited to {MAX_METADATA_BYTES} bytes",
+                    field="working_memory",
+                )
             self.update_thread(
                 thread_id=thread_id, resource_id=resource_id, metadata={THREAD_METADATA_KEY: working_memory}
             )
@@ -604,7 +661,15 @@ class Memory:
         check_text(query, "query")
         if not opts.semantic_recall.enabled:
             return RecallResult([], [])
-        return self.recall_engine.recall(resource_id, thread_id, query, opts.semantic_recall)
+        try:
+            return self.recall_engine.recall(resource_id, thread_id, query, opts.semantic_recall)
+        except MemstackError as exc:
+            if isinstance(exc, InvalidInput) and exc.field != "semantic_recall.filter":
+                # an embedder that answered with a malformed vector is an outage, not the caller's input
+                raise Unavailable(f"semantic recall failed: {exc.message}") from exc
+            raise
+        except Exception as exc:
+            raise Unavailable(f"semantic recall failed: {type(exc).__name__}") from exc
 
     def context(
         self,
@@ -645,10 +710,22 @@ class Memory:
             context = [context]
         if context is not None and not isinstance(context, list | tuple):
             raise InvalidInput("context must be a list of messages", field="context")
+        if context is not None and len(context) > MAX_BATCH:
+            raise PayloadTooLarge(f"context exceeds the limit of {MAX_BATCH} messages", field="context")
         extra = [
             coerce_message(c, thread_id=thread_id, resource_id=resource_id, now=now, field=f"context[{i}]")
             for i, c in enumerate(context or [])
         ]
+        # Recall (embedding + index search + neighbour windows) runs beside the store reads below, the
+        # one place a turn needs concurrency (STYLE.md "Synchronous core").
+        query = new.text if new is not None else ""
+        pending = (
+            self._pool().submit(
+                self.recall_engine.recall, resource_id, thread_id, query, opts.semantic_recall
+            )
+            if opts.semantic_recall.enabled and query.strip()
+            else None
+        )
         # Another resource's thread reads as a new, empty one: every read below is scoped to resource_id.
         thread = self.store.get_thread(resource_id, thread_id)
 
@@ -670,18 +747,26 @@ class Memory:
         history_ids = {m.id for m in history}
 
         recalled: list[Message] = []
-        query = new.text if new is not None else ""
-        if opts.semantic_recall.enabled and query.strip():
+        if pending is not None:
             try:
-                found = self.recall_engine.recall(resource_id, thread_id, query, opts.semantic_recall)
+                found = pending.result()
                 recalled = [m for m in found.messages if m.id not in history_ids and m.role != "system"]
             except Exception as exc:
                 logger.warning(
-                    "semantic recall failed; continuing with history only",
+                    "semantic recall failed (%s) for thread %s; continuing with history only",
+                    type(exc).__name__,
+                    thread_id,
                     extra={"thread_id": thread_id, "error": type(exc).__name__},
                 )
+        # the caller's own messages of this turn stand for stored copies with the same id (spec §2.11)
+        given = {m.id for m in extra} | ({new.id} if new is not None else set())
+        history = [m for m in history if m.id not in given]
+        recalled = [m for m in recalled if m.id not in given]
         same = [m for m in recalled if m.thread_id == thread_id]
-        other = [m for m in recalled if m.thread_id != thread_id]
+        other = sorted(
+            (m for m in recalled if m.thread_id != thread_id),
+            key=lambda m: (m.created_at, m.thread_id, m.seq),
+        )
         conversation = sorted([*history, *same], key=lambda m: m.seq)
         if opts.tool_call_filter is not None:
             conversation = filter_tool_calls(conversation, opts.tool_call_filter)
@@ -718,6 +803,7 @@ class Memory:
     def _check_title(title: object) -> str:
         if not isinstance(title, str):
             raise InvalidInput("title must be a string", field="title")
+        check_text(title, "title")
         if len(title) > MAX_TITLE_CHARS:
             raise PayloadTooLarge(
                 f"title is longer than the limit of {MAX_TITLE_CHARS} characters", field="title"
@@ -746,7 +832,31 @@ def _as_list(value: str | Sequence[str] | None, field: str) -> list[str]:
         if not isinstance(item, str):
             raise InvalidInput(f"{field} must be strings", field=f"{field}[{i}]")
         check_text(item, f"{field}[{i}]")
+    if sum(len(i) for i in items) > MAX_INSTRUCTIONS_CHARS:
+        raise PayloadTooLarge(
+            f"{field} exceeds the limit of {MAX_INSTRUCTIONS_CHARS} characters", field=field
+        )
     return [i for i in items if i.strip()]
+
+
+def _name_tool_results(messages: list[Message]) -> list[Message]:
+    """The messages with each unnamed tool result named after its call in the same batch, so the result
+    can be attributed (tool-call filter, search text) even when it is later shown without its call."""
+    from memstack.model import ToolResultPart
+
+    names = {p.id: p.name for m in messages for p in m.parts if isinstance(p, ToolCallPart)}
+    out = []
+    for m in messages:
+        if any(isinstance(p, ToolResultPart) and not p.name and p.tool_call_id in names for p in m.parts):
+            parts = tuple(
+                p.model_copy(update={"name": names[p.tool_call_id]})
+                if isinstance(p, ToolResultPart) and not p.name and p.tool_call_id in names
+                else p
+                for p in m.parts
+            )
+            m = m.model_copy(update={"parts": parts})
+        out.append(m)
+    return out
 
 
 def _strip_working_memory(message: Message, wm_calls: set[str]) -> Message | None:

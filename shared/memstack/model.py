@@ -209,16 +209,6 @@ class Message(_Frozen):
         """The text parts joined with a space (what recall and history rendering read first)."""
         return " ".join(p.text for p in self.parts if isinstance(p, TextPart))
 
-    def tool_call_ids(self) -> set[str]:
-        """Ids of the tool calls this message makes or answers (links a call to its result)."""
-        ids: set[str] = set()
-        for p in self.parts:
-            if isinstance(p, ToolCallPart):
-                ids.add(p.id)
-            elif isinstance(p, ToolResultPart):
-                ids.add(p.tool_call_id)
-        return ids
-
 
 class Thread(_Frozen):
     """One conversation, owned by exactly one resource (immutable ``resource_id``).

@@ -17,14 +17,28 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from memstack.config import SemanticRecallOptions
 from memstack.fusion import FusedHit, fuse
 from memstack.model import Message, Thread
 from memstack.ports import Embedder, IndexEntry, IndexHit, MemoryStore, MessageWindow, SearchIndex, Vector
 from memstack.text import chunk_text, searchable_text
+from memstack.working_memory import THREAD_METADATA_KEY
 
 logger = logging.getLogger("memstack.recall")
+
+
+INDEX_EXCLUDED_THREAD_KEYS = frozenset({THREAD_METADATA_KEY, "clone"})
+"""Thread metadata keys not copied into index entries: working memory and clone bookkeeping are not
+something to filter recall by, and copying them into every chunk would bloat the index."""
+
+
+def entry_metadata(thread: Thread, message: Message) -> dict[str, Any]:
+    """What a recall ``filter`` matches for a message: the thread's metadata (at save time) merged with the
+    message's, plus ``role`` and ``thread_id``."""
+    base = {k: v for k, v in thread.metadata.items() if k not in INDEX_EXCLUDED_THREAD_KEYS}
+    return {**base, **message.metadata, "role": message.role, "thread_id": thread.id}
 
 
 class EmbeddingCache:
@@ -159,7 +173,7 @@ class SemanticRecall:
                 created_at=m.created_at,
                 text=chunk,
                 vector=vec,
-                metadata={**thread.metadata, **m.metadata, "role": m.role, "thread_id": thread.id},
+                metadata=entry_metadata(thread, m),
             )
             for (m, n, chunk), vec in zip(entries_meta, vectors, strict=True)
         ]
@@ -238,7 +252,7 @@ class SemanticRecall:
             try:
                 self.index.delete_messages(resource_id, missing)
             except Exception as exc:
-                logger.warning("could not remove orphaned index entries", extra={"error": type(exc).__name__})
+                logger.warning("could not remove orphaned index entries (%s)", type(exc).__name__)
             hits = [h for h in hits if h.message_id in present]
             windows = [MessageWindow(h.thread_id, h.seq, r.before, r.after) for h in hits]
             messages = self.store.message_windows(resource_id, windows) if windows else []

@@ -17,8 +17,9 @@ TOOL_NAME = "updateWorkingMemory"
 THREAD_METADATA_KEY = "working_memory"
 """Thread metadata key holding thread-scoped working memory (Mastra: ``workingMemory``)."""
 
-MAX_WORKING_MEMORY_CHARS = 100_000
-"""Hard cap on a stored working-memory document, in characters."""
+MAX_WORKING_MEMORY_CHARS = 16_000
+"""Hard cap on a stored working-memory document, in characters (at most 64,000 bytes of UTF-8, so that
+thread-scoped working memory fits the thread's 64 KB metadata)."""
 
 
 def system_message(options: WorkingMemoryOptions, data: str | None, *, read_only: bool) -> str:

@@ -80,3 +80,12 @@ def test_given_a_bad_conversation_index_when_demo_runs_then_exit_2(
 ) -> None:
     assert main(["demo", "--data", str(DATA), "--conversations", "7", "--embedder", "hash"]) == 2
     assert "out of range" in capsys.readouterr().err
+
+
+def test_given_malformed_samples_when_loaded_then_invalid_input(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"sample_id": "x"}, {"conversation": {"session_1": [{"dia_id": "D1:1"}]}}]')
+    with pytest.raises(InvalidInput):
+        load(bad, [0])
+    with pytest.raises(InvalidInput):
+        load(bad, [1])

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memstack import Forbidden, InvalidInput, Memory, Unavailable
+from memstack import Forbidden, InvalidInput, Memory, PayloadTooLarge, Unavailable
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.store import SqliteMemoryStore
 from memstack.cursors import encode_cursor
@@ -300,3 +300,125 @@ def test_given_a_message_from_the_past_when_saved_then_the_thread_still_counts_a
     )
     page = memory.list_threads(resource_id="r", order_by="updated_at")
     assert [t.id for t in page.threads] == ["old", "new"]
+
+
+def test_given_a_recalled_tool_result_without_its_call_when_its_tool_is_excluded_then_it_does_not_leak(
+    memory: Memory,
+) -> None:
+    memory.save_messages(
+        thread_id="a",
+        resource_id="r",
+        messages=[
+            {"role": "user", "content": "check the account"},
+            {
+                "role": "assistant",
+                "parts": [{"type": "tool_call", "id": "c1", "name": "secret_tool", "args": {}}],
+            },
+            {
+                "role": "tool",
+                "parts": [{"type": "tool_result", "tool_call_id": "c1", "result": "SSN 123-45-6789"}],
+            },
+            {"role": "assistant", "content": "Done, the zebra account is fine."},
+        ],
+    )
+    stored = memory.list_messages(thread_id="a", resource_id="r").messages[2]
+    assert stored.parts[0].name == "secret_tool"  # type: ignore[union-attr]
+    ctx = memory.context(
+        thread_id="b",
+        resource_id="r",
+        message="zebra account",
+        options={"tool_call_filter": {"exclude": ["secret_tool"]}, "semantic_recall": {"top_k": 1}},
+    )
+    assert "123-45-6789" not in str(ctx.to_openai())
+
+
+def test_given_large_thread_and_message_metadata_when_saving_then_refused_before_anything_is_written(
+    memory: Memory,
+) -> None:
+    memory.create_thread(resource_id="r", thread_id="t", metadata={"a": "x" * 40_000})
+    with pytest.raises(PayloadTooLarge) as err:
+        memory.save_messages(
+            thread_id="t", resource_id="r", messages=[{"content": "hi", "metadata": {"b": "y" * 30_000}}]
+        )
+    assert err.value.field is not None and err.value.field.startswith("messages[0].metadata")
+    assert memory.list_messages(thread_id="t", resource_id="r").messages == ()
+    with pytest.raises(PayloadTooLarge):
+        memory.update_thread(thread_id="t", resource_id="r", metadata={"c": "z" * 40_000})
+
+
+def test_given_thread_scoped_working_memory_when_saving_messages_then_it_is_not_copied_into_the_index(
+    tmp_path: Path,
+) -> None:
+    with Memory.local(
+        tmp_path / "w.db", embedder="hash", working_memory={"enabled": True, "scope": "thread"}
+    ) as m:
+        m.create_thread(resource_id="r", thread_id="t", metadata={"notes": "x" * 10_000})
+        m.update_working_memory(thread_id="t", resource_id="r", working_memory="# Notes\n" + "n" * 15_000)
+        m.save_messages(
+            thread_id="t", resource_id="r", messages=[{"content": "hello", "metadata": {"b": "y" * 30_000}}]
+        )
+        with pytest.raises(PayloadTooLarge) as err:
+            m.update_working_memory(thread_id="t", resource_id="r", working_memory="\U0001f600" * 15_000)
+        assert err.value.field == "working_memory"
+
+
+def test_given_the_new_message_is_already_stored_when_context_then_it_appears_once(memory: Memory) -> None:
+    memory.save_messages(thread_id="t", resource_id="r", messages=[{"id": "u1", "content": "hello there"}])
+    ctx = memory.context(thread_id="t", resource_id="r", message={"id": "u1", "content": "hello there"})
+    assert [m.id for m in ctx.messages] == ["u1"]
+
+
+def test_given_typed_metadata_when_listing_threads_then_booleans_never_equal_numbers(memory: Memory) -> None:
+    memory.create_thread(resource_id="r", thread_id="flag-true", metadata={"flag": True})
+    memory.create_thread(resource_id="r", thread_id="flag-one", metadata={"flag": 1})
+    memory.create_thread(resource_id="r", thread_id="flag-text", metadata={"flag": "1"})
+    assert [t.id for t in memory.list_threads(resource_id="r", metadata={"flag": True}).threads] == [
+        "flag-true"
+    ]
+    assert [t.id for t in memory.list_threads(resource_id="r", metadata={"flag": 1.0}).threads] == [
+        "flag-one"
+    ]
+    assert [t.id for t in memory.list_threads(resource_id="r", metadata={"flag": "1"}).threads] == [
+        "flag-text"
+    ]
+    with pytest.raises(InvalidInput):
+        memory.list_threads(resource_id="r", metadata={"flag": 10**30})
+
+
+def test_given_more_odd_input_when_used_then_memstack_errors(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(InvalidInput):
+        memory.create_thread(resource_id="r", title="bad \ud800")
+    memory.create_thread(resource_id="r", thread_id="long", title="t" * 1000)
+    assert len(memory.clone_thread(source_thread_id="long", resource_id="r").thread.title) == 1000
+    monkeypatch.setattr(
+        memory.embedder, "embed_query", lambda text: (_ for _ in ()).throw(RuntimeError("down"))
+    )
+    with pytest.raises(Unavailable):
+        memory.recall(
+            thread_id="t", resource_id="r", query="anything", options={"semantic_recall": {"mode": "vector"}}
+        )
+    monkeypatch.setattr(memory.embedder, "embed_query", lambda text: [1.0, 2.0])
+    with pytest.raises(Unavailable):
+        memory.recall(
+            thread_id="t",
+            resource_id="r",
+            query="anything else",
+            options={"semantic_recall": {"mode": "vector"}},
+        )
+
+
+def test_given_an_embedder_missing_symmetric_when_building_then_invalid_input(tmp_path: Path) -> None:
+    class Partial:
+        model_id = "x"
+        dimension = 4
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [[1.0, 0, 0, 0] for _ in texts]
+
+        def embed_query(self, text: str) -> list[float]:
+            return [1.0, 0, 0, 0]
+
+    with pytest.raises(InvalidInput):
+        Memory.local(tmp_path / "p.db", embedder=Partial())  # type: ignore[arg-type]

@@ -124,3 +124,26 @@ def test_given_a_budget_and_reused_ids_when_trimmed_then_the_oldest_turn_goes_fi
     out = ctx.to_openai()["messages"]
     assert_valid_chat(out)
     assert [m["content"] for m in out if m["role"] == "tool"] == ["new"]
+
+
+def test_given_tool_turns_when_slightly_over_budget_then_only_the_oldest_turns_go(memory: Memory) -> None:
+    turns: list[Any] = []
+    for n in range(4):
+        turns += [
+            f"question {n} " + "word " * 40,
+            call(f"c{n}"),
+            result(f"c{n}", "data " * 40),
+            f"answer {n}",
+        ]
+    memory.save_messages(thread_id="t", resource_id="r", messages=turns)
+    full = memory.context(thread_id="t", resource_id="r", message="next")
+    ctx = memory.context(
+        thread_id="t",
+        resource_id="r",
+        message="next",
+        options={"message_history": {"max_tokens": full.token_count - 1}},
+    )
+    assert_valid_chat(ctx.to_openai()["messages"])
+    kept = [m.text for m in ctx.messages if m.text.startswith("answer")]
+    assert "answer 3" in kept and len(ctx.messages) >= 8
+    assert ctx.token_count <= full.token_count * 3 // 4 + 20

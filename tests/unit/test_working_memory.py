@@ -65,8 +65,8 @@ def test_given_disabled_when_used_then_none_and_update_refused(tmp_path: Path) -
 
 
 def test_given_an_oversized_document_when_updated_then_the_limit_is_named(memory: Memory) -> None:
-    with pytest.raises(PayloadTooLarge, match="100000"):
-        memory.update_working_memory(thread_id="t", resource_id="r", working_memory="x" * 100_001)
+    with pytest.raises(PayloadTooLarge, match="16000"):
+        memory.update_working_memory(thread_id="t", resource_id="r", working_memory="x" * 16_001)
 
 
 @pytest.mark.parametrize(

@@ -86,10 +86,18 @@ def _thread(row: Sequence[Any]) -> Thread:
     )
 
 
-@functools.lru_cache(maxsize=4_096)
+_CACHED_PARTS_CHARS = 8_192
+"""Rows whose parts JSON is at most this long are cached (4,096 of them: at most ~64 MB)."""
+
+
 def _message(row: tuple[Any, ...]) -> Message:
-    """The ``Message`` of a ``messages`` row. Rows are whole tuples of column values, so a cached result is
-    exactly the row's message (messages are immutable); history repeats from turn to turn."""
+    """The ``Message`` of a ``messages`` row; small rows come from a cache (history repeats each turn)."""
+    return _cached_message(row) if len(row[5]) <= _CACHED_PARTS_CHARS else _parse_message(row)
+
+
+@functools.lru_cache(maxsize=4_096)
+def _cached_message(row: tuple[Any, ...]) -> Message:
+    # Rows are whole tuples of column values, so a cached result is exactly the row's message.
     return _parse_message(row)
 
 
@@ -166,8 +174,11 @@ class SqliteMemoryStore:
             where.append(f"({column}, id) {op} (?, ?)")
             params += [key, last_id]
         for key, value in (metadata or {}).items():
-            where.append("json_extract(metadata, ?) IS ? AND json_type(metadata, ?) IS NOT NULL")
-            params += [_json_path(key), _sql_scalar(value), _json_path(key)]
+            # typed equality: true never equals 1, "1" never equals 1
+            where.append(
+                "json_type(metadata, ?) IN (SELECT value FROM json_each(?)) AND json_extract(metadata, ?) IS ?"
+            )
+            params += [_json_path(key), json.dumps(_json_types(value)), _json_path(key), _sql_scalar(value)]
         rows = self.db.query(
             f"SELECT {_THREAD_COLS} FROM threads WHERE {' AND '.join(where)} "
             f"ORDER BY {column} {order}, id {order} LIMIT ?",
@@ -330,16 +341,16 @@ class SqliteMemoryStore:
         with self.db.lock:
             # Seqs are gap-free until a message is deleted, so plain seq ranges are tried first (one
             # statement); a window that comes back short may have a gap and is read exactly below.
+            # one range per window, each answered by the (thread_id, seq) index (an OR of ranges made
+            # SQLite scan the whole resource instead)
+            one = f"SELECT {_MSG_COLS} FROM messages WHERE thread_id = ? AND seq BETWEEN ? AND ? AND resource_id = ?"
             rows: list[Any] = []
-            for start in range(0, len(windows), 200):  # bounded expression depth per statement
-                chunk = windows[start : start + 200]
-                ranges = " OR ".join("(thread_id = ? AND seq BETWEEN ? AND ?)" for _ in chunk)
-                params: list[Any] = [resource_id]
+            for start in range(0, len(windows), 400):  # SQLite allows 500 terms in a compound SELECT
+                chunk = windows[start : start + 400]
+                params: list[Any] = []
                 for w in chunk:
-                    params += [w.thread_id, w.seq - max(0, w.before), w.seq + max(0, w.after)]
-                rows += self.db.conn.execute(
-                    f"SELECT {_MSG_COLS} FROM messages WHERE resource_id = ? AND ({ranges})", params
-                ).fetchall()
+                    params += [w.thread_id, w.seq - max(0, w.before), w.seq + max(0, w.after), resource_id]
+                rows += self.db.conn.execute(" UNION ALL ".join([one] * len(chunk)), params).fetchall()
             by_thread: dict[str, set[int]] = {}
             for r in rows:
                 found.setdefault(r[0], _message(r))
@@ -451,6 +462,17 @@ def _parts_json(message: Message) -> str:
 
 def _json_path(key: str) -> str:
     return "$." + ".".join('"' + part.replace('"', '\\"') + '"' for part in key.split("."))
+
+
+def _json_types(value: Any) -> list[str]:
+    """The ``json_type`` names a stored value equal to ``value`` may have."""
+    if value is None:
+        return ["null"]
+    if isinstance(value, bool):
+        return ["true" if value else "false"]
+    if isinstance(value, int | float):
+        return ["integer", "real"]
+    return ["text"]
 
 
 def _sql_scalar(value: Any) -> Any:

