@@ -59,23 +59,14 @@ def build_local(
     from memstack.tokens import default_tokenizer
 
     emb = make_embedder(embedder)
-    file = path if path is not None else DEFAULT_PATH
-    # Two connections to one file (WAL): the index searches while the store reads history.
-    db = SqliteDatabase(file)
-    index_db = db if str(file) == ":memory:" else SqliteDatabase(file)
+    # One connection, recall inline: in-process SQLite is fastest sequentially. Measured on LoCoMo
+    # (2 conversations, hash embedder): context p50 4.0-4.4 ms on one connection, 4.9-5.2 ms with the
+    # index on a second connection and recall on a worker thread.
+    db = SqliteDatabase(path if path is not None else DEFAULT_PATH)
     try:
         store = SqliteMemoryStore(db)
-        index = SqliteSearchIndex(index_db, emb.dimension)
-        return Memory(
-            store=store,
-            index=index,
-            embedder=emb,
-            tokenizer=default_tokenizer(),
-            options=options,
-            on_close=[] if index_db is db else [index_db.close],
-        )
+        index = SqliteSearchIndex(db, emb.dimension)
+        return Memory(store=store, index=index, embedder=emb, tokenizer=default_tokenizer(), options=options)
     except BaseException:
         db.close()
-        if index_db is not db:
-            index_db.close()
         raise

@@ -10,8 +10,8 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -112,6 +112,16 @@ def _check_limit(value: object, field: str, maximum: int, minimum: int = 1) -> i
     return value
 
 
+def _run_now(fn: Any, *args: Any) -> Future[Any]:
+    """``fn(*args)`` run in this thread, as a completed future (its exception kept for ``result()``)."""
+    done: Future[Any] = Future()
+    try:
+        done.set_result(fn(*args))
+    except Exception as exc:
+        done.set_exception(exc)
+    return done
+
+
 class Memory:
     """Agent memory over a store, a search index, an embedder and a tokenizer.
 
@@ -122,6 +132,8 @@ class Memory:
         tokenizer: counts tokens of the assembled context.
         options: ``MemoryOptions`` or a dict of them (Mastra's names in snake_case).
         clock: time source.
+        parallel_recall: run recall on a worker thread beside the store reads of ``context()`` — for
+            network backends; the embedded SQLite default is faster inline (measured, bootstrap.py).
 
     Raises:
         InvalidInput: options are invalid, or the index's dimension differs from the embedder's.
@@ -137,7 +149,7 @@ class Memory:
         options: MemoryOptions | dict[str, Any] | None = None,
         clock: Clock | None = None,
         embedding_cache: EmbeddingCache | None = None,
-        on_close: Sequence[Callable[[], None]] = (),
+        parallel_recall: bool = False,
     ) -> None:
         if index.dimension != embedder.dimension:
             raise InvalidInput(
@@ -152,7 +164,7 @@ class Memory:
         self.options = MemoryOptions.parse(options)
         self.clock: Clock = clock or _SystemClock()
         self.recall_engine = SemanticRecall(store, index, embedder, embedding_cache)
-        self._on_close = list(on_close)
+        self.parallel_recall = parallel_recall
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
@@ -187,8 +199,6 @@ class Memory:
                 self._executor = None
         self.store.close()
         self.index.close()
-        for close in self._on_close:
-            close()
 
     def __enter__(self) -> Memory:
         return self
@@ -719,13 +729,14 @@ class Memory:
         # Recall (embedding + index search + neighbour windows) runs beside the store reads below, the
         # one place a turn needs concurrency (STYLE.md "Synchronous core").
         query = new.text if new is not None else ""
-        pending = (
-            self._pool().submit(
-                self.recall_engine.recall, resource_id, thread_id, query, opts.semantic_recall
+        pending: Future[RecallResult] | None = None
+        if opts.semantic_recall.enabled and query.strip():
+            args = (resource_id, thread_id, query, opts.semantic_recall)
+            pending = (
+                self._pool().submit(self.recall_engine.recall, *args)
+                if self.parallel_recall
+                else _run_now(self.recall_engine.recall, *args)
             )
-            if opts.semantic_recall.enabled and query.strip()
-            else None
-        )
         # Another resource's thread reads as a new, empty one: every read below is scoped to resource_id.
         thread = self.store.get_thread(resource_id, thread_id)
 

@@ -376,3 +376,21 @@ def test_given_a_symmetric_embedder_when_the_query_is_saved_then_its_embedding_i
     misses = cache.misses
     say(memory, "t", "remember the milk")
     assert cache.misses == misses
+
+
+def test_given_parallel_recall_when_context_then_same_result_as_inline_and_failures_still_fall_back(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    say(memory, "old", "my bike is a red Bianchi")
+    say(memory, "t", "hello", "how are you")
+    inline = memory.context(thread_id="t", resource_id="r", message="what bike do I have?")
+    memory.parallel_recall = True
+    try:
+        parallel = memory.context(thread_id="t", resource_id="r", message="what bike do I have?")
+        assert parallel.system == inline.system and parallel.recalled == inline.recalled
+        assert parallel.messages[:-1] == inline.messages[:-1] and parallel.token_count == inline.token_count
+        monkeypatch.setattr(memory.index, "search", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("down")))
+        degraded = memory.context(thread_id="t", resource_id="r", message="what bike do I have?")
+        assert [m.text for m in degraded.messages] == ["hello", "how are you", "what bike do I have?"]
+    finally:
+        memory.parallel_recall = False
