@@ -392,7 +392,8 @@ class Memory:
         """Save a batch of messages in order, then index them for semantic recall.
 
         Saving an existing id updates it in place (same ``seq``); order is the batch order, never the
-        timestamps; a missing thread is created for ``resource_id``. Working-memory tool calls and
+        timestamps; a missing thread is created for ``resource_id``. System messages are refused (spec
+        §2.4: never persisted; they belong in ``instructions``). Working-memory tool calls and
         ``<working_memory>`` tags are not stored (spec §2.4). Nothing is written when ``read_only``.
 
         Returns:
@@ -418,6 +419,11 @@ class Memory:
         for i, m in enumerate(parsed):
             if m.id in seen:
                 raise InvalidInput(f"messages[{i}].id repeats an id of this batch", field=f"messages[{i}].id")
+            if m.role == "system":  # spec §2.4: system messages are never persisted
+                raise InvalidInput(
+                    f"messages[{i}].role: system messages are not stored; pass them to context() as instructions",
+                    field=f"messages[{i}].role",
+                )
             seen.add(m.id)
         if self.options.read_only:
             return []

@@ -389,7 +389,9 @@ def test_given_parallel_recall_when_context_then_same_result_as_inline_and_failu
         parallel = memory.context(thread_id="t", resource_id="r", message="what bike do I have?")
         assert parallel.system == inline.system and parallel.recalled == inline.recalled
         assert parallel.messages[:-1] == inline.messages[:-1] and parallel.token_count == inline.token_count
-        monkeypatch.setattr(memory.index, "search", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("down")))
+        monkeypatch.setattr(
+            memory.index, "search", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("down"))
+        )
         degraded = memory.context(thread_id="t", resource_id="r", message="what bike do I have?")
         assert [m.text for m in degraded.messages] == ["hello", "how are you", "what bike do I have?"]
     finally:

@@ -151,6 +151,10 @@ def test_given_unicode_and_a_100kb_message_when_saved_then_listed_unchanged(memo
             "messages[1].id",
         ),
         ({"thread_id": "t", "resource_id": "r", "messages": "not a list"}, "messages"),
+        (
+            {"thread_id": "t", "resource_id": "r", "messages": ["ok", {"role": "system", "content": "x"}]},
+            "messages[1].role",
+        ),
     ],
 )
 def test_given_bad_input_when_saving_then_invalid_input_names_the_field_and_nothing_is_written(
