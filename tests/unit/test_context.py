@@ -396,3 +396,49 @@ def test_given_parallel_recall_when_context_then_same_result_as_inline_and_failu
         assert [m.text for m in degraded.messages] == ["hello", "how are you", "what bike do I have?"]
     finally:
         memory.parallel_recall = False
+
+
+def test_given_a_threshold_when_recalling_by_vector_then_dissimilar_messages_are_left_out(
+    memory: Memory,
+) -> None:
+    say(memory, "old", "the quick brown fox jumps over the lazy dog", "zzz qqq xxx")
+    loose = memory.recall(
+        thread_id="t",
+        resource_id="r",
+        query="quick brown fox",
+        options={"semantic_recall": {"mode": "vector"}},
+    )
+    strict = memory.recall(
+        thread_id="t",
+        resource_id="r",
+        query="quick brown fox",
+        options={"semantic_recall": {"mode": "vector", "threshold": 0.5}},
+    )
+    assert len(loose.hits) == 2
+    assert [h.message_id for h in strict.hits] == [loose.hits[0].message_id]
+    assert all(h.score >= 0.5 for h in strict.hits)
+
+
+def test_given_a_message_longer_than_a_chunk_when_recalled_then_found_once_by_text_in_its_tail(
+    memory: Memory,
+) -> None:
+    long_text = "filler " * 5000 + "the treasure is buried under the old oak"
+    saved = say(memory, "old", long_text)
+    hits = memory.recall(
+        thread_id="t",
+        resource_id="r",
+        query="treasure buried oak",
+        options={"semantic_recall": {"chunk_chars": 1000}},
+    ).hits
+    assert [h.message_id for h in hits] == [saved[0].id]
+
+
+def test_given_no_path_when_building_the_local_default_then_the_file_is_dot_memstack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with Memory.local(embedder="hash") as m:
+        m.save_messages(thread_id="t", resource_id="r", messages=["persisted"])
+    assert (tmp_path / ".memstack" / "memory.db").is_file()
+    with Memory.local(embedder="hash") as again:
+        assert [x.text for x in again.list_messages(thread_id="t", resource_id="r").messages] == ["persisted"]
