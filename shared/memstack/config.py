@@ -113,11 +113,26 @@ class SemanticRecallOptions(_Options):
 
 
 class WorkingMemoryOptions(_Options):
-    """Working memory, first cut (spec §2.7): a markdown document per resource or per thread."""
+    """Working memory (spec §2.7): a markdown document or a JSON object, per resource or per thread.
+
+    Attributes:
+        enabled: show working memory to the model and offer its update tool.
+        scope: ``resource`` (shared by every thread of the resource) or ``thread``; never both.
+        template: markdown template (replace semantics); exclusive with ``schema``.
+        json_schema: given as ``schema``: a JSON Schema dict or a pydantic model class. Switches to JSON
+            mode (merge semantics, ``memstack.working_memory.merge``); exclusive with ``template``.
+        version: ``stable``, or ``vnext`` (markdown only: append, or in-place replace via a search string).
+        max_tokens: most tokens a stored working memory may have (tiktoken, the ``Memory``'s tokenizer).
+    """
+
+    model_config = ConfigDict(populate_by_name=True)
 
     enabled: bool = False
     scope: Literal["resource", "thread"] = "resource"
     template: str | None = Field(None, max_length=16_000)
+    json_schema: dict[str, Any] | type[BaseModel] | None = Field(None, alias="schema")
+    version: Literal["stable", "vnext"] = "stable"
+    max_tokens: int = Field(2_000, ge=1, le=100_000)
 
     @field_validator("template")
     @classmethod
@@ -125,6 +140,28 @@ class WorkingMemoryOptions(_Options):
         if value is not None:
             value.encode("utf-8")  # a lone surrogate raises UnicodeEncodeError, a ValueError
         return value
+
+    @field_validator("json_schema")
+    @classmethod
+    def _schema(cls, value: dict[str, Any] | type[BaseModel] | None) -> Any:
+        if isinstance(value, dict):
+            from memstack.working_memory.schema import check_json_schema
+
+            check_json_schema(value)
+        return value
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> WorkingMemoryOptions:
+        if self.template is not None and self.json_schema is not None:
+            raise ValueError("template and schema are exclusive: give one of them")
+        if self.version == "vnext" and self.json_schema is not None:
+            raise ValueError("version 'vnext' works with a markdown template only, not with a schema")
+        return self
+
+    @property
+    def mode(self) -> Literal["markdown", "json"]:
+        """``json`` when a schema is set, else ``markdown``."""
+        return "markdown" if self.json_schema is None else "json"
 
     @property
     def effective_template(self) -> str:
@@ -226,8 +263,15 @@ class MemoryOptions(_Options):
             return self
         if not isinstance(overrides, dict):
             raise InvalidInput("options must be an object", field="options")
-        base = self.model_dump(exclude_none=False)
-        return MemoryOptions.parse(_deep_merge(base, _expand_bools(overrides)))
+        base = self.model_dump(exclude_none=False, by_alias=True)
+        over = _expand_bools(overrides)
+        wm_over = over.get("working_memory")
+        if isinstance(wm_over, dict):  # a per-call template or schema replaces the configured one
+            if wm_over.get("template") is not None:
+                base["working_memory"]["schema"] = None
+            if wm_over.get("schema") is not None:
+                base["working_memory"]["template"] = None
+        return MemoryOptions.parse(_deep_merge(base, over))
 
 
 def _expand_bools(overrides: dict[str, Any]) -> dict[str, Any]:
@@ -246,7 +290,7 @@ def _expand_bools(overrides: dict[str, Any]) -> dict[str, Any]:
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "filter":
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("filter", "schema"):
             out[key] = _deep_merge(out[key], value)
         else:
             out[key] = value

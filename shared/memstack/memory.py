@@ -6,7 +6,6 @@ embedded default (SQLite file + offline embedder) through ``memstack.bootstrap``
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -29,8 +28,6 @@ from memstack.context import (
 )
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import (
-    Conflict,
-    Forbidden,
     InvalidInput,
     MemstackError,
     NotFound,
@@ -39,10 +36,8 @@ from memstack.errors import (
 )
 from memstack.inputs import coerce_message
 from memstack.model import (
-    MAX_METADATA_BYTES,
     Message,
     MessagePage,
-    Resource,
     Thread,
     ThreadPage,
     ToolCallPart,
@@ -54,13 +49,8 @@ from memstack.model import (
 )
 from memstack.ports import Clock, Embedder, MemoryStore, SearchIndex, Tokenizer
 from memstack.recall import EmbeddingCache, RecallResult, SemanticRecall, entry_metadata
-from memstack.working_memory import (
-    MAX_WORKING_MEMORY_CHARS,
-    THREAD_METADATA_KEY,
-    TOOL_NAME,
-    system_message,
-    tool_definition,
-)
+from memstack.working_memory import TOOL_NAME, system_message, tool_definition
+from memstack.working_memory.actions import WorkingMemoryActions
 
 logger = logging.getLogger("memstack.memory")
 
@@ -165,6 +155,7 @@ class Memory:
         self.clock: Clock = clock or _SystemClock()
         self.recall_engine = SemanticRecall(store, index, embedder, embedding_cache)
         self.parallel_recall = parallel_recall
+        self.working_memory = WorkingMemoryActions(store, self.clock, tokenizer)
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
@@ -218,6 +209,9 @@ class Memory:
     ) -> Thread:
         """Create a thread owned by ``resource_id``. Untitled is the empty string.
 
+        Initial working memory may be given as ``metadata={"working_memory": "..."}``: thread scope keeps
+        it in the metadata; resource scope also copies it to the resource record (spec §2.7).
+
         Raises:
             InvalidInput: bad ids, title or metadata. Conflict: the id exists (under any resource).
         """
@@ -232,7 +226,9 @@ class Memory:
             created_at=now,
             updated_at=now,
         )
-        return self.store.create_thread(thread)
+        created = self.store.create_thread(thread)
+        self.working_memory.seed_from_thread(self.options, created)
+        return created
 
     def get_thread(self, *, thread_id: str, resource_id: str) -> Thread:
         """The thread, if it belongs to ``resource_id``.
@@ -584,7 +580,8 @@ class Memory:
     def get_working_memory(
         self, *, thread_id: str, resource_id: str, options: dict[str, Any] | None = None
     ) -> str | None:
-        """The stored working memory (markdown), or ``None`` when disabled or never written.
+        """The stored working memory (markdown, or JSON text in schema mode), or ``None`` when disabled
+        or never written.
 
         Resource scope reads the resource's record; thread scope reads the thread's metadata.
         """
@@ -593,69 +590,60 @@ class Memory:
         check_id(thread_id, "thread_id")
         if not opts.working_memory.enabled:
             return None
-        if opts.working_memory.scope == "resource":
-            resource = self.store.get_resource(resource_id)
-            return resource.working_memory if resource else None
-        thread = self.store.get_thread(resource_id, thread_id)
-        value = thread.metadata.get(THREAD_METADATA_KEY) if thread else None
-        return value if isinstance(value, str) else None
+        return self.working_memory.get(opts.working_memory, resource_id, thread_id)
 
     def update_working_memory(
         self,
         *,
         thread_id: str,
         resource_id: str,
-        working_memory: str,
+        working_memory: str | dict[str, Any],
         options: dict[str, Any] | None = None,
     ) -> None:
-        """Replace the working memory document (markdown mode, spec §2.7).
+        """Update working memory (spec §2.7): markdown mode replaces the document; schema mode merges
+        ``working_memory`` (an object or JSON text) into the stored object (docs/working-memory.md).
 
         Raises:
-            InvalidInput: working memory is disabled or the value is not a string.
+            InvalidInput: disabled, wrong type, invalid JSON, or the merged object breaks the schema.
             Forbidden: the options are ``read_only``.
-            PayloadTooLarge: longer than ``MAX_WORKING_MEMORY_CHARS``.
+            PayloadTooLarge: over ``MAX_WORKING_MEMORY_CHARS`` characters, ``working_memory.max_tokens``
+                tokens, or ``MAX_INPUT_BYTES`` of input.
             NotFound: thread scope and the thread is missing or another resource's.
-            Conflict: resource scope lost the compare-and-set race three times.
+            Conflict: lost the compare-and-set race on every attempt (JSON mode retries 10 times,
+                markdown 3).
         """
         opts = self.options.merged(options)
         check_id(resource_id, "resource_id")
         check_id(thread_id, "thread_id")
-        if not opts.working_memory.enabled:
-            raise InvalidInput("working memory is not enabled", field="working_memory")
-        if opts.read_only:
-            raise Forbidden("memory is read-only: working memory cannot be updated", field="working_memory")
-        if not isinstance(working_memory, str):
-            raise InvalidInput("working_memory must be a string", field="working_memory")
-        check_text(working_memory, "working_memory")
-        if len(working_memory) > MAX_WORKING_MEMORY_CHARS:
-            raise PayloadTooLarge(
-                f"working_memory is longer than the limit of {MAX_WORKING_MEMORY_CHARS} characters",
-                field="working_memory",
-            )
-        if opts.working_memory.scope == "thread":
-            thread = self.get_thread(thread_id=thread_id, resource_id=resource_id)
-            merged = {**thread.metadata, THREAD_METADATA_KEY: working_memory}
-            if len(json.dumps(merged, ensure_ascii=False).encode()) > MAX_METADATA_BYTES:
-                raise PayloadTooLarge(
-                    f"working_memory does not fit: thread metadata, which holds thread-scoped working memory, "
-                    f"is limited to {MAX_METADATA_BYTES} bytes",
-                    field="working_memory",
-                )
-            self.update_thread(
-                thread_id=thread_id, resource_id=resource_id, metadata={THREAD_METADATA_KEY: working_memory}
-            )
-            return
-        for _ in range(3):
-            current = self.store.get_resource(resource_id) or Resource(id=resource_id)
-            try:
-                self.store.put_resource(
-                    current.model_copy(update={"working_memory": working_memory}),
-                    expected_version=current.version,
-                )
-                return
-            except Conflict:
-                continue
-        raise Conflict("working memory changed concurrently; retry", field="working_memory")
+        self.working_memory.update(opts, resource_id, thread_id, working_memory)
+
+    def apply_tool_call(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str,
+        tool_call: dict[str, Any] | ToolCallPart,
+        options: dict[str, Any] | None = None,
+    ) -> Message:
+        """Execute the model's ``updateWorkingMemory`` call and return the tool-result message.
+
+        Args:
+            tool_call: an OpenAI tool call ``{"id", "type": "function", "function": {"name",
+                "arguments": <JSON string>}}`` or a ``ToolCallPart``.
+
+        Returns:
+            A ``tool`` message with one ``ToolResultPart`` (``{"success", "message"}``; ``is_error``
+            when the model's input was wrong, so it can correct it). It is not saved.
+
+        Raises:
+            InvalidInput: not an ``updateWorkingMemory`` call, or working memory disabled.
+            NotFound: the thread belongs to another resource (nothing is written).
+            Conflict: lost the compare-and-set race on every attempt.
+        """
+        opts = self.options.merged(options)
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        return self.working_memory.apply_tool_call(opts, resource_id, thread_id, tool_call)
 
     # context -------------------------------------------------------------------------------------
 
@@ -753,7 +741,7 @@ class Memory:
             data = self.get_working_memory(thread_id=thread_id, resource_id=resource_id, options=options)
             system.append(SystemMessage(system_message(wm, data, read_only=opts.read_only), "working_memory"))
             if not opts.read_only:
-                tools.append(tool_definition())
+                tools.append(tool_definition(wm))
 
         history: list[Message] = []
         if thread is not None and opts.history_count:

@@ -1,6 +1,6 @@
 """Ports: the typed protocols of every outside thing the core uses.
 
-The core (``memory.py``, ``context.py``, ``recall.py``, ``working_memory.py``) imports only these, never an
+The core (``memory.py``, ``context.py``, ``recall.py``, ``working_memory/``) imports only these, never an
 adapter. Every store and index call takes the resource it acts for, and adapters build their keys and
 filters from it, so a query that crosses resources cannot be written by accident.
 

@@ -350,7 +350,9 @@ def test_given_thread_scoped_working_memory_when_saving_messages_then_it_is_not_
     tmp_path: Path,
 ) -> None:
     with Memory.local(
-        tmp_path / "w.db", embedder="hash", working_memory={"enabled": True, "scope": "thread"}
+        tmp_path / "w.db",
+        embedder="hash",
+        working_memory={"enabled": True, "scope": "thread", "max_tokens": 100_000},
     ) as m:
         m.create_thread(resource_id="r", thread_id="t", metadata={"notes": "x" * 10_000})
         m.update_working_memory(thread_id="t", resource_id="r", working_memory="# Notes\n" + "n" * 15_000)

@@ -1,0 +1,219 @@
+"""The working-memory use cases behind ``Memory``: read, update, and run a model's tool call.
+
+``Memory`` checks ids and options and delegates here; everything is scoped to the resource it acts for.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memstack.config import MemoryOptions, WorkingMemoryOptions
+from memstack.errors import Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge
+from memstack.model import Message, Thread, ToolResultPart, check_text, new_id
+from memstack.ports import Clock, MemoryStore, Tokenizer
+from memstack.working_memory import service
+from memstack.working_memory.schema import MemorySchema
+from memstack.working_memory.service import Slot
+from memstack.working_memory.tools import TOOL_NAME, ToolCall, parse_tool_call
+from memstack.working_memory.updates import Outcome, json_merge, markdown_replace, vnext_update
+
+
+@dataclass(frozen=True, slots=True)
+class WorkingMemoryActions:
+    """Working-memory reads and writes over a store (see ``memstack.working_memory.service``)."""
+
+    store: MemoryStore
+    clock: Clock
+    tokenizer: Tokenizer
+
+    def slot(self, options: WorkingMemoryOptions, resource_id: str, thread_id: str) -> Slot:
+        """Where this scope's document lives."""
+        return Slot(self.store, self.clock, resource_id, None if options.scope == "resource" else thread_id)
+
+    def get(self, options: WorkingMemoryOptions, resource_id: str, thread_id: str) -> str | None:
+        """The stored document, ``None`` if none (or the thread is missing or another resource's)."""
+        try:
+            return self.slot(options, resource_id, thread_id).read()[0]
+        except NotFound:
+            return None
+
+    def update(self, opts: MemoryOptions, resource_id: str, thread_id: str, value: object) -> Outcome:
+        """A direct update: markdown replaces, JSON merges (``value`` an object or a JSON string).
+
+        Raises:
+            InvalidInput: disabled, wrong type, invalid JSON or a schema violation. Forbidden: read-only.
+            PayloadTooLarge: over a size cap. NotFound: thread scope, thread missing or another's.
+            Conflict: lost the compare-and-set race every time.
+        """
+        wm = self._writable(opts)
+        if isinstance(value, str):
+            check_text(value, "working_memory")
+            service.check_input_size(value)
+        elif not (wm.mode == "json" and isinstance(value, dict)):
+            kind = "a string or an object" if wm.mode == "json" else "a string"
+            raise InvalidInput(f"working_memory must be {kind}", field="working_memory")
+        else:
+            try:
+                encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+            except (TypeError, ValueError, RecursionError):
+                raise InvalidInput(
+                    "working_memory is not JSON-serialisable", field="working_memory"
+                ) from None
+            service.check_input_size(encoded)
+        outcome = self._run(wm, resource_id, thread_id, {"memory": value}, guard=False)
+        if outcome.is_error:
+            raise InvalidInput(outcome.message, field="working_memory")
+        return outcome
+
+    def apply_tool_call(
+        self, opts: MemoryOptions, resource_id: str, thread_id: str, tool_call: object
+    ) -> Message:
+        """Run a model's ``updateWorkingMemory`` call and return the tool-result message to show it.
+
+        A missing thread is created for ``resource_id``. What the model got wrong (bad JSON, a schema
+        violation, the bare template, a size cap, read-only) comes back as the result, never raised.
+
+        Raises:
+            InvalidInput: not an ``updateWorkingMemory`` call, or malformed; working memory disabled.
+            NotFound: the thread belongs to another resource (nothing is written).
+            Conflict: lost the compare-and-set race every time.
+        """
+        call = parse_tool_call(tool_call)
+        if call.name != TOOL_NAME:
+            raise InvalidInput(
+                f"tool_call is {call.name!r}, not {TOOL_NAME}", field="tool_call.function.name"
+            )
+        if not opts.working_memory.enabled:
+            raise InvalidInput("working memory is not enabled", field="working_memory")
+        self._own_thread(resource_id, thread_id)
+        try:
+            outcome = self._tool_outcome(opts, resource_id, thread_id, call)
+        except (Forbidden, PayloadTooLarge, InvalidInput) as exc:
+            outcome = Outcome(False, f"Not saved: {exc.message}", is_error=True)
+        return Message(
+            id=new_id(),
+            thread_id=thread_id,
+            resource_id=resource_id,
+            role="tool",
+            parts=(
+                ToolResultPart(
+                    tool_call_id=call.id,
+                    name=TOOL_NAME,
+                    result=outcome.as_result(),
+                    is_error=outcome.is_error,
+                ),
+            ),
+            created_at=self.clock.now(),
+        )
+
+    def _tool_outcome(self, opts: MemoryOptions, resource_id: str, thread_id: str, call: ToolCall) -> Outcome:
+        wm = self._writable(opts)
+        if call.arguments is None:
+            return Outcome(False, f"Not saved: {call.error}.", is_error=True)
+        return self._run(wm, resource_id, thread_id, call.arguments, guard=True)
+
+    def _run(
+        self, wm: WorkingMemoryOptions, resource_id: str, thread_id: str, args: dict[str, Any], *, guard: bool
+    ) -> Outcome:
+        slot = self.slot(wm, resource_id, thread_id)
+
+        def check(document: str) -> None:
+            service.check_size(document, self.tokenizer, wm.max_tokens)
+
+        if wm.json_schema is not None:
+            schema = MemorySchema.of(wm.json_schema)
+            # a missing {memory} wrapper is tolerated: the arguments are then the memory itself
+            payload = args.get("memory", args or None)
+            return service.apply(
+                slot,
+                lambda cur: json_merge(cur, payload, schema),
+                attempts=service.JSON_ATTEMPTS,
+                check=check,
+            )
+        if wm.version == "vnext" and guard:
+            new, search, reason = args.get("newMemory"), args.get("searchString"), args.get("updateReason")
+            if (
+                not isinstance(new, str)
+                or not isinstance(search, str | None)
+                or not isinstance(reason, str | None)
+            ):
+                return Outcome(
+                    False,
+                    "Not saved: newMemory, searchString and updateReason must be strings.",
+                    is_error=True,
+                )
+            return service.apply(
+                slot,
+                lambda cur: vnext_update(
+                    cur,
+                    new,
+                    search_string=search,
+                    reason=reason or "append-new-memory",
+                    template=wm.effective_template,
+                    scope=wm.scope,
+                ),
+                attempts=service.MARKDOWN_ATTEMPTS,
+                check=check,
+            )
+        memory = args.get("memory")
+        if not isinstance(memory, str):
+            return Outcome(
+                False,
+                "Not saved: memory must be a string holding the whole Markdown document.",
+                is_error=True,
+            )
+        check_text(memory, "working_memory")
+        template = wm.effective_template
+        return service.apply(
+            slot,
+            (lambda cur: markdown_replace(cur, memory, template))
+            if guard
+            else (lambda cur: Outcome(True, "Working memory saved.", document=memory)),
+            attempts=service.MARKDOWN_ATTEMPTS,
+            check=check,
+        )
+
+    @staticmethod
+    def _writable(opts: MemoryOptions) -> WorkingMemoryOptions:
+        if not opts.working_memory.enabled:
+            raise InvalidInput("working memory is not enabled", field="working_memory")
+        if opts.read_only:
+            raise Forbidden("memory is read-only: working memory cannot be updated", field="working_memory")
+        return opts.working_memory
+
+    def _own_thread(self, resource_id: str, thread_id: str) -> Thread:
+        """The thread, created for ``resource_id`` when missing.
+
+        Raises:
+            NotFound: it belongs to another resource.
+        """
+        thread = self.store.get_thread(resource_id, thread_id)
+        if thread is not None:
+            return thread
+        now: datetime = self.clock.now()
+        try:
+            return self.store.create_thread(
+                Thread(id=thread_id, resource_id=resource_id, created_at=now, updated_at=now)
+            )
+        except Conflict:  # it exists: created meanwhile by this resource, or another resource's
+            thread = self.store.get_thread(resource_id, thread_id)
+            if thread is None:
+                raise NotFound(f"thread {thread_id!r} not found", field="thread_id") from None
+            return thread
+
+    def seed_from_thread(self, opts: MemoryOptions, thread: Thread) -> None:
+        """Initial working memory given in a new thread's metadata (spec §2.7 "Initial WM"): thread scope
+        keeps it there; resource scope also copies it to the resource record."""
+        wm = opts.working_memory
+        value = thread.metadata.get(service.THREAD_METADATA_KEY)
+        if not wm.enabled or wm.scope != "resource" or not isinstance(value, str) or opts.read_only:
+            return
+        service.apply(
+            self.slot(wm, thread.resource_id, thread.id),
+            lambda cur: Outcome(True, "seeded", document=value),
+            attempts=service.MARKDOWN_ATTEMPTS,
+            check=lambda doc: service.check_size(doc, self.tokenizer, wm.max_tokens),
+        )

@@ -1,0 +1,151 @@
+"""The ``updateWorkingMemory`` tool: its OpenAI function definition in each mode, and reading a call
+(spec §2.7 "Tool").
+
+A call arrives in OpenAI's shape (``{"id", "type": "function", "function": {"name", "arguments"}}``,
+``arguments`` a JSON string) or as a ``ToolCallPart``; both become a ``ToolCall`` here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from memstack.config import WorkingMemoryOptions
+from memstack.errors import InvalidInput
+from memstack.model import ToolCallPart
+from memstack.working_memory.schema import MemorySchema
+from memstack.working_memory.service import check_input_size
+from memstack.working_memory.updates import UPDATE_REASONS
+
+TOOL_NAME = "updateWorkingMemory"
+"""The update tool's name, as Mastra names it (spec §2.7)."""
+
+
+def tool_definition(options: WorkingMemoryOptions | None = None) -> dict[str, Any]:
+    """The update tool as an OpenAI chat-completions function definition, for the configured mode."""
+    options = options or WorkingMemoryOptions()
+    if options.json_schema is not None:
+        return _function(_JSON_DESCRIPTION, _json_parameters(MemorySchema.of(options.json_schema).json))
+    if options.version == "vnext":
+        return _function(_VNEXT_DESCRIPTION, _VNEXT_PARAMETERS)
+    return _function(_MARKDOWN_DESCRIPTION, _MARKDOWN_PARAMETERS)
+
+
+def _function(description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": TOOL_NAME, "description": description, "parameters": parameters},
+    }
+
+
+_MARKDOWN_DESCRIPTION = (
+    "Replace the working memory with an updated Markdown document that keeps all relevant information "
+    "about the user and the conversation. Anything left out of the document is lost."
+)
+_MARKDOWN_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "memory": {
+            "type": "string",
+            "description": "The complete working memory as Markdown. This MUST be a string, never an object.",
+        }
+    },
+    "required": ["memory"],
+    "additionalProperties": False,
+}
+
+_JSON_DESCRIPTION = (
+    "Update the working memory. The object you send is merged into what is stored: send only the fields "
+    "that are new or changed and leave the others out (a field left out keeps its value). Send null to "
+    "remove a field. An array replaces the stored array whole, so send the complete array."
+)
+
+
+def _json_parameters(schema: dict[str, Any]) -> dict[str, Any]:
+    """``{memory: <schema>}``, with the schema's ``$defs`` moved to the root so its ``$ref``s resolve."""
+    inner = {k: v for k, v in schema.items() if k not in ("$defs", "definitions", "$schema")}
+    params: dict[str, Any] = {
+        "type": "object",
+        "properties": {"memory": {**inner, "description": "The fields of working memory to add or change."}},
+        "required": ["memory"],
+    }
+    for key in ("$defs", "definitions"):
+        if key in schema:
+            params[key] = schema[key]
+    return params
+
+
+_VNEXT_DESCRIPTION = "Add new information to the working memory, or correct information already in it."
+_VNEXT_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "newMemory": {
+            "type": "string",
+            "description": "The Markdown text to add, or to put in place of searchString.",
+        },
+        "searchString": {
+            "type": "string",
+            "description": "Text already in working memory to replace with newMemory; best one line at a time. "
+            "Required unless updateReason is append-new-memory. If it is not found, newMemory is appended.",
+        },
+        "updateReason": {
+            "type": "string",
+            "enum": list(UPDATE_REASONS),
+            "description": "Why you update: append-new-memory (default) adds at the end; the others replace "
+            "searchString.",
+        },
+    },
+    "required": ["newMemory"],
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A parsed call: its id, its name and its arguments (``None`` when they were not a JSON object;
+    ``error`` then says why)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    error: str | None = None
+
+
+def parse_tool_call(tool_call: object) -> ToolCall:
+    """Read an OpenAI tool call or a ``ToolCallPart``.
+
+    Arguments that are not JSON, or not an object, do not raise: the ``ToolCall`` carries an ``error``
+    for the model to read.
+
+    Raises:
+        InvalidInput: the call itself is malformed (no id, no function name).
+        PayloadTooLarge: the arguments are larger than ``MAX_INPUT_BYTES``; refused before parsing.
+    """
+    if isinstance(tool_call, ToolCallPart):
+        check_input_size(json.dumps(tool_call.args, ensure_ascii=False), "tool_call.args")
+        return ToolCall(tool_call.id, tool_call.name, dict(tool_call.args))
+    if not isinstance(tool_call, dict):
+        raise InvalidInput(
+            "tool_call must be an OpenAI tool call object or a ToolCallPart", field="tool_call"
+        )
+    call_id, function = tool_call.get("id"), tool_call.get("function")
+    if not isinstance(call_id, str) or not call_id or not isinstance(function, dict):
+        raise InvalidInput("tool_call needs an id and a function", field="tool_call")
+    name = function.get("name")
+    if not isinstance(name, str):
+        raise InvalidInput("tool_call.function.name must be a string", field="tool_call.function.name")
+    raw = function.get("arguments", "{}")
+    if isinstance(raw, dict):
+        return ToolCall(call_id, name, raw)
+    if not isinstance(raw, str):
+        raise InvalidInput(
+            "tool_call.function.arguments must be a JSON string", field="tool_call.function.arguments"
+        )
+    check_input_size(raw, "tool_call.function.arguments")
+    try:
+        args = json.loads(raw)
+    except ValueError as exc:
+        return ToolCall(call_id, name, None, f"the arguments are not valid JSON ({exc})")
+    if not isinstance(args, dict):
+        return ToolCall(call_id, name, None, "the arguments must be a JSON object")
+    return ToolCall(call_id, name, args)

@@ -1,0 +1,176 @@
+"""JSON-schema working memory through ``Memory`` (spec §2.7 "Schema mode") and its tool calls."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from memstack import InvalidInput, Memory, MemoryOptions
+from memstack.model import ToolResultPart
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer", "minimum": 0},
+        "city": {"type": ["string", "null"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "prefs": {"type": "object", "properties": {"tea": {"type": "string"}}},
+    },
+}
+WM = {"working_memory": {"enabled": True, "schema": SCHEMA}}
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[Memory]:
+    with Memory.local(tmp_path / "m.db", embedder="hash", **WM) as m:
+        yield m
+
+
+def call(arguments: Any, call_id: str = "c1") -> dict[str, Any]:
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": call_id, "type": "function", "function": {"name": "updateWorkingMemory", "arguments": args}}
+
+
+def stored(memory: Memory) -> Any:
+    raw = memory.get_working_memory(thread_id="t", resource_id="r")
+    return None if raw is None else json.loads(raw)
+
+
+def result(message: Any) -> ToolResultPart:
+    part = message.parts[0]
+    assert isinstance(part, ToolResultPart)
+    return part
+
+
+def test_given_json_mode_when_two_updates_then_they_merge(memory: Memory) -> None:
+    memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": {"name": "Ada"}}))
+    out = memory.apply_tool_call(
+        thread_id="t", resource_id="r", tool_call=call({"memory": {"tags": ["x"], "prefs": {"tea": "green"}}})
+    )
+    assert out.role == "tool" and result(out).tool_call_id == "c1" and not result(out).is_error
+    assert stored(memory) == {"name": "Ada", "tags": ["x"], "prefs": {"tea": "green"}}
+
+
+def test_given_a_first_write_with_nulls_when_applied_then_no_null_is_stored(memory: Memory) -> None:
+    memory.apply_tool_call(
+        thread_id="t", resource_id="r", tool_call=call({"memory": {"name": "Ada", "city": None, "age": None}})
+    )
+    assert stored(memory) == {"name": "Ada"}
+
+
+def test_given_padding_nulls_when_applied_then_unrelated_fields_survive(memory: Memory) -> None:
+    memory.update_working_memory(thread_id="t", resource_id="r", working_memory={"name": "Ada", "age": 36})
+    memory.apply_tool_call(
+        thread_id="t",
+        resource_id="r",
+        tool_call=call({"memory": {"name": None, "age": None, "city": "Oslo"}}),
+    )
+    assert stored(memory) == {"name": "Ada", "age": 36, "city": "Oslo"}
+
+
+def test_given_null_for_a_nullable_field_when_applied_then_it_is_deleted(memory: Memory) -> None:
+    memory.update_working_memory(thread_id="t", resource_id="r", working_memory={"city": "Oslo", "age": 3})
+    memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": {"city": None}}))
+    assert stored(memory) == {"age": 3}
+
+
+def test_given_no_memory_wrapper_when_applied_then_the_arguments_are_the_memory(memory: Memory) -> None:
+    memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"name": "Ada"}))
+    assert stored(memory) == {"name": "Ada"}
+
+
+def test_given_memory_as_a_json_string_when_applied_then_it_is_parsed(memory: Memory) -> None:
+    memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": '{"name": "Ada"}'}))
+    assert stored(memory) == {"name": "Ada"}
+
+
+def test_given_invalid_json_when_applied_then_an_error_result_and_nothing_written(memory: Memory) -> None:
+    out = memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call('{"memory": {"name": '))
+    assert result(out).is_error and "not valid JSON" in result(out).result["message"]
+    out = memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": "{nope"}))
+    assert result(out).is_error and result(out).result["success"] is False
+    assert stored(memory) is None
+
+
+def test_given_a_schema_violation_when_applied_then_an_error_result_naming_the_field(memory: Memory) -> None:
+    memory.update_working_memory(thread_id="t", resource_id="r", working_memory={"name": "Ada"})
+    out = memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": {"age": -1}}))
+    assert result(out).is_error and "age" in result(out).result["message"]
+    assert stored(memory) == {"name": "Ada"}
+
+
+def test_given_a_schema_violation_when_updated_directly_then_invalid_input(memory: Memory) -> None:
+    with pytest.raises(InvalidInput) as err:
+        memory.update_working_memory(thread_id="t", resource_id="r", working_memory={"age": "old"})
+    assert err.value.field == "working_memory"
+
+
+def test_given_json_mode_when_context_then_schema_skeleton_and_merge_tool(memory: Memory) -> None:
+    memory.update_working_memory(thread_id="t", resource_id="r", working_memory='{"name": "Ada"}')
+    ctx = memory.context(thread_id="t", resource_id="r", message="hi")
+    text = ctx.system[0].text
+    assert "<working_memory_schema>" in text and '"minimum": 0' in text
+    assert '{"name": "", "age": null, "city": "", "tags": [], "prefs": {"tea": ""}}' in text
+    assert '<working_memory_data>\n{"name": "Ada"}\n</working_memory_data>' in text
+    params = ctx.tools[0]["function"]["parameters"]
+    assert params["required"] == ["memory"] and params["properties"]["memory"]["properties"]["age"]
+
+
+class Pet(BaseModel):
+    kind: str
+    name: str | None = None
+
+
+class Profile(BaseModel):
+    name: str | None = None
+    pets: list[Pet] = []
+    best_friend: Pet | None = None
+
+
+def test_given_a_pydantic_model_when_applied_then_it_validates_and_refs_resolve(tmp_path: Path) -> None:
+    opts = {"working_memory": {"enabled": True, "schema": Profile}}
+    with Memory.local(tmp_path / "p.db", embedder="hash", **opts) as m:
+        tool = m.context(thread_id="t", resource_id="r", message="x").tools[0]
+        assert "$defs" in tool["function"]["parameters"]
+        ok = m.apply_tool_call(
+            thread_id="t", resource_id="r", tool_call=call({"memory": {"best_friend": {"kind": "cat"}}})
+        )
+        assert not result(ok).is_error
+        bad = m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": {"pets": [{}]}}))
+        assert result(bad).is_error and "pets.0.kind" in result(bad).result["message"]
+        assert json.loads(m.get_working_memory(thread_id="t", resource_id="r") or "") == {
+            "best_friend": {"kind": "cat"}
+        }
+
+
+def test_given_template_and_schema_when_configured_then_invalid_input() -> None:
+    with pytest.raises(InvalidInput, match="exclusive"):
+        MemoryOptions.parse({"working_memory": {"template": "# T", "schema": SCHEMA}})
+
+
+def test_given_an_invalid_json_schema_when_configured_then_invalid_input_naming_schema() -> None:
+    with pytest.raises(InvalidInput) as err:
+        MemoryOptions.parse({"working_memory": {"schema": {"type": "object", "properties": 3}}})
+    assert err.value.field is not None and "schema" in err.value.field
+
+
+def test_given_a_per_call_schema_when_merged_then_it_replaces_the_configured_template() -> None:
+    base = MemoryOptions.parse({"working_memory": {"enabled": True, "template": "# T"}})
+    merged = base.merged({"working_memory": {"schema": SCHEMA}})
+    assert merged.working_memory.json_schema == SCHEMA and merged.working_memory.template is None
+
+
+def test_given_nan_in_a_tool_call_when_applied_then_error_result_and_nothing_written(memory: Memory) -> None:
+    out = memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call('{"memory": {"age": NaN}}'))
+    assert result(out).is_error and stored(memory) is None
+
+
+def test_given_a_non_json_object_when_updated_directly_then_invalid_input(memory: Memory) -> None:
+    with pytest.raises(InvalidInput, match="JSON"):
+        memory.update_working_memory(thread_id="t", resource_id="r", working_memory={"tags": {1, 2}})

@@ -1,0 +1,200 @@
+"""``Memory.apply_tool_call`` in markdown and vnext modes: ownership, the template guard, size caps,
+read-only, and initial working memory from thread metadata (spec §2.7)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memstack import InvalidInput, Memory, NotFound, PayloadTooLarge
+from memstack.config import DEFAULT_WORKING_MEMORY_TEMPLATE
+from memstack.model import ToolCallPart, ToolResultPart
+
+WM = {"working_memory": {"enabled": True}}
+VNEXT = {"working_memory": {"enabled": True, "version": "vnext", "template": "# Notes"}}
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[Memory]:
+    with Memory.local(tmp_path / "m.db", embedder="hash", **WM) as m:
+        yield m
+
+
+def call(arguments: dict[str, Any], name: str = "updateWorkingMemory") -> dict[str, Any]:
+    return {"id": "c1", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def part(message: Any) -> ToolResultPart:
+    p = message.parts[0]
+    assert isinstance(p, ToolResultPart)
+    return p
+
+
+def test_given_a_markdown_call_when_applied_then_the_document_is_replaced(memory: Memory) -> None:
+    out = memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": "# Name: Ada"}))
+    assert part(out).result == {"success": True, "message": "Working memory saved."}
+    assert out.thread_id == "t" and out.role == "tool" and part(out).name == "updateWorkingMemory"
+    assert memory.get_working_memory(thread_id="t", resource_id="r") == "# Name: Ada"
+    assert memory.get_thread(thread_id="t", resource_id="r").resource_id == "r"  # created when missing
+
+
+def test_given_a_tool_call_part_when_applied_then_it_works_like_an_openai_call(memory: Memory) -> None:
+    tc = ToolCallPart(id="p1", name="updateWorkingMemory", args={"memory": "# Likes: tea"})
+    out = memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=tc)
+    assert part(out).tool_call_id == "p1" and not part(out).is_error
+    assert memory.get_working_memory(thread_id="t", resource_id="r") == "# Likes: tea"
+
+
+def test_given_another_resources_thread_when_applied_then_not_found_and_nothing_written(
+    memory: Memory,
+) -> None:
+    memory.create_thread(resource_id="owner", thread_id="t")
+    with pytest.raises(NotFound):
+        memory.apply_tool_call(thread_id="t", resource_id="intruder", tool_call=call({"memory": "# x"}))
+    assert memory.get_working_memory(thread_id="t", resource_id="intruder") is None
+
+
+def test_given_stored_data_when_the_bare_template_is_sent_then_refused_readably(memory: Memory) -> None:
+    memory.update_working_memory(thread_id="t", resource_id="r", working_memory="# Name: Ada")
+    bare = "  " + DEFAULT_WORKING_MEMORY_TEMPLATE.replace("\n", "\n\n") + " "
+    out = memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": bare}))
+    assert part(out).result["success"] is False and not part(out).is_error
+    assert "template" in part(out).result["message"]
+    assert memory.get_working_memory(thread_id="t", resource_id="r") == "# Name: Ada"
+
+
+def test_given_nothing_stored_when_the_bare_template_is_sent_then_it_is_saved(memory: Memory) -> None:
+    out = memory.apply_tool_call(
+        thread_id="t", resource_id="r", tool_call=call({"memory": DEFAULT_WORKING_MEMORY_TEMPLATE})
+    )
+    assert part(out).result["success"] is True
+
+
+def test_given_memory_as_an_object_in_markdown_mode_when_applied_then_error_result(memory: Memory) -> None:
+    out = memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": {"a": 1}}))
+    assert part(out).is_error and "string" in part(out).result["message"]
+
+
+def test_given_another_tools_call_when_applied_then_invalid_input(memory: Memory) -> None:
+    with pytest.raises(InvalidInput):
+        memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({}, name="search"))
+
+
+def test_given_read_only_when_a_call_arrives_then_error_result_and_nothing_written(memory: Memory) -> None:
+    out = memory.apply_tool_call(
+        thread_id="t", resource_id="r", tool_call=call({"memory": "# x"}), options={"read_only": True}
+    )
+    assert part(out).is_error and "read-only" in part(out).result["message"]
+    assert memory.get_working_memory(thread_id="t", resource_id="r") is None
+
+
+def test_given_a_document_over_the_token_cap_when_updated_then_the_limit_is_named(tmp_path: Path) -> None:
+    with Memory.local(
+        tmp_path / "c.db", embedder="hash", working_memory={"enabled": True, "max_tokens": 50}
+    ) as m:
+        with pytest.raises(PayloadTooLarge, match="limit of 50 tokens") as err:
+            m.update_working_memory(thread_id="t", resource_id="r", working_memory="word " * 200)
+        assert err.value.field == "working_memory"
+        out = m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": "word " * 200}))
+        assert part(out).is_error and "50 tokens" in part(out).result["message"]
+
+
+def test_given_a_1mb_input_when_applied_then_rejected_fast_before_parsing(memory: Memory) -> None:
+    huge = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "updateWorkingMemory", "arguments": "[" * 1_000_000},
+    }
+    start = time.perf_counter()
+    with pytest.raises(PayloadTooLarge, match="262144 bytes"):
+        memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=huge)
+    with pytest.raises(PayloadTooLarge, match="262144 bytes"):
+        memory.update_working_memory(thread_id="t", resource_id="r", working_memory="x" * 1_000_000)
+    assert time.perf_counter() - start < 0.5
+
+
+def test_given_vnext_when_appending_then_text_is_added_and_duplicates_rejected(tmp_path: Path) -> None:
+    with Memory.local(tmp_path / "v.db", embedder="hash", **VNEXT) as m:
+        m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"newMemory": "- likes tea"}))
+        m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"newMemory": "- lives in Oslo"}))
+        dup = m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"newMemory": "- likes tea"}))
+        assert part(dup).result["success"] is False and "already" in part(dup).result["message"]
+        assert m.get_working_memory(thread_id="t", resource_id="r") == "- likes tea\n- lives in Oslo"
+        assert (
+            "newMemory"
+            in m.context(thread_id="t", resource_id="r", message="x").tools[0]["function"]["parameters"][
+                "properties"
+            ]
+        )
+
+
+def test_given_vnext_when_clarifying_with_a_search_string_then_replaced_in_place(tmp_path: Path) -> None:
+    with Memory.local(tmp_path / "v.db", embedder="hash", **VNEXT) as m:
+        m.update_working_memory(thread_id="t", resource_id="r", working_memory="- likes tea\n- lives in Oslo")
+        args = {
+            "newMemory": "- lives in Bergen",
+            "searchString": "- lives in Oslo",
+            "updateReason": "clarify-existing-memory",
+        }
+        m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call(args))
+        assert m.get_working_memory(thread_id="t", resource_id="r") == "- likes tea\n- lives in Bergen"
+
+
+def test_given_vnext_when_replacing_without_search_string_then_rejected(tmp_path: Path) -> None:
+    with Memory.local(tmp_path / "v.db", embedder="hash", **VNEXT) as m:
+        out = m.apply_tool_call(
+            thread_id="t",
+            resource_id="r",
+            tool_call=call({"newMemory": "x", "updateReason": "clarify-existing-memory"}),
+        )
+        assert part(out).is_error and "searchString" in part(out).result["message"]
+
+
+def test_given_vnext_resource_scope_when_replace_irrelevant_then_appended_instead(tmp_path: Path) -> None:
+    with Memory.local(tmp_path / "v.db", embedder="hash", **VNEXT) as m:
+        m.update_working_memory(thread_id="t", resource_id="r", working_memory="- works at ACME")
+        args = {
+            "newMemory": "- plans a trip",
+            "searchString": "- works at ACME",
+            "updateReason": "replace-irrelevant-memory",
+        }
+        m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call(args))
+        assert m.get_working_memory(thread_id="t", resource_id="r") == "- works at ACME\n- plans a trip"
+
+
+def test_given_vnext_when_context_then_vnext_guidelines_are_shown(tmp_path: Path) -> None:
+    with Memory.local(tmp_path / "v.db", embedder="hash", **VNEXT) as m:
+        text = m.context(thread_id="t", resource_id="r", message="x").system[0].text
+        assert (
+            "searchString" in text
+            and "no reason to remove" in text
+            and "<working_memory_template>\n# Notes" in text
+        )
+
+
+def test_given_vnext_with_a_schema_when_configured_then_invalid_input() -> None:
+    with pytest.raises(InvalidInput, match="vnext"):
+        Memory.local(
+            ":memory:", embedder="hash", working_memory={"version": "vnext", "schema": {"type": "object"}}
+        )
+
+
+def test_given_initial_working_memory_in_thread_metadata_when_created_then_resource_scope_gets_it(
+    memory: Memory,
+) -> None:
+    memory.create_thread(resource_id="r", thread_id="t1", metadata={"working_memory": "# Name: Ada"})
+    assert memory.get_working_memory(thread_id="t2", resource_id="r") == "# Name: Ada"
+
+
+def test_given_initial_working_memory_in_thread_scope_when_created_then_only_that_thread_has_it(
+    memory: Memory,
+) -> None:
+    opts = {"working_memory": {"enabled": True, "scope": "thread"}}
+    memory.create_thread(resource_id="r", thread_id="t1", metadata={"working_memory": "# Plan: A"})
+    assert memory.get_working_memory(thread_id="t1", resource_id="r", options=opts) == "# Plan: A"
+    assert memory.get_working_memory(thread_id="t2", resource_id="r", options=opts) is None
