@@ -213,7 +213,8 @@ class Message(_Frozen):
 class Thread(_Frozen):
     """One conversation, owned by exactly one resource (immutable ``resource_id``).
 
-    ``title`` is the empty string while untitled, never a placeholder.
+    ``title`` is the empty string while untitled, never a placeholder. ``version`` counts updates of the
+    title and metadata (0 at creation) and guards compare-and-set updates (thread-scoped working memory).
     """
 
     id: str
@@ -222,6 +223,7 @@ class Thread(_Frozen):
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime
     updated_at: datetime
+    version: int = 0
 
 
 class Resource(_Frozen):

@@ -73,9 +73,15 @@ class MemoryStore(Protocol):
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
         updated_at: datetime,
+        expected_version: int | None = None,
     ) -> Thread:
         """Partial update: ``None`` leaves a field as it is; metadata is merged shallowly over the stored
-        object. Raises ``NotFound`` if the thread is missing or another resource's."""
+        object; ``version`` increases by one.
+
+        Raises:
+            NotFound: the thread is missing or another resource's.
+            Conflict: ``expected_version`` is given and the stored version differs (nothing is written).
+        """
         ...
 
     def delete_thread(self, resource_id: str, thread_id: str) -> bool:

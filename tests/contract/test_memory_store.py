@@ -323,3 +323,21 @@ def test_given_a_stale_version_when_put_then_conflict_and_nothing_written(store:
     with pytest.raises(Conflict):
         store.put_resource(Resource(id="r1", working_memory="# stale"), expected_version=0)
     assert store.get_resource("r1").working_memory == "# A"  # type: ignore[union-attr]
+
+
+def test_given_a_thread_when_updated_then_its_version_counts_updates(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    first = store.update_thread("r1", "t1", title="a", updated_at=T0)
+    second = store.update_thread("r1", "t1", metadata={"k": 1}, updated_at=T0, expected_version=1)
+    assert (first.version, second.version) == (1, 2)
+    assert store.get_thread("r1", "t1").version == 2  # type: ignore[union-attr]
+
+
+def test_given_a_stale_thread_version_when_updated_then_conflict_and_nothing_written(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread(metadata={"k": "old"}))
+    store.update_thread("r1", "t1", metadata={"k": "first"}, updated_at=T0, expected_version=0)
+    with pytest.raises(Conflict):
+        store.update_thread("r1", "t1", metadata={"k": "stale"}, updated_at=T0, expected_version=0)
+    assert store.get_thread("r1", "t1").metadata == {"k": "first"}  # type: ignore[union-attr]

@@ -8,6 +8,8 @@ import multiprocessing
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memstack import Conflict, Memory
 
 SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "integer"}}
@@ -16,8 +18,9 @@ MD_WM = {"enabled": True}
 ROUNDS = 100
 
 
-def _json_writer(path: str, name: str, ready: Any) -> None:
-    with Memory.local(path, embedder="hash", semantic_recall=False, working_memory=JSON_WM) as m:
+def _json_writer(path: str, name: str, ready: Any, scope: str) -> None:
+    options = {**JSON_WM, "scope": scope}
+    with Memory.local(path, embedder="hash", semantic_recall=False, working_memory=options) as m:
         ready.wait()
         for i in range(ROUNDS):
             m.update_working_memory(thread_id="t", resource_id="r", working_memory={f"{name}{i}": i, name: i})
@@ -46,12 +49,16 @@ def _run(target: Any, path: str, *extra: Any) -> None:
     assert [p.exitcode for p in procs] == [0, 0], "a writer process failed"
 
 
+@pytest.mark.parametrize("scope", ["resource", "thread"])
 def test_given_two_processes_merging_different_fields_when_done_then_no_update_is_lost(
-    tmp_path: Path,
+    tmp_path: Path, scope: str
 ) -> None:
     path = str(tmp_path / "wm.db")
-    _run(_json_writer, path)
-    with Memory.local(path, embedder="hash", semantic_recall=False, working_memory=JSON_WM) as m:
+    options = {**JSON_WM, "scope": scope}
+    with Memory.local(path, embedder="hash", semantic_recall=False) as m:
+        m.create_thread(resource_id="r", thread_id="t")
+    _run(_json_writer, path, scope)
+    with Memory.local(path, embedder="hash", semantic_recall=False, working_memory=options) as m:
         stored = json.loads(m.get_working_memory(thread_id="t", resource_id="r") or "{}")
     expected = {f"{n}{i}": i for n in "ab" for i in range(ROUNDS)} | {"a": ROUNDS - 1, "b": ROUNDS - 1}
     assert stored == expected

@@ -6,8 +6,8 @@ Resource scope lives in the resource record, whose ``version`` guards compare-an
 it reads, computes and tries again. JSON mode merges, so a retry loses nothing; markdown mode replaces,
 so its retries are few and it then raises ``Conflict`` — a document is always written whole, never torn.
 
-Thread scope lives in the thread's metadata (key ``working_memory``). The store port has no version for
-thread metadata yet, so concurrent thread-scoped writers are last-write-wins (documented gap).
+Thread scope lives in the thread's metadata (key ``working_memory``), guarded the same way by the
+thread's ``version`` (``MemoryStore.update_thread(expected_version=...)``).
 """
 
 from __future__ import annotations
@@ -62,14 +62,14 @@ class Slot:
         if thread is None:
             raise NotFound(f"thread {self.thread_id!r} not found", field="thread_id")
         value = thread.metadata.get(THREAD_METADATA_KEY)
-        return (value if isinstance(value, str) else None), 0
+        return (value if isinstance(value, str) else None), thread.version
 
     def write(self, document: str, version: int) -> None:
-        """Store ``document`` if the version is still ``version`` (resource scope).
+        """Store ``document`` if the version is still ``version``.
 
         Raises:
-            Conflict: resource scope, another writer came first. PayloadTooLarge: thread scope, the
-                thread's metadata would exceed its limit.
+            Conflict: another writer came first. PayloadTooLarge: thread scope, the thread's metadata
+                would exceed its limit.
         """
         if self.thread_id is None:
             current = self.store.get_resource(self.resource_id) or Resource(id=self.resource_id)
@@ -94,6 +94,7 @@ class Slot:
             self.thread_id,
             metadata={THREAD_METADATA_KEY: document},
             updated_at=self.clock.now(),
+            expected_version=version,
         )
 
 

@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS threads (
   metadata TEXT NOT NULL DEFAULT '{}',
   created_at TEXT NOT NULL,
   updated_at TEXT NOT NULL,
-  next_seq INTEGER NOT NULL DEFAULT 1
+  next_seq INTEGER NOT NULL DEFAULT 1,
+  version INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS threads_by_created ON threads(resource_id, created_at, id);
 CREATE INDEX IF NOT EXISTS threads_by_updated ON threads(resource_id, updated_at, id);
@@ -59,7 +60,7 @@ CREATE TABLE IF NOT EXISTS resources (
 """
 
 _MSG_COLS = "id, thread_id, resource_id, seq, role, parts, metadata, author, created_at"
-_THREAD_COLS = "id, resource_id, title, metadata, created_at, updated_at"
+_THREAD_COLS = "id, resource_id, title, metadata, created_at, updated_at, version"
 
 
 def _ts(value: datetime) -> str:
@@ -83,6 +84,7 @@ def _thread(row: Sequence[Any]) -> Thread:
         metadata=json.loads(row[3]),
         created_at=_dt(row[4]),
         updated_at=_dt(row[5]),
+        version=row[6],
     )
 
 
@@ -124,6 +126,9 @@ class SqliteMemoryStore:
         self.db = db
         with db.lock:
             db.conn.executescript(_SCHEMA)
+            columns = {row[1] for row in db.conn.execute("PRAGMA table_info(threads)")}
+            if "version" not in columns:  # files made before threads had versions
+                db.conn.execute("ALTER TABLE threads ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
 
     # threads -------------------------------------------------------------------------------------
 
@@ -138,7 +143,7 @@ class SqliteMemoryStore:
         if exists:
             raise Conflict(f"thread {thread.id!r} already exists", field="thread_id")
         conn.execute(
-            f"INSERT INTO threads ({_THREAD_COLS}) VALUES (?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO threads ({_THREAD_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 thread.id,
                 thread.resource_id,
@@ -146,6 +151,7 @@ class SqliteMemoryStore:
                 _dumps(thread.metadata),
                 _ts(thread.created_at),
                 _ts(thread.updated_at),
+                thread.version,
             ),
         )
 
@@ -199,6 +205,7 @@ class SqliteMemoryStore:
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
         updated_at: datetime,
+        expected_version: int | None = None,
     ) -> Thread:
         with self.db.transaction() as conn:
             row = conn.execute(
@@ -208,13 +215,25 @@ class SqliteMemoryStore:
             if row is None:
                 raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
             current = _thread(row)
+            if expected_version is not None and current.version != expected_version:
+                raise Conflict(
+                    f"thread {thread_id!r} changed (version {current.version}, expected {expected_version})",
+                    field="version",
+                )
             merged = {**current.metadata, **metadata} if metadata is not None else current.metadata
             new_title = current.title if title is None else title
             conn.execute(
-                "UPDATE threads SET title = ?, metadata = ?, updated_at = ? WHERE id = ?",
+                "UPDATE threads SET title = ?, metadata = ?, updated_at = ?, version = version + 1 WHERE id = ?",
                 (new_title, _dumps(merged), _ts(updated_at), thread_id),
             )
-        return current.model_copy(update={"title": new_title, "metadata": merged, "updated_at": updated_at})
+        return current.model_copy(
+            update={
+                "title": new_title,
+                "metadata": merged,
+                "updated_at": updated_at,
+                "version": current.version + 1,
+            }
+        )
 
     def delete_thread(self, resource_id: str, thread_id: str) -> bool:
         with self.db.transaction() as conn:
