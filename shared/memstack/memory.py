@@ -49,7 +49,7 @@ from memstack.model import (
 )
 from memstack.ports import Clock, Embedder, MemoryStore, SearchIndex, Tokenizer
 from memstack.recall import EmbeddingCache, RecallResult, SemanticRecall, entry_metadata
-from memstack.working_memory import TOOL_NAME, system_message, tool_definition
+from memstack.working_memory import THREAD_METADATA_KEY, TOOL_NAME, system_message, tool_definition
 from memstack.working_memory.actions import WorkingMemoryActions
 
 logger = logging.getLogger("memstack.memory")
@@ -226,6 +226,7 @@ class Memory:
             created_at=now,
             updated_at=now,
         )
+        self.working_memory.check_seed(self.options, thread.metadata)
         created = self.store.create_thread(thread)
         self.working_memory.seed_from_thread(self.options, created)
         return created
@@ -294,9 +295,12 @@ class Memory:
         metadata: dict[str, Any] | None = None,
     ) -> Thread:
         """Partial update: omitted fields stay; metadata is merged shallowly over the stored object.
+        Working memory given as ``metadata.working_memory`` is also copied to the resource record in
+        resource scope, as at creation (spec §2.3 ``updateThread``).
 
         Raises:
             NotFound: missing or another resource's thread. InvalidInput: bad title or metadata.
+            PayloadTooLarge: merged metadata or the working memory in it over their limits.
         """
         check_id(thread_id, "thread_id")
         check_id(resource_id, "resource_id")
@@ -304,13 +308,17 @@ class Memory:
         if checked is not None:
             current = self.get_thread(thread_id=thread_id, resource_id=resource_id)
             check_metadata({**current.metadata, **checked}, "metadata (merged with the stored metadata)")
-        return self.store.update_thread(
+            self.working_memory.check_seed(self.options, checked)
+        updated = self.store.update_thread(
             resource_id,
             thread_id,
             title=None if title is None else self._check_title(title),
             metadata=checked,
             updated_at=self.clock.now(),
         )
+        if checked is not None and THREAD_METADATA_KEY in checked:
+            self.working_memory.seed_from_thread(self.options, updated)
+        return updated
 
     def delete_thread(self, *, thread_id: str, resource_id: str) -> None:
         """Delete the thread, its messages and their index entries.

@@ -198,3 +198,24 @@ def test_given_initial_working_memory_in_thread_scope_when_created_then_only_tha
     memory.create_thread(resource_id="r", thread_id="t1", metadata={"working_memory": "# Plan: A"})
     assert memory.get_working_memory(thread_id="t1", resource_id="r", options=opts) == "# Plan: A"
     assert memory.get_working_memory(thread_id="t2", resource_id="r", options=opts) is None
+
+
+def test_given_initial_working_memory_over_the_cap_when_creating_a_thread_then_nothing_is_created(
+    tmp_path: Path,
+) -> None:
+    with Memory.local(
+        tmp_path / "seed.db", embedder="hash", working_memory={"enabled": True, "max_tokens": 10}
+    ) as m:
+        with pytest.raises(PayloadTooLarge):
+            m.create_thread(resource_id="r", thread_id="t", metadata={"working_memory": "word " * 100})
+        with pytest.raises(NotFound):
+            m.get_thread(thread_id="t", resource_id="r")
+
+
+def test_given_working_memory_in_updated_metadata_when_resource_scoped_then_copied_to_the_resource(
+    tmp_path: Path,
+) -> None:
+    with Memory.local(tmp_path / "upd.db", embedder="hash", working_memory=True) as m:
+        m.create_thread(resource_id="r", thread_id="t")
+        m.update_thread(thread_id="t", resource_id="r", metadata={"working_memory": "# Name: Ada"})
+        assert m.get_working_memory(thread_id="other", resource_id="r") == "# Name: Ada"

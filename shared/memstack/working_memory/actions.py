@@ -204,6 +204,17 @@ class WorkingMemoryActions:
                 raise NotFound(f"thread {thread_id!r} not found", field="thread_id") from None
             return thread
 
+    def check_seed(self, opts: MemoryOptions, metadata: dict[str, Any]) -> None:
+        """Size checks of initial working memory given in thread metadata, before anything is written.
+
+        Raises:
+            PayloadTooLarge: over the input, character or token limits.
+        """
+        value = metadata.get(service.THREAD_METADATA_KEY)
+        if opts.working_memory.enabled and isinstance(value, str):
+            service.check_input_size(value)
+            service.check_size(value, self.tokenizer, opts.working_memory.max_tokens)
+
     def seed_from_thread(self, opts: MemoryOptions, thread: Thread) -> None:
         """Initial working memory given in a new thread's metadata (spec §2.7 "Initial WM"): thread scope
         keeps it there; resource scope also copies it to the resource record."""
