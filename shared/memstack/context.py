@@ -234,6 +234,20 @@ def render_openai(system: Sequence[SystemMessage], messages: Sequence[Message]) 
     return out
 
 
+def tool_messages(message: Message) -> list[dict[str, Any]]:
+    """The ``role: tool`` chat-completions messages of a message's tool results, to send right after the
+    assistant message that made the calls — e.g. the result ``Memory.apply_tool_call`` returns.
+
+    Returns:
+        One ``{"role": "tool", "tool_call_id", "content"}`` per ``ToolResultPart``, in order.
+    """
+    return [
+        {"role": "tool", "tool_call_id": p.tool_call_id, "content": to_json_text(p.result)}
+        for p in message.parts
+        if isinstance(p, ToolResultPart)
+    ]
+
+
 def _clock(message: Message) -> str:
     t = message.created_at
     hour = t.hour % 12 or 12

@@ -900,35 +900,34 @@ def _strip_working_memory(message: Message, wm_calls: set[str]) -> Message | Non
 
 
 def strip_tags(text: str, tag: str) -> str:
-    """``text`` without ``<tag>…</tag>`` spans, found by linear scanning (no regex backtracking).
+    """``text`` without ``<tag>…</tag>`` spans, in one left-to-right pass (no regex, no backtracking; each
+    search for the next tag starts where the last one ended, so the cost stays linear).
 
     An opening tag without a closing one is removed with everything after it; nested opening tags are
     covered by the outermost span; a stray closing tag is removed.
     """
     open_t, close_t = f"<{tag}>", f"</{tag}>"
     out: list[str] = []
-    i = 0
-    while True:
-        start = text.find(open_t, i)
-        if start < 0:
-            out.append(text[i:])
-            break
-        out.append(text[i:start])
-        depth, j = 1, start + len(open_t)
-        while depth:
-            next_open = text.find(open_t, j)
-            next_close = text.find(close_t, j)
-            if next_close < 0:
-                j = len(text)
-                break
-            if 0 <= next_open < next_close:
-                depth += 1
-                j = next_open + len(open_t)
-            else:
-                depth -= 1
-                j = next_close + len(close_t)
-        i = j
-    return "".join(out).replace(close_t, "")
+    depth, pos = 0, 0
+    next_open, next_close = text.find(open_t), text.find(close_t)
+    while next_open >= 0 or next_close >= 0:
+        opening = next_close < 0 or 0 <= next_open < next_close
+        at = next_open if opening else next_close
+        if depth == 0:
+            out.append(text[pos:at])
+        if opening:
+            depth += 1
+            pos = at + len(open_t)
+            next_open = text.find(open_t, pos)
+        else:
+            depth = max(0, depth - 1)
+            pos = at + len(close_t)
+            next_close = text.find(close_t, pos)
+            if 0 <= next_open < pos:
+                next_open = text.find(open_t, pos)
+    if depth == 0:
+        out.append(text[pos:])
+    return "".join(out)
 
 
 def _merge_by_thread(page: list[Message], extra: list[Message], thread_id: str) -> list[Message]:

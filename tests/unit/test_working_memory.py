@@ -86,3 +86,19 @@ def test_given_working_memory_tags_when_stripped_then_linear_and_balanced(text: 
 def test_given_a_huge_unbalanced_input_when_stripped_then_fast() -> None:
     text = "<working_memory>" * 50_000 + "x"
     assert strip_tags(text, "working_memory") == ""
+
+
+def test_given_tens_of_thousands_of_tags_when_stripped_then_linear_time() -> None:
+    import time
+
+    text = (
+        "<working_memory>" * 20_000
+        + "x"
+        + "</working_memory>" * 20_001
+        + "a</working_memory>" * 20_000
+        + "end"
+    )
+    start = time.perf_counter()
+    assert strip_tags(text, "working_memory") == "a" * 20_000 + "end"
+    # a guard against the quadratic scan this replaced (6.5 s for 58,000 tags), not a speed target
+    assert time.perf_counter() - start < 2.0

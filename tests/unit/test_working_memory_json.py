@@ -74,10 +74,24 @@ def test_given_padding_nulls_when_applied_then_unrelated_fields_survive(memory: 
     assert stored(memory) == {"name": "Ada", "age": 36, "city": "Oslo"}
 
 
-def test_given_null_for_a_nullable_field_when_applied_then_it_is_deleted(memory: Memory) -> None:
+def test_given_null_for_a_nullable_optional_field_when_applied_then_it_is_padding_and_kept(
+    memory: Memory,
+) -> None:
     memory.update_working_memory(thread_id="t", resource_id="r", working_memory={"city": "Oslo", "age": 3})
     memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": {"city": None}}))
-    assert stored(memory) == {"age": 3}
+    assert stored(memory) == {"city": "Oslo", "age": 3}
+
+
+def test_given_null_for_a_free_form_entry_when_applied_then_it_is_deleted(tmp_path: Path) -> None:
+    free = {"type": "object", "additionalProperties": {"type": "string"}}
+    with Memory.local(
+        tmp_path / "free.db", embedder="hash", working_memory={"enabled": True, "schema": free}
+    ) as m:
+        m.update_working_memory(
+            thread_id="t", resource_id="r", working_memory={"likes": "tea", "city": "Oslo"}
+        )
+        m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": {"city": None}}))
+        assert json.loads(m.get_working_memory(thread_id="t", resource_id="r") or "{}") == {"likes": "tea"}
 
 
 def test_given_no_memory_wrapper_when_applied_then_the_arguments_are_the_memory(memory: Memory) -> None:

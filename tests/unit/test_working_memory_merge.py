@@ -70,8 +70,12 @@ def test_given_padding_nulls_in_optional_fields_when_stripped_then_they_mean_unc
     assert strip_padding_nulls(update, SCHEMA) == {"name": "Ada", "prefs": {"diet": "veg"}}
 
 
-def test_given_null_for_a_nullable_or_required_field_when_stripped_then_it_is_kept_as_a_delete() -> None:
-    assert strip_padding_nulls({"city": None, "name": None}, SCHEMA) == {"city": None, "name": None}
+def test_given_null_for_a_nullable_optional_field_when_stripped_then_it_is_padding_too() -> None:
+    assert strip_padding_nulls({"city": None}, SCHEMA) == {}
+
+
+def test_given_null_for_a_required_field_when_stripped_then_it_is_kept_as_a_delete() -> None:
+    assert strip_padding_nulls({"name": None}, SCHEMA) == {"name": None}
 
 
 def test_given_null_for_an_undescribed_key_when_stripped_then_it_is_kept_as_a_delete() -> None:

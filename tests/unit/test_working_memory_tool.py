@@ -219,3 +219,84 @@ def test_given_working_memory_in_updated_metadata_when_resource_scoped_then_copi
         m.create_thread(resource_id="r", thread_id="t")
         m.update_thread(thread_id="t", resource_id="r", metadata={"working_memory": "# Name: Ada"})
         assert m.get_working_memory(thread_id="other", resource_id="r") == "# Name: Ada"
+
+
+def test_given_hostile_tool_arguments_when_applied_then_error_results_not_exceptions(tmp_path: Path) -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    with Memory.local(
+        tmp_path / "h.db", embedder="hash", working_memory={"enabled": True, "schema": schema}
+    ) as m:
+        deep = '{"memory":{"x":' + '{"a":' * 3000 + "1" + "}" * 3000 + "}}"
+        surrogate = '{"memory": {"name": "\\ud800"}}'
+        for raw in (deep, surrogate):
+            out = m.apply_tool_call(
+                thread_id="t",
+                resource_id="r",
+                tool_call={
+                    "id": "c",
+                    "type": "function",
+                    "function": {"name": "updateWorkingMemory", "arguments": raw},
+                },
+            )
+            part = out.parts[0]
+            assert isinstance(part, ToolResultPart) and part.is_error
+        assert m.get_working_memory(thread_id="t", resource_id="r") is None
+
+
+def test_given_invalid_initial_json_working_memory_when_creating_a_thread_then_refused(
+    tmp_path: Path,
+) -> None:
+    schema = {"type": "object", "properties": {"age": {"type": "integer"}}}
+    with Memory.local(
+        tmp_path / "s.db", embedder="hash", working_memory={"enabled": True, "schema": schema}
+    ) as m:
+        with pytest.raises(InvalidInput):
+            m.create_thread(resource_id="r", thread_id="t", metadata={"working_memory": '{"age": "x"}'})
+        m.create_thread(
+            resource_id="r", thread_id="t2", metadata={"working_memory": '{"age": 3, "name": null}'}
+        )
+        assert json.loads(m.get_working_memory(thread_id="t2", resource_id="r") or "{}") == {"age": 3}
+
+
+def test_given_vnext_text_that_is_part_of_a_line_when_appended_then_it_is_not_a_duplicate(
+    tmp_path: Path,
+) -> None:
+    with Memory.local(
+        tmp_path / "v.db", embedder="hash", working_memory={"enabled": True, "version": "vnext"}
+    ) as m:
+        m.update_working_memory(thread_id="t", resource_id="r", working_memory="- City: Paris")
+        args = json.dumps({"newMemory": "Paris"})
+        call = {"id": "c", "type": "function", "function": {"name": "updateWorkingMemory", "arguments": args}}
+        m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call)
+        assert m.get_working_memory(thread_id="t", resource_id="r") == "- City: Paris\nParis"
+        m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call)
+        assert m.get_working_memory(thread_id="t", resource_id="r") == "- City: Paris\nParis"
+
+
+def test_given_an_empty_markdown_update_over_data_when_applied_then_refused(tmp_path: Path) -> None:
+    with Memory.local(tmp_path / "e.db", embedder="hash", working_memory=True) as m:
+        m.update_working_memory(thread_id="t", resource_id="r", working_memory="# Name: Ada")
+        call = {
+            "id": "c",
+            "type": "function",
+            "function": {"name": "updateWorkingMemory", "arguments": '{"memory": "  "}'},
+        }
+        m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call)
+        assert m.get_working_memory(thread_id="t", resource_id="r") == "# Name: Ada"
+
+
+def test_given_the_result_of_apply_tool_call_when_rendered_then_a_chat_completions_tool_message(
+    tmp_path: Path,
+) -> None:
+    from memstack.context import tool_messages
+
+    with Memory.local(tmp_path / "r.db", embedder="hash", working_memory=True) as m:
+        call = {
+            "id": "call_9",
+            "type": "function",
+            "function": {"name": "updateWorkingMemory", "arguments": '{"memory": "# Ada"}'},
+        }
+        out = m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call)
+        (message,) = tool_messages(out)
+        assert message["role"] == "tool" and message["tool_call_id"] == "call_9"
+        assert json.loads(message["content"])["success"] is True

@@ -63,7 +63,10 @@ class WorkingMemoryActions:
                     "working_memory is not JSON-serialisable", field="working_memory"
                 ) from None
             service.check_input_size(encoded)
-        outcome = self._run(wm, resource_id, thread_id, {"memory": value}, guard=False)
+        try:
+            outcome = self._run(wm, resource_id, thread_id, {"memory": value}, guard=False)
+        except RecursionError:
+            raise InvalidInput("working_memory is nested too deeply", field="working_memory") from None
         if outcome.is_error:
             raise InvalidInput(outcome.message, field="working_memory")
         return outcome
@@ -93,6 +96,8 @@ class WorkingMemoryActions:
             outcome = self._tool_outcome(opts, resource_id, thread_id, call)
         except (Forbidden, PayloadTooLarge, InvalidInput) as exc:
             outcome = Outcome(False, f"Not saved: {exc.message}", is_error=True)
+        except RecursionError:
+            outcome = Outcome(False, "Not saved: the memory is nested too deeply.", is_error=True)
         return Message(
             id=new_id(),
             thread_id=thread_id,
@@ -209,11 +214,28 @@ class WorkingMemoryActions:
 
         Raises:
             PayloadTooLarge: over the input, character or token limits.
+            InvalidInput: JSON mode, and the value is not a JSON object valid against the schema (nulls
+                are stripped and merged as an update onto nothing, as the model's first write would be).
         """
+        wm = opts.working_memory
         value = metadata.get(service.THREAD_METADATA_KEY)
-        if opts.working_memory.enabled and isinstance(value, str):
-            service.check_input_size(value)
-            service.check_size(value, self.tokenizer, opts.working_memory.max_tokens)
+        if not wm.enabled or not isinstance(value, str):
+            return
+        service.check_input_size(value)
+        document = value
+        if wm.json_schema is not None:
+            try:
+                outcome = json_merge(None, value, MemorySchema.of(wm.json_schema))
+            except RecursionError:
+                raise InvalidInput(
+                    "metadata.working_memory is nested too deeply", field="metadata.working_memory"
+                ) from None
+            if outcome.is_error or outcome.document is None:
+                raise InvalidInput(
+                    f"metadata.working_memory: {outcome.message}", field="metadata.working_memory"
+                )
+            document = outcome.document
+        service.check_size(document, self.tokenizer, wm.max_tokens)
 
     def seed_from_thread(self, opts: MemoryOptions, thread: Thread) -> None:
         """Initial working memory given in a new thread's metadata (spec §2.7 "Initial WM"): thread scope
@@ -221,6 +243,15 @@ class WorkingMemoryActions:
         wm = opts.working_memory
         value = thread.metadata.get(service.THREAD_METADATA_KEY)
         if not wm.enabled or wm.scope != "resource" or not isinstance(value, str) or opts.read_only:
+            return
+        if wm.json_schema is not None:
+            schema = MemorySchema.of(wm.json_schema)
+            service.apply(
+                self.slot(wm, thread.resource_id, thread.id),
+                lambda cur: json_merge(None, value, schema),
+                attempts=service.JSON_ATTEMPTS,
+                check=lambda doc: service.check_size(doc, self.tokenizer, wm.max_tokens),
+            )
             return
         service.apply(
             self.slot(wm, thread.resource_id, thread.id),

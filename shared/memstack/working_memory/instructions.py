@@ -95,7 +95,8 @@ def _json(options: WorkingMemoryOptions, data: str | None) -> str:
         "- Your context window may be short: this record is how you keep track of the conversation.\n"
         "- Your update is merged into the stored record: send only new or changed fields; a field you "
         "leave out keeps its value.\n"
-        "- Send null for a field only to remove it; never fill fields with null you do not mean to remove.\n"
+        "- Leave out the fields you are not changing; null in an optional field also means unchanged. To "
+        'empty a field send an empty value ("" or []); null removes only entries the schema does not name.\n'
         "- An array you send replaces the stored one, so send the whole array.\n"
         f"- Call {TOOL_NAME} in every response in which you learned something relevant."
     )

@@ -10,15 +10,17 @@ The contract, also in docs/working-memory.md:
 * any other value overwrites.
 
 Before merging, ``strip_padding_nulls`` drops the ``null``s a model pads into optional fields (providers
-with strict tool schemas make every field required and nullable): a ``null`` for a property the schema
-describes, does not require and does not declare nullable means "not provided", not "delete".
+with strict tool schemas make every field required and nullable, so the model sends ``null`` for every
+field it leaves alone): a ``null`` for a property the schema describes but does not require means "not
+provided", not "delete" — nullable or not (spec §2.7 "Strict-provider null padding"). ``null`` deletes
+required fields (then validation says what is missing) and keys the schema does not name (free-form maps).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from memstack.working_memory.schema import accepts_null, branch_for, resolve
+from memstack.working_memory.schema import branch_for, resolve
 
 
 def deep_merge(existing: dict[str, Any] | None, update: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +54,7 @@ def _without_nulls(value: list[Any]) -> list[Any]:
 
 
 def strip_padding_nulls(value: Any, schema: dict[str, Any], root: dict[str, Any] | None = None) -> Any:
-    """``value`` without the ``null``s of optional, non-nullable properties, recursively.
+    """``value`` without the ``null``s of optional (not required) described properties, recursively.
 
     Args:
         value: the update (any JSON value).
@@ -72,7 +74,7 @@ def strip_padding_nulls(value: Any, schema: dict[str, Any], root: dict[str, Any]
     out: dict[str, Any] = {}
     for key, item in value.items():
         described = key in properties
-        if item is None and described and key not in required and not accepts_null(properties[key], root):
+        if item is None and described and key not in required:
             continue
         out[key] = strip_padding_nulls(item, properties.get(key, {}), root) if described else item
     return out

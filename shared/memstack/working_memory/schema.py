@@ -108,14 +108,3 @@ def branch_for(value: Any, node: dict[str, Any], root: dict[str, Any]) -> dict[s
     kind = "array" if isinstance(value, list) else "object"
     matching = [b for b in (resolve(b, root) for b in branches) if b.get("type") == kind]
     return matching[0] if len(matching) == 1 else node
-
-
-def accepts_null(node: dict[str, Any], root: dict[str, Any]) -> bool:
-    """Whether the schema explicitly allows ``null`` (``type`` lists it, or a branch of ``anyOf``/``oneOf``
-    is ``{"type": "null"}``)."""
-    node = resolve(node, root)
-    kind = node.get("type")
-    if kind == "null" or (isinstance(kind, list) and "null" in kind):
-        return True
-    branches = node.get("anyOf") or node.get("oneOf") or []
-    return any(accepts_null(b, root) for b in branches if isinstance(b, dict))

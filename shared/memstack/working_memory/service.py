@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memstack.errors import Conflict, NotFound, PayloadTooLarge
-from memstack.model import MAX_METADATA_BYTES, Resource
+from memstack.model import MAX_METADATA_BYTES, Resource, check_text
 from memstack.ports import Clock, MemoryStore, Tokenizer
 from memstack.working_memory.updates import Outcome
 
@@ -103,7 +103,9 @@ def check_size(document: str, tokenizer: Tokenizer, max_tokens: int) -> None:
 
     Raises:
         PayloadTooLarge: over ``MAX_WORKING_MEMORY_CHARS`` characters or over ``max_tokens`` tokens.
+        InvalidInput: not valid text (a lone surrogate, e.g. from a JSON ``\\ud800`` escape).
     """
+    check_text(document, "working_memory")
     if len(document) > MAX_WORKING_MEMORY_CHARS:
         raise PayloadTooLarge(
             f"working_memory is longer than the limit of {MAX_WORKING_MEMORY_CHARS} characters",

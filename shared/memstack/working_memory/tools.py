@@ -57,8 +57,9 @@ _MARKDOWN_PARAMETERS: dict[str, Any] = {
 
 _JSON_DESCRIPTION = (
     "Update the working memory. The object you send is merged into what is stored: send only the fields "
-    "that are new or changed and leave the others out (a field left out keeps its value). Send null to "
-    "remove a field. An array replaces the stored array whole, so send the complete array."
+    "that are new or changed and leave the others out (a field left out, or null in an optional field, "
+    "keeps its value). To empty a field send an empty value; null removes only entries the schema does "
+    "not name. An array replaces the stored array whole, so send the complete array."
 )
 
 
@@ -146,6 +147,8 @@ def parse_tool_call(tool_call: object) -> ToolCall:
         args = json.loads(raw)
     except ValueError as exc:
         return ToolCall(call_id, name, None, f"the arguments are not valid JSON ({exc})")
+    except RecursionError:
+        return ToolCall(call_id, name, None, "the arguments are nested too deeply")
     if not isinstance(args, dict):
         return ToolCall(call_id, name, None, "the arguments must be a JSON object")
     return ToolCall(call_id, name, args)

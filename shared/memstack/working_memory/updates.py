@@ -49,11 +49,21 @@ def _normalised(text: str) -> str:
     return " ".join(text.split())
 
 
+def _holds_lines(existing: str, text: str) -> bool:
+    """Whether ``text`` (stripped) already stands in ``existing`` as whole lines, not as part of a line
+    ("Paris" is not a duplicate of "- City: Paris")."""
+    lines = [line.strip() for line in text.strip().splitlines()]
+    stored = [line.strip() for line in existing.splitlines()]
+    return bool(lines) and any(
+        stored[i : i + len(lines)] == lines for i in range(len(stored) - len(lines) + 1)
+    )
+
+
 def markdown_replace(current: str | None, memory: str, template: str) -> Outcome:
     """Replace semantics, with the template guard: a bare copy of the template (whitespace-normalised)
     never replaces a document that holds something else (spec §2.7 "Markdown guard")."""
-    bare = _normalised(memory) == _normalised(template)
-    if bare and current is not None and _normalised(current) != _normalised(template):
+    bare = _normalised(memory) == _normalised(template) or not memory.strip()
+    if bare and current is not None and current.strip() and _normalised(current) != _normalised(template):
         return Outcome(
             False,
             "Not saved: the update is the empty template and would erase the stored working memory. "
@@ -154,7 +164,7 @@ def vnext_update(
         )
     if _normalised(new_memory) == _normalised(template):
         return Outcome(False, "Not saved: newMemory is only the empty template.")
-    if new_memory.strip() in existing:
+    if _holds_lines(existing, new_memory):
         return Outcome(False, "Not saved: this information is already in working memory.")
     if search_string and search_string in existing:
         updated = existing.replace(search_string, new_memory, 1)
