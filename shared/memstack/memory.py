@@ -756,14 +756,13 @@ class Memory:
             history = self.store.list_messages(
                 resource_id, thread_id, limit=opts.history_count, newest_first=True
             )[::-1]
-            history = [m for m in history if m.role != "system"]
         history_ids = {m.id for m in history}
 
         recalled: list[Message] = []
         if pending is not None:
             try:
                 found = pending.result()
-                recalled = [m for m in found.messages if m.id not in history_ids and m.role != "system"]
+                recalled = [m for m in found.messages if m.id not in history_ids]
             except Exception as exc:
                 logger.warning(
                     "semantic recall failed (%s) for thread %s; continuing with history only",

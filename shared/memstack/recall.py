@@ -145,13 +145,13 @@ class SemanticRecall:
     ) -> int:
         """Index (or re-index) these messages of ``thread``; returns the number of chunks written.
 
-        System messages and messages without searchable text are removed from the index instead.
+        Messages without searchable text are removed from the index instead.
         Raises what the embedder or index raises (the caller decides whether that fails the call).
         """
         entries_meta: list[tuple[Message, int, str]] = []
         drop: list[str] = []
         for message in messages:
-            text = "" if message.role == "system" else searchable_text(message, options.tool_text_chars)
+            text = searchable_text(message, options.tool_text_chars)
             chunks = chunk_text(text, options.chunk_chars) if text else []
             if not chunks:
                 drop.append(message.id)
