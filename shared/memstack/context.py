@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal
 
 from memstack.config import MessageHistoryOptions, ToolCallFilterOptions
@@ -46,7 +47,7 @@ class SystemMessage:
     kind: SystemKind
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ModelContext:
     """Everything the model is given for one turn.
 
@@ -55,17 +56,25 @@ class ModelContext:
         messages: the conversation: history (with same-thread recall interleaved), call-time context
             messages, then the new message.
         tools: OpenAI function definitions (the working-memory tool when enabled).
-        token_count: tokens of the rendered ``to_openai()`` messages and tools (tiktoken ``o200k_base``).
         recalled: every message semantic recall brought in (same-thread and cross-thread, with neighbours).
         history_ids: ids of the messages that came from the thread's history.
+        tokenizer: counts ``token_count`` (on first access, so a caller that never reads it never pays).
     """
 
     system: list[SystemMessage]
     messages: list[Message]
     tools: list[dict[str, Any]] = field(default_factory=list)
-    token_count: int = 0
     recalled: list[Message] = field(default_factory=list)
     history_ids: list[str] = field(default_factory=list)
+    tokenizer: Tokenizer | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def token_count(self) -> int:
+        """Tokens of the rendered ``to_openai()`` messages and tools (tiktoken ``o200k_base``); 0 without a
+        tokenizer."""
+        if self.tokenizer is None:
+            return 0
+        return count_tokens(self.tokenizer, render_openai(self.system, self.messages), self.tools)
 
     @property
     def message_ids(self) -> set[str]:
@@ -372,11 +381,10 @@ def apply_budget(
             total -= sum(MESSAGE_OVERHEAD_TOKENS + _item_tokens(tokenizer, item) for item in rendered)
     kept = [m for i, m in enumerate(messages) if i not in removed]
     gone = {messages[i].id for i in removed}
-    rendered = render_openai(ctx.system, kept)
     return replace(
         ctx,
         messages=kept,
-        token_count=count_tokens(tokenizer, rendered, ctx.tools),
+        tokenizer=tokenizer,
         recalled=[m for m in ctx.recalled if m.id not in gone],
         history_ids=[i for i in ctx.history_ids if i not in gone],
     )

@@ -21,10 +21,8 @@ from memstack.context import (
     ModelContext,
     SystemMessage,
     apply_budget,
-    count_tokens,
     cross_thread_block,
     filter_tool_calls,
-    render_openai,
 )
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import (
@@ -792,7 +790,7 @@ class Memory:
                 system=layers,
                 messages=shown,
                 tools=tools,
-                token_count=count_tokens(self.tokenizer, render_openai(layers, shown), tools),
+                tokenizer=self.tokenizer,
                 recalled=[m for m in recalled if m.id in visible],
                 history_ids=[m.id for m in history if m.id in visible],
             )
