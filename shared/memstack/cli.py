@@ -30,7 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--data", help="LoCoMo JSON file (default: ../shared/data/locomo/locomo-dev.json)")
     demo.add_argument("--conversations", type=_ints, help="indexes to replay, e.g. 0,3 (default: all)")
-    demo.add_argument("--embedder", choices=["hash", "local"], default="local")
+    demo.add_argument(
+        "--embedder",
+        choices=["hash", "local", "openai"],
+        default="local",
+        help="openai needs OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible endpoint)",
+    )
     demo.add_argument("--mode", choices=["vector", "keyword", "hybrid"], default="hybrid")
     demo.add_argument("--top-k", type=int, default=4)
     demo.add_argument("--message-range", type=int, default=1)

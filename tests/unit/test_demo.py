@@ -89,3 +89,11 @@ def test_given_malformed_samples_when_loaded_then_invalid_input(tmp_path: Path) 
         load(bad, [0])
     with pytest.raises(InvalidInput):
         load(bad, [1])
+
+
+def test_given_the_openai_embedder_without_a_key_when_demo_runs_then_a_clear_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["demo", "--data", str(DATA), "--embedder", "openai", "--quiet"]) == 2
+    assert "api_key" in capsys.readouterr().err
