@@ -36,6 +36,7 @@ from memstack.inputs import coerce_message
 from memstack.model import (
     Message,
     MessagePage,
+    Resource,
     Thread,
     ThreadPage,
     ToolCallPart,
@@ -737,23 +738,32 @@ class Memory:
                 if self.parallel_recall
                 else _run_now(self.recall_engine.recall, *args)
             )
+        wm = opts.working_memory
+        # Resource-scoped working memory lives in its own record: read it beside the thread's head.
+        # Thread-scoped working memory is in the thread's metadata, read with the head below.
+        resource_wm: Future[Resource | None] | None = None
+        if wm.enabled and wm.scope == "resource":
+            resource_wm = (
+                self._pool().submit(self.store.get_resource, resource_id)
+                if self.parallel_recall
+                else _run_now(self.store.get_resource, resource_id)
+            )
         # Another resource's thread reads as a new, empty one: every read below is scoped to resource_id.
-        thread = self.store.get_thread(resource_id, thread_id)
+        # The thread and its last messages come in one read (one DynamoDB query).
+        thread, history = self.store.get_thread_with_history(resource_id, thread_id, last=opts.history_count)
 
         system = [SystemMessage(t, "instructions") for t in _as_list(instructions, "instructions")]
         tools: list[dict[str, Any]] = []
-        wm = opts.working_memory
         if wm.enabled:
-            data = self.get_working_memory(thread_id=thread_id, resource_id=resource_id, options=options)
+            if resource_wm is not None:
+                record = resource_wm.result()
+                data = record.working_memory if record is not None else None
+            else:
+                value = thread.metadata.get(THREAD_METADATA_KEY) if thread is not None else None
+                data = value if isinstance(value, str) else None
             system.append(SystemMessage(system_message(wm, data, read_only=opts.read_only), "working_memory"))
             if not opts.read_only:
                 tools.append(tool_definition(wm))
-
-        history: list[Message] = []
-        if thread is not None and opts.history_count:
-            history = self.store.list_messages(
-                resource_id, thread_id, limit=opts.history_count, newest_first=True
-            )[::-1]
         history_ids = {m.id for m in history}
 
         recalled: list[Message] = []

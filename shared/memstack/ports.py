@@ -121,6 +121,14 @@ class MemoryStore(Protocol):
         ``seq`` (descending if ``newest_first``). Another resource's thread yields ``[]``."""
         ...
 
+    def get_thread_with_history(
+        self, resource_id: str, thread_id: str, *, last: int
+    ) -> tuple[Thread | None, list[Message]]:
+        """The thread (``None`` if missing or another resource's) and its last ``last`` messages in
+        ``seq`` order (``[]`` when the thread is ``None``), read together: the head of every turn's
+        context, one query on a backend that keeps a thread and its messages in one partition."""
+        ...
+
     def get_messages(self, resource_id: str, message_ids: Sequence[str]) -> list[Message]:
         """The messages of this resource with these ids (missing ids are left out), in no set order."""
         ...

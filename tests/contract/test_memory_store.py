@@ -22,9 +22,9 @@ T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 @pytest.fixture(params=sorted(STORE_FACTORIES))
 def store(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[MemoryStore]:
-    s = STORE_FACTORIES[request.param](tmp_path)
-    yield s
-    s.close()
+    with STORE_FACTORIES[request.param](tmp_path) as s:
+        yield s
+        s.close()
 
 
 def thread(tid: str = "t1", rid: str = "r1", at: datetime = T0, **kw: object) -> Thread:
@@ -300,6 +300,36 @@ def test_given_concurrent_writers_when_saving_to_one_thread_then_seq_is_unique_a
         t.join()
     seqs = [m.seq for m in store.list_messages("r1", "t1", limit=1000)]
     assert seqs == list(range(1, 81))
+
+
+def test_given_a_thread_when_read_with_history_then_the_thread_and_its_last_messages_in_order(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread(title="Head"))
+    store.save_messages("r1", "t1", [msg(f"m{i}") for i in range(7)])
+    got, history = store.get_thread_with_history("r1", "t1", last=3)
+    assert got is not None and got.title == "Head" and got.id == "t1"
+    assert [m.id for m in history] == ["m4", "m5", "m6"]
+    assert [m.seq for m in history] == [5, 6, 7]
+    _, everything = store.get_thread_with_history("r1", "t1", last=100)
+    assert [m.id for m in everything] == [f"m{i}" for i in range(7)]
+    got, none = store.get_thread_with_history("r1", "t1", last=0)
+    assert got is not None and none == []
+
+
+def test_given_another_resources_or_a_missing_thread_when_read_with_history_then_nothing(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("m1")])
+    assert store.get_thread_with_history("r2", "t1", last=10) == (None, [])
+    assert store.get_thread_with_history("r1", "nope", last=10) == (None, [])
+
+
+def test_given_an_empty_thread_when_read_with_history_then_the_thread_and_no_messages(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    got, history = store.get_thread_with_history("r1", "t1", last=10)
+    assert got == thread() and history == []
 
 
 # resources ----------------------------------------------------------------------------------------

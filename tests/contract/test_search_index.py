@@ -31,9 +31,9 @@ T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 @pytest.fixture(params=sorted(INDEX_FACTORIES))
 def index(request: pytest.FixtureRequest) -> Iterator[SearchIndex]:
-    ix = INDEX_FACTORIES[request.param](DIM)
-    yield ix
-    ix.close()
+    with INDEX_FACTORIES[request.param](DIM) as ix:
+        yield ix
+        ix.close()
 
 
 # helpers ------------------------------------------------------------------------------------------

@@ -340,6 +340,15 @@ class SqliteMemoryStore:
         )
         return [_message(r) for r in rows]
 
+    def get_thread_with_history(
+        self, resource_id: str, thread_id: str, *, last: int
+    ) -> tuple[Thread | None, list[Message]]:
+        with self.db.lock:
+            thread = self.get_thread(resource_id, thread_id)
+            if thread is None or last <= 0:
+                return thread, []
+            return thread, self.list_messages(resource_id, thread_id, limit=last, newest_first=True)[::-1]
+
     def get_messages(self, resource_id: str, message_ids: Sequence[str]) -> list[Message]:
         out: list[Message] = []
         ids = list(dict.fromkeys(message_ids))
