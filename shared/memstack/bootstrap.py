@@ -3,18 +3,16 @@ are imported only when chosen."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memstack.memory import Memory
     from memstack.ports import Embedder
+    from memstack.settings import Settings
 
 EMBEDDERS = ("local", "hash", "openai")
-
-ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
-ENV_OPENAI_BASE_URL = "OPENAI_BASE_URL"
-ENV_EMBEDDING_MODEL = "MEMSTACK_EMBEDDING_MODEL"
 
 
 def make_embedder(
@@ -29,16 +27,15 @@ def make_embedder(
     (deterministic feature hashing, 256-d) or ``openai`` (OpenAI embeddings API, default
     ``text-embedding-3-small``, 1536-d); an ``Embedder`` instance is passed through.
 
-    For ``openai`` each argument left ``None`` is read from the environment now, at call time (never at
-    import): ``api_key`` from ``OPENAI_API_KEY``, ``base_url`` from ``OPENAI_BASE_URL`` (default
-    api.openai.com), ``model`` from ``MEMSTACK_EMBEDDING_MODEL``. Nothing connects until the first
-    embedding. The other names ignore these arguments.
+    For ``openai`` each argument left ``None`` comes from the settings (``memstack.settings``), read now, at
+    call time (never at import): ``api_key`` from ``OPENAI_API_KEY``, ``base_url`` from ``OPENAI_BASE_URL``
+    (default api.openai.com), ``model`` from ``MEMSTACK_EMBEDDING_MODEL``, ``dimensions`` from
+    ``MEMSTACK_EMBEDDING_DIMENSIONS``. Nothing connects until the first embedding. The other names ignore
+    these arguments.
 
     Raises:
         InvalidInput: unknown name; for ``openai``, no key (field ``api_key``) or bad options.
     """
-    import os
-
     from memstack.errors import InvalidInput
 
     if not isinstance(name, str):
@@ -49,12 +46,14 @@ def make_embedder(
         raise InvalidInput("embedder must be 'local', 'hash', 'openai' or an Embedder", field="embedder")
     if name == "openai":
         from memstack.adapters.openai.embedder import OpenAIEmbedder
+        from memstack.settings import load_settings
 
+        settings = load_settings()
         return OpenAIEmbedder(
-            model or os.environ.get(ENV_EMBEDDING_MODEL) or "text-embedding-3-small",
-            dimensions=dimensions,
-            api_key=api_key or os.environ.get(ENV_OPENAI_API_KEY),
-            base_url=base_url or os.environ.get(ENV_OPENAI_BASE_URL) or None,
+            model or settings.embedding_model,
+            dimensions=dimensions if dimensions is not None else settings.embedding_dimensions,
+            api_key=api_key or settings.api_key(),
+            base_url=base_url or settings.openai_base_url,
         )
     if name == "local":
         from memstack.adapters.local_embed import LocalEmbedder
@@ -66,6 +65,127 @@ def make_embedder(
 
         return HashEmbedder()
     raise InvalidInput(f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}", field="embedder")
+
+
+def build(
+    settings: Settings | None = None,
+    *,
+    embedder: str | Embedder | None = None,
+    options: dict[str, Any] | None = None,
+) -> Memory:
+    """A ``Memory`` on the backend the settings name (``MEMSTACK_BACKEND``): ``sqlite`` or ``aws``.
+
+    Args:
+        settings: defaults to ``load_settings()`` (the environment).
+        embedder: overrides the settings' embedder (a name or an instance).
+        options: memory options (``MemoryOptions`` names, Mastra's defaults for the rest).
+
+    Raises:
+        InvalidInput: bad settings or options; an existing index of another dimension.
+        Unavailable: a backend cannot be reached where start-up needs it (the OpenSearch index check).
+    """
+    from memstack.settings import load_settings
+
+    settings = settings if settings is not None else load_settings()
+    chosen = embedder if embedder is not None else settings.embedder_name
+    if settings.backend == "aws":
+        return build_aws(settings, embedder=chosen, options=options)
+    return build_local(path=settings.db_path, embedder=chosen, options=options)
+
+
+def build_aws(
+    settings: Settings,
+    *,
+    embedder: str | Embedder | None = None,
+    options: dict[str, Any] | None = None,
+) -> Memory:
+    """The AWS backend: DynamoDB (+ S3 for large bodies) store and OpenSearch index, from ``settings``.
+
+    Recall runs beside the store reads (a worker thread), since each read is a network round trip.
+    With ``create_resources`` the table and bucket are created when missing (local endpoints, tests).
+    The OpenSearch index is created idempotently and its dimension checked here.
+
+    Raises:
+        InvalidInput: no OpenSearch endpoint; an index of another dimension; bad options.
+        Unavailable: OpenSearch or DynamoDB cannot be reached.
+    """
+    from memstack.errors import InvalidInput
+
+    if settings.opensearch_endpoint is None:
+        raise InvalidInput(
+            "the aws backend needs MEMSTACK_OPENSEARCH_ENDPOINT", field="MEMSTACK_OPENSEARCH_ENDPOINT"
+        )
+    from memstack.adapters.dynamodb import DynamoDBMemoryStore, create_table
+    from memstack.adapters.opensearch import OpenSearchIndex, make_client
+    from memstack.memory import Memory
+    from memstack.tokens import default_tokenizer
+
+    emb = make_embedder(
+        embedder if embedder is not None else settings.embedder_name,
+        api_key=settings.api_key(),
+        base_url=settings.openai_base_url,
+        model=settings.embedding_model,
+        dimensions=settings.embedding_dimensions,
+    )
+    if settings.create_resources:
+        create_table(
+            table_name=settings.table,
+            region=settings.region,
+            endpoint_url=settings.dynamodb_endpoint_url,
+            bucket=settings.bucket,
+            s3_endpoint_url=settings.s3_endpoint_url,
+        )
+    store = DynamoDBMemoryStore(
+        table_name=settings.table,
+        region=settings.region,
+        endpoint_url=settings.dynamodb_endpoint_url,
+        bucket=settings.bucket,
+        s3_endpoint_url=settings.s3_endpoint_url,
+        message_ttl_seconds=settings.message_ttl_seconds,
+    )
+    try:
+        client = make_client(
+            settings.opensearch_endpoint,
+            service=settings.opensearch_service,
+            region=settings.region,
+            username=settings.opensearch_username,
+            password=(
+                settings.opensearch_password.get_secret_value() if settings.opensearch_password else None
+            ),
+        )
+        index = OpenSearchIndex(
+            client,
+            dimension=emb.dimension,
+            model_id=emb.model_id,
+            service=settings.opensearch_service,
+            index_prefix=settings.opensearch_index_prefix,
+            engine=settings.opensearch_engine,
+        )
+    except BaseException:
+        store.close()
+        raise
+    return Memory(
+        store=store,
+        index=index,
+        embedder=emb,
+        tokenizer=default_tokenizer(),
+        options=options,
+        parallel_recall=True,
+    )
+
+
+_memory: Memory | None = None
+_memory_lock = threading.Lock()
+
+
+def memory_from_env() -> Memory:
+    """The process-wide ``Memory`` built from the environment on first use (Lambda handlers call this per
+    request; the first call builds, later calls reuse it). Nothing connects at import time."""
+    global _memory
+    with _memory_lock:
+        if _memory is None:
+            _memory = build()
+        return _memory
 
 
 def build_local(

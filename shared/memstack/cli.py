@@ -7,9 +7,12 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memstack.errors import MemstackError
+from memstack.errors import InvalidInput, MemstackError
+
+if TYPE_CHECKING:
+    from memstack.settings import Settings
 
 
 def _ints(value: str) -> list[int]:
@@ -31,6 +34,12 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--data", help="LoCoMo JSON file (default: ../shared/data/locomo/locomo-dev.json)")
     demo.add_argument("--conversations", type=_ints, help="indexes to replay, e.g. 0,3 (default: all)")
     demo.add_argument(
+        "--backend",
+        choices=["sqlite", "aws"],
+        help="sqlite (embedded, default) or aws: DynamoDB + OpenSearch at the endpoints in the MEMSTACK_* "
+        "settings (default: MEMSTACK_BACKEND, else sqlite)",
+    )
+    demo.add_argument(
         "--embedder",
         choices=["hash", "local", "openai"],
         default="local",
@@ -39,7 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--mode", choices=["vector", "keyword", "hybrid"], default="hybrid")
     demo.add_argument("--top-k", type=int, default=4)
     demo.add_argument("--message-range", type=int, default=1)
-    demo.add_argument("--db", help="SQLite file (default: a fresh temporary file, removed afterwards)")
+    demo.add_argument(
+        "--db", help="SQLite file of the sqlite backend (default: a fresh temporary file, removed afterwards)"
+    )
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     return parser
 
@@ -58,28 +69,45 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from memstack import demo, locomo
+    from memstack.settings import load_settings
 
     data = args.data or demo.default_data_path()
     conversations = locomo.load(data, args.conversations)
+    settings = load_settings(**({"backend": args.backend} if args.backend else {}))
+    if settings.backend == "aws":
+        if args.db:
+            raise InvalidInput("--db applies to the sqlite backend only", field="db")
+        return _run_demo(args, conversations, data, settings)
     if args.db:
         return _run_demo(args, conversations, data, args.db)
     with tempfile.TemporaryDirectory(prefix="memstack-demo-") as scratch:
         return _run_demo(args, conversations, data, str(Path(scratch) / "memory.db"))
 
 
-def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, db: str) -> int:
+def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, db: str | Settings) -> int:
     from memstack import demo
+    from memstack.bootstrap import build
     from memstack.memory import Memory
 
     options = {
         "semantic_recall": {"mode": args.mode, "top_k": args.top_k, "message_range": args.message_range}
     }
+    where = (
+        f"db={db}"
+        if isinstance(db, str)
+        else f"backend=aws table={db.table} opensearch={db.opensearch_endpoint} ({db.opensearch_service})"
+    )
     print(
         f"memstack demo: {len(conversations)} conversation(s) from {data}; embedder={args.embedder} "
-        f"mode={args.mode} top_k={args.top_k} message_range={args.message_range} db={db}",
+        f"mode={args.mode} top_k={args.top_k} message_range={args.message_range} {where}",
         file=sys.stderr,
     )
-    with Memory.local(db, embedder=args.embedder, **options) as memory:
+    memory = (
+        Memory.local(db, embedder=args.embedder, **options)
+        if isinstance(db, str)
+        else build(db, embedder=args.embedder, options=options)
+    )
+    with memory:
         result = demo.run(memory, conversations, progress=None if args.quiet else sys.stderr)
     print(demo.table(result))
     print(result.result_line())

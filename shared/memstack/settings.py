@@ -1,0 +1,130 @@
+"""Settings: the one place that reads the environment.
+
+Every name is ``MEMSTACK_`` + the field name in upper case (``MEMSTACK_BACKEND``, ``MEMSTACK_TABLE``, …),
+except the few that AWS and OpenAI tools already define: the OpenAI key and base URL
+(``OPENAI_API_KEY``, ``OPENAI_BASE_URL``) and the region (``MEMSTACK_REGION``, else ``AWS_REGION``, else
+``AWS_DEFAULT_REGION``, as Lambda sets them). Reading settings never connects to anything; ``bootstrap``
+builds the adapters from them, lazily.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from memstack.errors import InvalidInput
+
+Backend = Literal["sqlite", "aws"]
+EmbedderName = Literal["local", "hash", "openai"]
+OpenSearchService = Literal["aoss", "es", "none"]
+
+
+class Settings(BaseSettings):
+    """Deployment settings, read from the environment (and nothing else).
+
+    Attributes:
+        backend: ``sqlite`` (the embedded default: one file, offline) or ``aws`` (DynamoDB + S3 +
+            OpenSearch).
+        db_path: the SQLite file of the ``sqlite`` backend.
+        embedder: ``local`` (offline, 384-d), ``hash`` (deterministic, 256-d) or ``openai``. Unset: ``openai``
+            when an OpenAI key is set, else ``local``.
+        embedding_model, embedding_dimensions: the OpenAI embedding model and its optional ``dimensions``.
+        chat_model: the chat model of the Observer, the Reflector and titles.
+        openai_api_key, openai_base_url: the OpenAI key and an optional OpenAI-compatible endpoint.
+        region: the AWS region of DynamoDB, S3 and OpenSearch.
+        table: the DynamoDB table (single-table design, docs/dynamodb.md).
+        bucket: the S3 bucket for message bodies over DynamoDB's item limit; unset, such messages are
+            refused with ``PayloadTooLarge``.
+        dynamodb_endpoint_url, s3_endpoint_url: endpoint overrides (DynamoDB Local, moto server).
+        message_ttl_seconds: optional message expiry (DynamoDB TTL), in seconds after ``created_at``.
+        opensearch_endpoint: the OpenSearch URL (collection or domain endpoint, with scheme).
+        opensearch_service: request signing: ``aoss`` (Serverless, SigV4), ``es`` (managed domain, SigV4)
+            or ``none`` (a self-run cluster; basic auth when a user name is set).
+        opensearch_username, opensearch_password: basic auth for ``none``.
+        opensearch_index_prefix: index names are this prefix + the embedding model + its dimension.
+        opensearch_engine: the k-NN engine (``lucene`` or ``faiss``; never ``nmslib``).
+        create_resources: create the DynamoDB table and S3 bucket when missing (local endpoints, tests);
+            in AWS the stacks create them.
+
+    Raises (from ``load_settings``):
+        InvalidInput: a value is malformed; ``field`` names the environment variable.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MEMSTACK_", extra="ignore", frozen=True, populate_by_name=True)
+
+    backend: Backend = "sqlite"
+    db_path: Path = Path(".memstack/memory.db")
+    embedder: EmbedderName | None = None
+    embedding_model: str = "text-embedding-3-small"
+    embedding_dimensions: int | None = Field(default=None, ge=1, le=8192)
+    chat_model: str = "gpt-4o-mini"
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("MEMSTACK_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("MEMSTACK_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    region: str | None = Field(
+        default=None, validation_alias=AliasChoices("MEMSTACK_REGION", "AWS_REGION", "AWS_DEFAULT_REGION")
+    )
+    table: str = Field(default="memstack", min_length=3, max_length=255, pattern=r"^[A-Za-z0-9_.-]+$")
+    bucket: str | None = None
+    dynamodb_endpoint_url: str | None = None
+    s3_endpoint_url: str | None = None
+    message_ttl_seconds: int | None = Field(default=None, ge=1)
+    opensearch_endpoint: str | None = None
+    opensearch_service: OpenSearchService = "aoss"
+    opensearch_username: str | None = None
+    opensearch_password: SecretStr | None = None
+    opensearch_index_prefix: str = Field(default="memstack", pattern=r"^[a-z0-9][a-z0-9_-]{0,100}$")
+    opensearch_engine: Literal["lucene", "faiss"] = "lucene"
+    create_resources: bool = False
+
+    @field_validator("openai_base_url", "dynamodb_endpoint_url", "s3_endpoint_url", "opensearch_endpoint")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        assert value is not None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be a URL starting with http:// or https://")
+        return value.rstrip("/")
+
+    @property
+    def embedder_name(self) -> EmbedderName:
+        """The embedder to build: the configured one, else ``openai`` with a key, else ``local``."""
+        if self.embedder is not None:
+            return self.embedder
+        return "openai" if self.openai_api_key is not None else "local"
+
+    def api_key(self) -> str | None:
+        """The OpenAI key as plain text (never logged), or ``None``."""
+        return self.openai_api_key.get_secret_value() if self.openai_api_key is not None else None
+
+
+def env_names() -> dict[str, str]:
+    """Field name → the environment variable that sets it (the first one for fields with several), for
+    deployment code that fills a function's environment from the same names."""
+    out: dict[str, str] = {}
+    for name, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        out[name] = alias.choices[0] if isinstance(alias, AliasChoices) else f"MEMSTACK_{name.upper()}"  # type: ignore[assignment]
+    return out
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings from the environment; keyword ``overrides`` win over it (by field name).
+
+    Raises:
+        InvalidInput: a malformed value; ``field`` names its environment variable.
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else "settings"
+        env = env_names().get(name, name)
+        raise InvalidInput(f"setting {env}: {err['msg']}", field=env) from None

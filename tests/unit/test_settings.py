@@ -1,0 +1,105 @@
+"""Settings: read from the environment only, validated with errors that name the variable."""
+
+from __future__ import annotations
+
+import pytest
+
+from memstack.bootstrap import build
+from memstack.errors import InvalidInput
+from memstack.settings import Settings, env_names, load_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("MEMSTACK_", "OPENAI_", "AWS_")):
+            monkeypatch.delenv(name)
+
+
+def test_given_no_environment_when_loaded_then_the_embedded_default_offline() -> None:
+    s = load_settings()
+    assert s.backend == "sqlite"
+    assert s.embedder_name == "local"
+    assert s.table == "memstack" and s.opensearch_service == "aoss" and s.opensearch_engine == "lucene"
+    assert s.api_key() is None and s.region is None and not s.create_resources
+
+
+def test_given_aws_environment_when_loaded_then_every_name_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSTACK_BACKEND", "aws")
+    monkeypatch.setenv("MEMSTACK_TABLE", "mem-prod")
+    monkeypatch.setenv("MEMSTACK_BUCKET", "mem-bodies")
+    monkeypatch.setenv("MEMSTACK_OPENSEARCH_ENDPOINT", "https://abc.us-east-1.aoss.amazonaws.com/")
+    monkeypatch.setenv("MEMSTACK_OPENSEARCH_SERVICE", "es")
+    monkeypatch.setenv("MEMSTACK_MESSAGE_TTL_SECONDS", "86400")
+    monkeypatch.setenv("MEMSTACK_DYNAMODB_ENDPOINT_URL", "http://127.0.0.1:5000")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    s = load_settings()
+    assert (s.backend, s.table, s.bucket) == ("aws", "mem-prod", "mem-bodies")
+    assert s.opensearch_endpoint == "https://abc.us-east-1.aoss.amazonaws.com"
+    assert s.opensearch_service == "es" and s.message_ttl_seconds == 86400
+    assert s.dynamodb_endpoint_url == "http://127.0.0.1:5000" and s.region == "eu-west-1"
+    assert s.embedder_name == "openai" and s.api_key() == "sk-test"
+
+
+def test_given_a_key_when_settings_are_printed_then_it_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
+    assert "sk-secret-value" not in repr(load_settings())
+
+
+def test_given_memstack_region_and_aws_region_when_loaded_then_memstack_region_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("MEMSTACK_REGION", "us-west-2")
+    assert load_settings().region == "us-west-2"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("MEMSTACK_BACKEND", "postgres"),
+        ("MEMSTACK_OPENSEARCH_ENDPOINT", "search.example.com"),
+        ("MEMSTACK_OPENSEARCH_SERVICE", "nmslib"),
+        ("MEMSTACK_MESSAGE_TTL_SECONDS", "0"),
+        ("MEMSTACK_TABLE", "a b"),
+        ("MEMSTACK_EMBEDDING_DIMENSIONS", "many"),
+        ("MEMSTACK_OPENSEARCH_ENGINE", "nmslib"),
+    ],
+)
+def test_given_a_malformed_value_when_loaded_then_invalid_input_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(InvalidInput) as err:
+        load_settings()
+    assert err.value.field == name and name in str(err.value)
+
+
+def test_given_overrides_when_loaded_then_they_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSTACK_BACKEND", "aws")
+    assert load_settings(backend="sqlite").backend == "sqlite"
+
+
+def test_given_the_settings_model_when_env_names_are_listed_then_each_field_has_its_variable() -> None:
+    names = env_names()
+    assert set(names) == set(Settings.model_fields)
+    assert names["backend"] == "MEMSTACK_BACKEND" and names["opensearch_endpoint"] == "MEMSTACK_OPENSEARCH_ENDPOINT"
+    assert names["region"] == "MEMSTACK_REGION"
+
+
+def test_given_the_sqlite_backend_when_built_then_memory_uses_the_configured_file(tmp_path: object) -> None:
+    from pathlib import Path
+
+    db = Path(str(tmp_path)) / "m.db"
+    with build(load_settings(db_path=db), embedder="hash") as memory:
+        memory.save_messages(thread_id="t1", resource_id="r1", messages=["hello there"])
+    assert db.is_file()
+
+
+def test_given_the_aws_backend_without_an_opensearch_endpoint_when_built_then_invalid_input_names_it() -> None:
+    with pytest.raises(InvalidInput) as err:
+        build(load_settings(backend="aws"), embedder="hash")
+    assert err.value.field == "MEMSTACK_OPENSEARCH_ENDPOINT"
