@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -728,49 +729,37 @@ class Memory:
             for i, c in enumerate(context or [])
         ]
         # Recall (embedding + index search + neighbour windows) runs beside the store reads below, the
-        # one place a turn needs concurrency (STYLE.md "Synchronous core").
+        # one place a turn needs concurrency (STYLE.md "Synchronous core"). Resource-scoped working memory
+        # lives in its own record: recall reads it with the recalled messages (one store request).
+        wm = opts.working_memory
+        resource_wm = wm.enabled and wm.scope == "resource"
         query = new.text if new is not None else ""
         pending: Future[RecallResult] | None = None
         if opts.semantic_recall.enabled and query.strip():
-            args = (resource_id, thread_id, query, opts.semantic_recall)
-            pending = (
-                self._pool().submit(self.recall_engine.recall, *args)
-                if self.parallel_recall
-                else _run_now(self.recall_engine.recall, *args)
+            pending = (self._pool().submit if self.parallel_recall else _run_now)(
+                partial(self.recall_engine.recall, with_resource=resource_wm),
+                resource_id,
+                thread_id,
+                query,
+                opts.semantic_recall,
             )
-        wm = opts.working_memory
-        # Resource-scoped working memory lives in its own record: read it beside the thread's head.
-        # Thread-scoped working memory is in the thread's metadata, read with the head below.
-        resource_wm: Future[Resource | None] | None = None
-        if wm.enabled and wm.scope == "resource":
-            resource_wm = (
-                self._pool().submit(self.store.get_resource, resource_id)
-                if self.parallel_recall
-                else _run_now(self.store.get_resource, resource_id)
+        elif resource_wm:
+            pending_resource = (self._pool().submit if self.parallel_recall else _run_now)(
+                self.store.get_resource, resource_id
             )
         # Another resource's thread reads as a new, empty one: every read below is scoped to resource_id.
-        # The thread and its last messages come in one read (one DynamoDB query).
+        # The thread and its last messages come in one read (one DynamoDB query); thread-scoped working
+        # memory is in the thread's metadata.
         thread, history = self.store.get_thread_with_history(resource_id, thread_id, last=opts.history_count)
-
-        system = [SystemMessage(t, "instructions") for t in _as_list(instructions, "instructions")]
-        tools: list[dict[str, Any]] = []
-        if wm.enabled:
-            if resource_wm is not None:
-                record = resource_wm.result()
-                data = record.working_memory if record is not None else None
-            else:
-                value = thread.metadata.get(THREAD_METADATA_KEY) if thread is not None else None
-                data = value if isinstance(value, str) else None
-            system.append(SystemMessage(system_message(wm, data, read_only=opts.read_only), "working_memory"))
-            if not opts.read_only:
-                tools.append(tool_definition(wm))
         history_ids = {m.id for m in history}
 
         recalled: list[Message] = []
+        record: Resource | None = None
         if pending is not None:
             try:
                 found = pending.result()
                 recalled = [m for m in found.messages if m.id not in history_ids]
+                record = found.resource
             except Exception as exc:
                 logger.warning(
                     "semantic recall failed (%s) for thread %s; continuing with history only",
@@ -778,6 +767,22 @@ class Memory:
                     thread_id,
                     extra={"thread_id": thread_id, "error": type(exc).__name__},
                 )
+                if resource_wm:
+                    record = self.store.get_resource(resource_id)
+        elif resource_wm:
+            record = pending_resource.result()
+
+        system = [SystemMessage(t, "instructions") for t in _as_list(instructions, "instructions")]
+        tools: list[dict[str, Any]] = []
+        if wm.enabled:
+            if resource_wm:
+                data = record.working_memory if record is not None else None
+            else:
+                value = thread.metadata.get(THREAD_METADATA_KEY) if thread is not None else None
+                data = value if isinstance(value, str) else None
+            system.append(SystemMessage(system_message(wm, data, read_only=opts.read_only), "working_memory"))
+            if not opts.read_only:
+                tools.append(tool_definition(wm))
         # the caller's own messages of this turn stand for stored copies with the same id (spec §2.11)
         given = {m.id for m in extra} | ({new.id} if new is not None else set())
         history = [m for m in history if m.id not in given]

@@ -138,6 +138,13 @@ class MemoryStore(Protocol):
         ordered by thread then ``seq``. Gaps left by deletions are skipped, not counted."""
         ...
 
+    def get_resource_and_windows(
+        self, resource_id: str, windows: Sequence[MessageWindow]
+    ) -> tuple[Resource | None, list[Message]]:
+        """``get_resource`` and ``message_windows`` read together: the recall step of a turn's context
+        fetches the resource's working memory with the recalled messages (one BatchGetItem on DynamoDB)."""
+        ...
+
     def delete_messages(self, resource_id: str, message_ids: Sequence[str]) -> list[Message]:
         """Delete these messages of this resource; returns the ones that existed."""
         ...

@@ -21,7 +21,7 @@ from typing import Any
 
 from memstack.config import SemanticRecallOptions
 from memstack.fusion import FusedHit, fuse
-from memstack.model import Message, Thread
+from memstack.model import Message, Resource, Thread
 from memstack.ports import Embedder, IndexEntry, IndexHit, MemoryStore, MessageWindow, SearchIndex, Vector
 from memstack.text import chunk_text, searchable_text
 from memstack.working_memory import THREAD_METADATA_KEY
@@ -90,6 +90,8 @@ class RecallResult:
 
     hits: list[FusedHit]
     messages: list[Message]
+    resource: Resource | None = None
+    """The resource record, when asked for with ``with_resource`` (read with the messages)."""
 
 
 class SemanticRecall:
@@ -232,18 +234,30 @@ class SemanticRecall:
         )
 
     def recall(
-        self, resource_id: str, thread_id: str, query: str, options: SemanticRecallOptions
+        self,
+        resource_id: str,
+        thread_id: str,
+        query: str,
+        options: SemanticRecallOptions,
+        *,
+        with_resource: bool = False,
     ) -> RecallResult:
         """Search, then load each hit with ``message_range`` neighbours from its own thread.
 
-        Hits whose message no longer exists in the store (the index lags the store) are dropped.
+        Hits whose message no longer exists in the store (the index lags the store) are dropped. With
+        ``with_resource`` the resource record is read in the same store request as the messages.
         """
         hits = self.search(resource_id, thread_id, query, options)
         if not hits:
-            return RecallResult([], [])
+            resource = self.store.get_resource(resource_id) if with_resource else None
+            return RecallResult([], [], resource)
         r = options.message_range
         windows = [MessageWindow(h.thread_id, h.seq, r.before, r.after) for h in hits]
-        messages = self.store.message_windows(resource_id, windows)
+        resource = None
+        if with_resource:
+            resource, messages = self.store.get_resource_and_windows(resource_id, windows)
+        else:
+            messages = self.store.message_windows(resource_id, windows)
         present = {m.id for m in messages}
         missing = [h.message_id for h in hits if h.message_id not in present]
         if missing:
@@ -256,4 +270,4 @@ class SemanticRecall:
             hits = [h for h in hits if h.message_id in present]
             windows = [MessageWindow(h.thread_id, h.seq, r.before, r.after) for h in hits]
             messages = self.store.message_windows(resource_id, windows) if windows else []
-        return RecallResult(hits, messages)
+        return RecallResult(hits, messages, resource)

@@ -332,6 +332,18 @@ def test_given_an_empty_thread_when_read_with_history_then_the_thread_and_no_mes
     assert got == thread() and history == []
 
 
+def test_given_a_resource_and_windows_when_read_together_then_both_come_back(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg(f"m{i}") for i in range(5)])
+    store.put_resource(Resource(id="r1", working_memory="# Notes"), expected_version=0)
+    resource, messages = store.get_resource_and_windows("r1", [MessageWindow("t1", 3, 1, 1)])
+    assert resource is not None and resource.working_memory == "# Notes" and resource.version == 1
+    assert [m.id for m in messages] == ["m1", "m2", "m3"]
+    assert store.get_resource_and_windows("r2", [MessageWindow("t1", 3, 1, 1)]) == (None, [])
+    none, only = store.get_resource_and_windows("r1", [])
+    assert none is not None and only == []
+
+
 # resources ----------------------------------------------------------------------------------------
 
 

@@ -394,6 +394,12 @@ class SqliteMemoryStore:
                     found.setdefault(r[0], _message(r))
         return sorted(found.values(), key=lambda m: (m.thread_id, m.seq))
 
+    def get_resource_and_windows(
+        self, resource_id: str, windows: Sequence[MessageWindow]
+    ) -> tuple[Resource | None, list[Message]]:
+        with self.db.lock:
+            return self.get_resource(resource_id), self.message_windows(resource_id, windows)
+
     def _exact_windows(self, resource_id: str, windows: Sequence[MessageWindow]) -> list[Any]:
         """Rows of each window, skipping gaps: up to ``before`` rows below the seq, and the seq itself plus
         up to ``after`` rows above it."""
