@@ -20,13 +20,13 @@ demo: $(STAMP)
 	$(BIN)/memstack demo $(ARGS)
 
 test: $(STAMP)
-	$(BIN)/ruff check shared tests
+	$(BIN)/ruff check shared tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check shared tests
-	$(BIN)/ruff format --check shared tests
+	$(BIN)/ruff check shared tests benchmarks
+	$(BIN)/ruff format --check shared tests benchmarks
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -13,6 +13,8 @@ from typing import Any
 
 from memstack.ports import MemoryStore, SearchIndex
 
+from .dynamodb_support import dynamodb_moto_store, dynamodb_server_store
+
 
 @contextmanager
 def _sqlite_store(tmp: Any) -> Iterator[MemoryStore]:
@@ -39,11 +41,32 @@ def _sqlite_index_sql_only(dimension: int) -> Iterator[SearchIndex]:
     yield SqliteSearchIndex(SqliteDatabase(":memory:"), dimension, vector_cache_bytes=0)
 
 
-STORE_FACTORIES: dict[str, Callable[[Any], AbstractContextManager[MemoryStore]]] = {"sqlite": _sqlite_store}
+STORE_FACTORIES: dict[str, Callable[[Any], AbstractContextManager[MemoryStore]]] = {
+    "sqlite": _sqlite_store,
+    "dynamodb-moto": dynamodb_moto_store,
+    "dynamodb-server": dynamodb_server_store,
+}
 """name → factory(tmp_path): a context manager yielding a fresh, empty store."""
+
+def _opensearch_index_factories() -> dict[str, Callable[[int], AbstractContextManager[SearchIndex]]]:
+    """The OpenSearch adapter on its test double (managed domain and Serverless modes), plus a real cluster
+    when ``OPENSEARCH_URL`` is set (tests/contract/opensearch_support.py)."""
+    import os
+
+    from . import opensearch_support as support
+
+    factories: dict[str, Callable[[int], AbstractContextManager[SearchIndex]]] = {
+        "opensearch-managed": support.opensearch_managed_index,
+        "opensearch-serverless": support.opensearch_serverless_index,
+    }
+    if os.environ.get("OPENSEARCH_URL"):
+        factories["opensearch-real"] = support.opensearch_real_index
+    return factories
+
 
 INDEX_FACTORIES: dict[str, Callable[[int], AbstractContextManager[SearchIndex]]] = {
     "sqlite": _sqlite_index,
     "sqlite-sql-only": _sqlite_index_sql_only,
+    **_opensearch_index_factories(),
 }
 """name → factory(dimension): a context manager yielding a fresh, empty index."""

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -75,12 +74,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memstack.adapters.search_text import indexed_text, query_terms
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.errors import InvalidInput
 from memstack.filters import kind, validate_filter
 from memstack.model import check_id, check_metadata
 from memstack.ports import IndexEntry, IndexHit, SearchResults, Vector
-from memstack.stopwords import STOP_WORDS
 
 SCHEMA_VERSION = 1
 """Version of the tables' layout, recorded in ``search_meta``."""
@@ -92,12 +91,6 @@ MAX_TOP_K = 10_000
 """Largest accepted ``top_k``: OpenSearch's limit for ``k`` and its default ``index.max_result_window``, so
 every adapter accepts the same range (hybrid recall asks for up to ``top_k × candidates`` = 2,000)."""
 
-MAX_QUERY_TERMS = 8
-"""Most distinct terms a keyword query keeps: the longest ones (length stands in for rarity; ties keep the
-earlier term), in their original order. FTS5's ``bm25()`` costs about 0.3 µs per matching row and query
-term, so a turn-length message (15 terms, ~400 matching rows in one LoCoMo conversation) ranked in 3.4 ms;
-with 8 terms it takes 1.7 ms, and evidence recall on LoCoMo's questions (all shorter) is unchanged
-(0.666 → 0.665, keyword mode, top_k 4)."""
 
 
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -909,50 +902,25 @@ def _value_test(predicate: str) -> Callable[[str], str]:
 
 # ------------------------------------------------------------------------------------------ text handling
 
-_UNIGRAM = re.compile(r"([\u3040-\u309f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f])")
-"""Hiragana and Han ideographs (CJK unified, extensions A–G, compatibility): one token per character."""
-
-_EMOJI = re.compile(r"[\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff\U0001f000-\U0001f3fa\U0001f400-\U0001faff]")
-"""Emoji and pictographs (skin-tone modifiers U+1F3FB–1F3FF excluded; they carry no meaning to search)."""
-
-_QUERY_SEPARATORS = re.compile(
-    r"[\s\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f\u2000-\u206f\u3000-\u303f"
-    r"\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]+"
-)
-"""Whitespace and punctuation (ASCII, general, CJK and full-width) that split a query into tokens."""
-
 
 def fts_text(text: str) -> str:
-    """The text as handed to the FTS5 tokenizer: CJK characters spaced apart, emoji spelled as words.
-
-    Example: ``"東京🍕 pizza"`` → ``" 東  京  emoji127829  pizza"``.
-    """
-    text = _EMOJI.sub(lambda m: f" emoji{ord(m.group())} ", text)
-    return _UNIGRAM.sub(r" \1 ", text)
+    """The text as handed to the FTS5 tokenizer: CJK characters spaced apart, emoji spelled as words
+    (``memstack.adapters.search_text.indexed_text``)."""
+    return indexed_text(text)
 
 
 def fts_query(text: str) -> str | None:
-    """A safe FTS5 query for free text: its distinct word tokens, each quoted, joined with ``OR``.
+    """A safe FTS5 query for free text: its word tokens (``search_text.query_terms``: distinct, stop words
+    dropped unless nothing else is left, at most ``MAX_QUERY_TERMS``), each quoted, joined with ``OR``.
 
-    Tokens are split on whitespace and punctuation after the same pre-segmentation as :func:`fts_text`;
-    duplicates (case-insensitive) are dropped, English stop words (``STOP_WORDS``) are dropped unless
-    nothing else is left, and at most ``MAX_QUERY_TERMS`` (the longest) are kept. A token never contains a double
-    quote, so quoting makes every FTS5 operator, prefix star or column filter literal text. A token the
-    tokenizer turns into nothing (a symbol) matches nothing and does no harm.
+    A token never contains a double quote, so quoting makes every FTS5 operator, prefix star or column
+    filter literal text. A token the tokenizer turns into nothing (a symbol) matches nothing and does no
+    harm.
 
     Returns:
         The ``MATCH`` expression, or ``None`` when the text has no token (the search returns ``[]``).
     """
-    terms: dict[str, str] = {}
-    for token in _QUERY_SEPARATORS.split(fts_text(text)):
-        key = token.casefold()
-        if token and key not in terms:
-            terms[key] = f'"{token}"'
-    kept = [quoted for key, quoted in terms.items() if key not in STOP_WORDS] or list(terms.values())
-    if len(kept) > MAX_QUERY_TERMS:
-        longest = set(sorted(range(len(kept)), key=lambda i: (-len(kept[i]), i))[:MAX_QUERY_TERMS])
-        kept = [term for i, term in enumerate(kept) if i in longest]
-    return " OR ".join(kept) if kept else None
+    return " OR ".join(f'"{t}"' for t in query_terms(text)) or None
 
 
 def scope_token(resource_id: str, thread_id: str | None = None) -> str:

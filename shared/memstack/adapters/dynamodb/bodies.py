@@ -1,0 +1,110 @@
+"""Message bodies too large for a DynamoDB item, kept in S3 (DynamoDB items are limited to 400 KB).
+
+Objects are content-addressed: ``messages/{thread_id}/{message_id}/{sha256}.json``. Writing one before the
+transaction that points at it is harmless when the transaction is retried or lost (the same content gets
+the same key); reading one checks its size and SHA-256, so a body comes back byte-identical or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from memstack.adapters.dynamodb.clients import create_client
+from memstack.adapters.dynamodb.errors import translated
+from memstack.errors import Unavailable
+
+log = logging.getLogger(__name__)
+
+MAX_KEY_BYTES = 1_024
+"""S3's longest object key, in UTF-8 bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class BodyRef:
+    """Where a body lives in S3, with its size in bytes and SHA-256 (hex)."""
+
+    key: str
+    size: int
+    sha256: str
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class BodyStore:
+    """Message bodies in one S3 bucket.
+
+    Args:
+        bucket: the bucket name.
+        region: AWS region (``None``: botocore's default resolution).
+        endpoint_url: a local endpoint (moto, LocalStack); path-style addressing is used with it.
+    """
+
+    def __init__(self, bucket: str, *, region: str | None, endpoint_url: str | None) -> None:
+        from botocore.config import Config
+
+        config = Config(
+            connect_timeout=5,
+            read_timeout=30,
+            retries={"mode": "standard", "max_attempts": 4},
+            s3={"addressing_style": "path"} if endpoint_url else None,
+            max_pool_connections=32,
+        )
+        self.bucket = bucket
+        with translated("connect to S3"):
+            self._client: Any = create_client(
+                "s3", region_name=region, endpoint_url=endpoint_url, config=config
+            )
+
+    @staticmethod
+    def ref_for(thread_id: str, message_id: str, data: bytes) -> BodyRef:
+        """The content-addressed reference of a body (ids too long for an S3 key are hashed)."""
+        digest = _sha(data)
+        key = f"messages/{thread_id}/{message_id}/{digest}.json"
+        if len(key.encode()) > MAX_KEY_BYTES:
+            key = f"messages/h/{_sha(thread_id.encode())}/{_sha(message_id.encode())}/{digest}.json"
+        return BodyRef(key=key, size=len(data), sha256=digest)
+
+    def put(self, ref: BodyRef, data: bytes) -> None:
+        """Write a body. Raises ``Unavailable`` when S3 fails or throttles."""
+        with translated("store a message body in S3"):
+            self._client.put_object(
+                Bucket=self.bucket, Key=ref.key, Body=data, ContentType="application/json; charset=utf-8"
+            )
+
+    def get(self, ref: BodyRef) -> bytes:
+        """Read a body and check it. Raises ``Unavailable`` when S3 fails, the object is missing, or its
+        size or SHA-256 differ from the reference."""
+        with translated("read a message body from S3"):
+            data: bytes = self._client.get_object(Bucket=self.bucket, Key=ref.key)["Body"].read()
+        if len(data) != ref.size or _sha(data) != ref.sha256:
+            raise Unavailable(f"message body {ref.key!r} in S3 does not match its checksum")
+        return data
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Delete bodies (1,000 per request). Raises ``Unavailable`` when S3 fails."""
+        unique = sorted(set(keys))
+        for start in range(0, len(unique), 1_000):
+            chunk = unique[start : start + 1_000]
+            with translated("delete message bodies from S3"):
+                answer = self._client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+                )
+            if answer.get("Errors"):
+                raise Unavailable(f"S3 could not delete {len(answer['Errors'])} message bodies")
+
+    def delete_quietly(self, keys: Iterable[str]) -> None:
+        """Delete bodies, logging (not raising) a failure: for objects nothing points at any more."""
+        try:
+            self.delete(keys)
+        except Unavailable as exc:
+            log.warning("orphaned message bodies left in S3", extra={"error": exc.code})
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self._client.close()

@@ -1,0 +1,874 @@
+"""``MemoryStore`` on DynamoDB (PynamoDB), one table per deployment, large bodies in S3.
+
+The key design, every access pattern and its requests, seq assignment under concurrency, pagination,
+large messages, TTL and deletion are described in ``docs/dynamodb.md``. In short: a thread and its
+messages share one partition (``T#{thread_id}``; the meta sorts after the messages), message ids are
+global through pointer items (``MID#{message_id}``), resources are one item each (``R#{resource_id}``).
+
+No operation scans: every read is a GetItem, a Query of one partition or index key, or a BatchGetItem of
+exact keys; writes are conditional PutItem/UpdateItem/DeleteItem, TransactWriteItems, and BatchWriteItem
+for bulk deletes. Every write of a thread carries a condition on the thread's owner.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.update import Action
+from pynamodb.transactions import TransactWrite
+
+from memstack.adapters.dynamodb.bodies import BodyRef, BodyStore
+from memstack.adapters.dynamodb.clients import pynamodb_client
+from memstack.adapters.dynamodb.codec import (
+    dt,
+    dumps,
+    message_body,
+    message_from,
+    metadata_matches,
+    resource_from,
+    thread_from,
+    thread_item,
+    ts,
+)
+from memstack.adapters.dynamodb.errors import lost_race, translate, translated
+from memstack.adapters.dynamodb.items import (
+    MAX_SEQ,
+    MESSAGE_PREFIX,
+    THREAD_SK,
+    Item,
+    Key,
+    item_model,
+    listing_key,
+    message_key,
+    message_sk,
+    pointer_key,
+    resource_key,
+    thread_key,
+    thread_pk,
+)
+from memstack.cursors import decode_cursor, encode_cursor
+from memstack.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, Unavailable
+from memstack.model import Message, Resource, Thread, ThreadPage, utcnow
+from memstack.ports import Direction, MessageWindow, ThreadOrder
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INLINE_MAX_BYTES = 100 * 1024
+"""With a bucket, message bodies larger than this (UTF-8 bytes of their JSON) are stored in S3."""
+
+MAX_INLINE_BODY_BYTES = 380 * 1024
+"""The largest body kept inside a DynamoDB item: the 400 KB item limit less room for keys and attributes.
+Without a bucket, larger messages are refused with ``PayloadTooLarge``."""
+
+TRANSACTION_MAX_ITEMS = 100
+"""DynamoDB's cap on the items of one TransactWriteItems request."""
+
+TRANSACTION_MAX_BYTES = 4 * 1024 * 1024
+"""DynamoDB's cap on the total size of one TransactWriteItems request (4 MB)."""
+
+_TRANSACTION_BUDGET = TRANSACTION_MAX_BYTES - 200 * 1024  # the thread meta (metadata ≤ 64 KB) and margin
+_ITEM_OVERHEAD = 512  # attribute names, keys, numbers of a message or pointer item (beyond ids and body)
+_BATCH_GET_KEYS = 100  # BatchGetItem's cap on keys per request
+_BATCH_WRITE_ITEMS = 25  # BatchWriteItem's cap on requests per call
+_LOCK_STRIPES = 64
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A message to save, serialised once: its body and, when it goes to S3, the body's reference."""
+
+    message: Message
+    body: str
+    data: bytes
+    ref: BodyRef | None
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What one transaction of ``save_messages`` writes, and what it returns."""
+
+    creating: bool
+    resource_id: str
+    meta: Item
+    read_last_seq: int
+    last_seq: int
+    updated_at: str
+    writes: list[tuple[Item, Item, Condition]] = field(default_factory=list)
+    saved: list[Message] = field(default_factory=list)
+    uploads: list[tuple[BodyRef, bytes]] = field(default_factory=list)
+    stale_keys: list[str] = field(default_factory=list)
+
+
+class DynamoDBMemoryStore:
+    """The AWS backend's ``MemoryStore`` (see ``memstack.ports.MemoryStore`` for the contract).
+
+    Args:
+        table_name: the single table (created by CDK in production, by ``create_table`` in dev and tests).
+        region: AWS region; ``None`` lets botocore resolve it (``AWS_REGION``/``AWS_DEFAULT_REGION``).
+        endpoint_url: a local DynamoDB endpoint (moto server, DynamoDB Local); ``None`` for AWS.
+        bucket: S3 bucket for message bodies over ``inline_max_bytes``; ``None``: bodies stay inline up to
+            ``MAX_INLINE_BODY_BYTES`` and larger messages raise ``PayloadTooLarge``.
+        s3_endpoint_url: a local S3 endpoint; ``None`` for AWS.
+        message_ttl_seconds: when set, messages (and their id pointers) carry ``expires_at`` (epoch
+            seconds, save time + this) for DynamoDB's TTL; threads and resources never expire.
+        inline_max_bytes: with a bucket, the largest body (UTF-8 bytes of its JSON) kept in the item;
+            1 … ``MAX_INLINE_BODY_BYTES``.
+        max_attempts: how often a write that lost a race to a concurrent writer is re-read and retried
+            (jittered exponential backoff) before ``Conflict``.
+
+    Raises:
+        InvalidInput: an argument is out of range.
+        Unavailable: the AWS clients cannot be built (no region, no credentials provider).
+
+    Thread-safe: the core calls it from a thread pool. Nothing connects before the first call.
+    """
+
+    def __init__(
+        self,
+        *,
+        table_name: str,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        bucket: str | None = None,
+        s3_endpoint_url: str | None = None,
+        message_ttl_seconds: int | None = None,
+        inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
+        max_attempts: int = 10,
+    ) -> None:
+        if not table_name:
+            raise InvalidInput("table_name must be a non-empty string", field="table_name")
+        if not 1 <= inline_max_bytes <= MAX_INLINE_BODY_BYTES:
+            raise InvalidInput(
+                f"inline_max_bytes must be between 1 and {MAX_INLINE_BODY_BYTES}", field="inline_max_bytes"
+            )
+        if message_ttl_seconds is not None and message_ttl_seconds <= 0:
+            raise InvalidInput("message_ttl_seconds must be positive", field="message_ttl_seconds")
+        if max_attempts < 1:
+            raise InvalidInput("max_attempts must be at least 1", field="max_attempts")
+        self.table_name = table_name
+        self._model = item_model(table_name, region=region, host=endpoint_url)
+        with translated("connect to DynamoDB"):
+            self._table = self._model._get_connection()
+            pynamodb_client(self._table.connection)  # built here: PynamoDB's lazy creation is not thread-safe
+        self._bodies = BodyStore(bucket, region=region, endpoint_url=s3_endpoint_url) if bucket else None
+        self._ttl = message_ttl_seconds
+        self._inline_max = inline_max_bytes if bucket else MAX_INLINE_BODY_BYTES
+        self._max_attempts = max_attempts
+        # Writers of one thread in this process take turns (fewer lost races); across processes the
+        # condition expressions decide.
+        self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+
+    # threads -------------------------------------------------------------------------------------
+
+    def create_thread(self, thread: Thread) -> Thread:
+        """Store a new thread (PutItem, condition: the key is free). Raises ``Conflict`` if the id exists
+        under any resource."""
+        stamp = ts(thread.updated_at)
+        item = thread_item(self._model, thread, updated_at=stamp, last_seq=0)
+        try:
+            with translated("create thread"):
+                item.save(condition=self._model.pk.does_not_exist())
+        except Conflict:
+            raise Conflict(f"thread {thread.id!r} already exists", field="thread_id") from None
+        return thread
+
+    def get_thread(self, resource_id: str, thread_id: str) -> Thread | None:
+        """One GetItem (strongly consistent); another resource's thread is ``None``."""
+        item = self._get(thread_key(thread_id))
+        if item is None or item.resource_id != resource_id:
+            return None
+        return thread_from(item)
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        order_by: ThreadOrder = "created_at",
+        direction: Direction = "desc",
+        limit: int = 100,
+        cursor: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> ThreadPage:
+        """A Query of the ``by_created`` or ``by_updated`` index (eventually consistent), paged on until
+        ``limit`` threads match ``metadata`` (filtered here) or the index ends.
+
+        Raises:
+            InvalidInput: a malformed cursor.
+        """
+        index = self._model.by_created if order_by == "created_at" else self._model.by_updated
+        sort_attr = self._model.created_key if order_by == "created_at" else self._model.updated_key
+        forward = direction == "asc"
+        condition: Condition | None = None
+        if cursor:
+            key, last_id = decode_cursor(cursor, 2)
+            bound = listing_key(key, last_id)
+            condition = sort_attr > bound if forward else sort_attr < bound
+        if limit <= 0:
+            return ThreadPage(threads=())
+        page_size = min(limit + 1, 500) if not metadata else 200
+        matched: list[Item] = []
+        with translated("list threads"):
+            for item in index.query(
+                f"R#{resource_id}", condition, scan_index_forward=forward, page_size=page_size
+            ):
+                if item.resource_id != resource_id or item.sk != THREAD_SK:
+                    continue
+                if metadata and not metadata_matches(_loads_object(item.metadata), metadata):
+                    continue
+                matched.append(item)
+                if len(matched) > limit:
+                    break
+        threads = tuple(thread_from(i) for i in matched[:limit])
+        next_cursor = None
+        if len(matched) > limit:
+            last = matched[limit - 1]
+            stamp = last.created_at if order_by == "created_at" else last.updated_at
+            next_cursor = encode_cursor([stamp, last.pk[2:]])
+        return ThreadPage(threads=threads, next_cursor=next_cursor)
+
+    def update_thread(
+        self,
+        resource_id: str,
+        thread_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        updated_at: datetime,
+        expected_version: int | None = None,
+    ) -> Thread:
+        """GetItem, then UpdateItem with the condition ``resource_id`` and ``version`` unchanged (the
+        metadata merge is computed from what was read; a lost race is re-read and retried unless
+        ``expected_version`` is given).
+
+        Raises:
+            NotFound: the thread is missing or another resource's.
+            Conflict: the stored version differs from ``expected_version`` (nothing is written).
+        """
+        for attempt in range(self._max_attempts):
+            item = self._get(thread_key(thread_id))
+            if item is None or item.resource_id != resource_id:
+                raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
+            current = thread_from(item)
+            if expected_version is not None and current.version != expected_version:
+                raise Conflict(
+                    f"thread {thread_id!r} changed (version {current.version}, expected {expected_version})",
+                    field="version",
+                )
+            merged = {**current.metadata, **metadata} if metadata is not None else current.metadata
+            new_title = current.title if title is None else title
+            stamp = ts(updated_at)
+            m = self._model
+            actions: list[Action] = [
+                m.title.set(new_title),
+                m.metadata.set(dumps(merged)),
+                m.updated_at.set(stamp),
+                m.updated_key.set(listing_key(stamp, thread_id)),
+                m.version.set(current.version + 1),
+            ]
+            try:
+                item.update(
+                    actions, condition=(m.resource_id == resource_id) & (m.version == current.version)
+                )
+            except UpdateError as exc:
+                if not lost_race(exc):
+                    raise translate(exc, "update thread") from exc
+                if expected_version is not None:
+                    if self.get_thread(resource_id, thread_id) is None:
+                        raise NotFound(f"thread {thread_id!r} not found", field="thread_id") from None
+                    raise Conflict(f"thread {thread_id!r} changed concurrently", field="version") from None
+                self._pause(attempt)
+                continue
+            return current.model_copy(
+                update={
+                    "title": new_title,
+                    "metadata": merged,
+                    "updated_at": updated_at,
+                    "version": current.version + 1,
+                }
+            )
+        raise Conflict(f"thread {thread_id!r} kept changing; gave up after {self._max_attempts} attempts")
+
+    def delete_thread(self, resource_id: str, thread_id: str) -> bool:
+        """Query the thread's partition (keys only, every page), delete its messages, their id pointers
+        (BatchWriteItem) and S3 bodies, then the meta with the condition that no message arrived
+        meanwhile (else loop). ``False`` if the thread is missing or another resource's."""
+        meta = self._get(thread_key(thread_id))
+        if meta is None or meta.resource_id != resource_id:
+            return False
+        m = self._model
+        for attempt in range(self._max_attempts):
+            with translated("delete thread"):
+                items = list(
+                    m.query(
+                        thread_pk(thread_id),
+                        consistent_read=True,
+                        attributes_to_get=["pk", "sk", "id", "body_s3", "last_seq", "resource_id"],
+                        page_size=1_000,
+                    )
+                )
+            metas = [i for i in items if i.sk == THREAD_SK]
+            if not metas:
+                return True  # deleted concurrently
+            if metas[0].resource_id != resource_id:
+                return False
+            messages = [i for i in items if i.sk.startswith(MESSAGE_PREFIX)]
+            keys: list[Key] = [(i.pk, i.sk) for i in messages]
+            keys += [pointer_key(i.id) for i in messages if i.id]
+            self._batch_delete(keys)
+            if self._bodies is not None:
+                self._bodies.delete_quietly(i.body_s3 for i in messages if i.body_s3)
+            try:
+                metas[0].delete(
+                    condition=(m.last_seq == int(metas[0].last_seq or 0)) & (m.resource_id == resource_id)
+                )
+            except DeleteError as exc:
+                if not lost_race(exc):
+                    raise translate(exc, "delete thread") from exc
+                self._pause(attempt)
+                continue
+            log.debug("thread deleted", extra={"thread_id": thread_id, "messages": len(messages)})
+            return True
+        raise Conflict(f"thread {thread_id!r} kept receiving messages; gave up deleting it")
+
+    # messages ------------------------------------------------------------------------------------
+
+    def save_messages(
+        self, resource_id: str, thread_id: str, messages: Sequence[Message], *, create: Thread | None = None
+    ) -> list[Message]:
+        """One BatchGetItem (thread meta + id pointers, consistent) and one TransactWriteItems (meta
+        update conditioned on ``last_seq`` and owner, each message, each id pointer) per batch of up to
+        49 messages / ~4 MB; a lost race is re-read and retried with jittered backoff.
+
+        A batch over one transaction is written as consecutive transactions in order, each atomic:
+        a failure can leave a prefix saved, and saving the same batch again is safe (saves upsert by id).
+        Validation of the whole batch happens before anything is written.
+
+        Raises:
+            NotFound: the thread is missing (and ``create`` is ``None``) or another resource's.
+            Conflict: an id belongs to a message of another thread, or the thread kept changing.
+            PayloadTooLarge: a body is over ``MAX_INLINE_BODY_BYTES`` and no bucket is configured.
+            InvalidInput: ``create`` is a thread with another id.
+        """
+        if create is not None and create.id != thread_id:
+            raise InvalidInput("create must be the thread being saved into", field="create")
+        prepared = [self._prepare(thread_id, i, m) for i, m in enumerate(messages)]
+        chunks = _chunks(prepared)
+        with self._locks[hash(thread_id) % _LOCK_STRIPES]:
+            if len(chunks) > 1:
+                self._validate(resource_id, thread_id, [p.message.id for p in prepared], create)
+            saved: list[Message] = []
+            for number, chunk in enumerate(chunks):
+                saved += self._save_chunk(resource_id, thread_id, chunk, create if number == 0 else None)
+        log.debug(
+            "messages saved",
+            extra={"thread_id": thread_id, "messages": len(saved), "transactions": len(chunks)},
+        )
+        return saved
+
+    def _prepare(self, thread_id: str, index: int, message: Message) -> _Prepared:
+        body = message_body(message)
+        data = body.encode()
+        if len(data) <= self._inline_max:
+            return _Prepared(message, body, data, None)
+        if self._bodies is None:
+            raise PayloadTooLarge(
+                f"messages[{index}] is {len(data)} bytes as JSON, over the limit of {MAX_INLINE_BODY_BYTES} "
+                "bytes that fits in a DynamoDB item (400 KB); configure a bucket for large messages",
+                field=f"messages[{index}]",
+            )
+        return _Prepared(message, body, data, BodyStore.ref_for(thread_id, message.id, data))
+
+    def _validate(self, resource_id: str, thread_id: str, ids: list[str], create: Thread | None) -> None:
+        """The checks of a batch that spans several transactions, made before the first is written."""
+        meta, pointers = self._read_for_save(thread_id, list(dict.fromkeys(ids)))
+        owner = meta.resource_id if meta is not None else (create.resource_id if create else None)
+        if owner != resource_id:
+            raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
+        for pointer in pointers.values():
+            if pointer.thread_id != thread_id:
+                raise Conflict(f"message {pointer.pk[4:]!r} belongs to another thread", field="messages.id")
+
+    def _read_for_save(self, thread_id: str, ids: list[str]) -> tuple[Item | None, dict[str, Item]]:
+        got = self._batch_get([thread_key(thread_id), *(pointer_key(i) for i in ids)])
+        pointers = {key[0][4:]: item for key, item in got.items() if key[1] != THREAD_SK}
+        return got.get(thread_key(thread_id)), pointers
+
+    def _save_chunk(
+        self, resource_id: str, thread_id: str, chunk: list[_Prepared], create: Thread | None
+    ) -> list[Message]:
+        # A body uploaded for a save that then fails stays in S3 unreferenced (harmless, content-addressed):
+        # deleting it could race with a concurrent save of the same content that did commit.
+        ids = list(dict.fromkeys(p.message.id for p in chunk))
+        uploaded: set[str] = set()
+        for attempt in range(self._max_attempts):
+            meta, pointers = self._read_for_save(thread_id, ids)
+            plan = self._plan(resource_id, thread_id, chunk, meta, pointers, create)
+            self._upload(plan, uploaded)
+            try:
+                self._commit(plan)
+            except TransactWriteError as exc:
+                if not lost_race(exc):
+                    raise translate(exc, "save messages") from exc
+                log.debug("save lost a race", extra={"thread_id": thread_id, "attempt": attempt + 1})
+                self._pause(attempt)
+                continue
+            if self._bodies is not None and plan.stale_keys:
+                self._bodies.delete_quietly(plan.stale_keys)
+            return plan.saved
+        raise Conflict(
+            f"thread {thread_id!r} kept changing; gave up saving after {self._max_attempts} attempts",
+            field="thread_id",
+        )
+
+    def _plan(
+        self,
+        resource_id: str,
+        thread_id: str,
+        chunk: list[_Prepared],
+        meta: Item | None,
+        pointers: dict[str, Item],
+        create: Thread | None,
+    ) -> _Plan:
+        m = self._model
+        if meta is None:
+            if create is None or create.resource_id != resource_id:
+                raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
+            read_last, current_updated = 0, ts(create.updated_at)
+        else:
+            if meta.resource_id != resource_id:
+                raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
+            read_last, current_updated = int(meta.last_seq or 0), meta.updated_at or ""
+        state: dict[str, tuple[int, str]] = {}
+        for mid, pointer in pointers.items():
+            if pointer.thread_id != thread_id:
+                raise Conflict(f"message {mid!r} belongs to another thread", field="messages.id")
+            state[mid] = (int(pointer.seq or 0), pointer.created_at or "")
+        existed = set(state)
+        # activity time: when the messages were saved (their created_at may lie in the past or future)
+        updated = max(current_updated, ts(utcnow()))
+        last = read_last
+        saved: list[Message] = []
+        final: dict[str, _Prepared] = {}
+        for p in chunk:
+            message = p.message
+            if message.id in state:
+                seq, created = state[message.id]
+                saved.append(message.model_copy(update={"seq": seq, "created_at": dt(created)}))
+            else:
+                last += 1
+                state[message.id] = (last, ts(message.created_at))
+                saved.append(message.model_copy(update={"seq": last}))
+            final[message.id] = p
+        if creating := meta is None:
+            assert create is not None
+            meta_item = thread_item(m, create, updated_at=updated, last_seq=last)
+        else:
+            meta_item = m(*thread_key(thread_id))
+        plan = _Plan(creating, resource_id, meta_item, read_last, last, updated, saved=saved)
+        expires = int(time.time()) + self._ttl if self._ttl else None
+        for mid, p in final.items():
+            seq, created = state[mid]
+            ref = p.ref
+            message_item = m(
+                *message_key(thread_id, seq),
+                id=mid,
+                resource_id=resource_id,
+                role=p.message.role,
+                created_at=created,
+                seq=seq,
+                body=p.body if ref is None else None,
+                body_s3=ref.key if ref else None,
+                body_size=ref.size if ref else None,
+                body_sha256=ref.sha256 if ref else None,
+                expires_at=expires,
+            )
+            pointer_item = m(
+                *pointer_key(mid),
+                thread_id=thread_id,
+                resource_id=resource_id,
+                seq=seq,
+                created_at=created,
+                body_s3=ref.key if ref else None,
+                expires_at=expires,
+            )
+            if mid in existed:
+                # still there, still ours (not deleted meanwhile), body unchanged since it was read
+                old = pointers[mid].body_s3
+                same_body = m.body_s3 == old if old else m.body_s3.does_not_exist()
+                condition = (m.thread_id == thread_id) & same_body
+                if old and old != (ref.key if ref else None):
+                    plan.stale_keys.append(old)
+            else:
+                condition = m.pk.does_not_exist()  # nobody took the id meanwhile
+            plan.writes.append((message_item, pointer_item, condition))
+            if ref is not None:
+                plan.uploads.append((ref, p.data))
+        return plan
+
+    def _upload(self, plan: _Plan, uploaded: set[str]) -> None:
+        assert self._bodies is not None or not plan.uploads
+        for ref, data in plan.uploads:
+            if ref.key not in uploaded and self._bodies is not None:
+                self._bodies.put(ref, data)
+                uploaded.add(ref.key)
+
+    def _commit(self, plan: _Plan) -> None:
+        m = self._model
+        with TransactWrite(connection=self._table.connection) as tx:
+            for message_item, pointer_item, condition in plan.writes:
+                tx.save(message_item)
+                tx.save(pointer_item, condition=condition)
+            if plan.creating:
+                tx.save(plan.meta, condition=m.pk.does_not_exist())
+            else:
+                tx.update(
+                    plan.meta,
+                    [
+                        m.last_seq.set(plan.last_seq),
+                        m.updated_at.set(plan.updated_at),
+                        m.updated_key.set(listing_key(plan.updated_at, plan.meta.pk[2:])),
+                    ],
+                    condition=(m.last_seq == plan.read_last_seq)
+                    & (m.resource_id == plan.resource_id)
+                    & (m.updated_at <= plan.updated_at),
+                )
+
+    def list_messages(
+        self,
+        resource_id: str,
+        thread_id: str,
+        *,
+        limit: int,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        newest_first: bool = False,
+    ) -> list[Message]:
+        """One Query of the thread's partition over the ``M#`` seq range (consistent), following
+        ``LastEvaluatedKey`` until ``limit`` messages; another resource's thread yields ``[]``."""
+        if limit <= 0:
+            return []
+        low = 1 if after_seq is None else max(after_seq + 1, 1)
+        high = MAX_SEQ if before_seq is None else min(before_seq - 1, MAX_SEQ)
+        if low > high:
+            return []
+        m = self._model
+        items: list[Item] = []
+        with translated("list messages"):
+            for item in m.query(
+                thread_pk(thread_id),
+                m.sk.between(message_sk(low), message_sk(high)),
+                scan_index_forward=not newest_first,
+                consistent_read=True,
+                limit=limit,
+                page_size=min(limit, 1_000),
+            ):
+                if item.resource_id != resource_id:
+                    return []  # a thread's messages all share its owner
+                items.append(item)
+        return self._messages(items)
+
+    def get_thread_with_history(
+        self, resource_id: str, thread_id: str, *, last: int
+    ) -> tuple[Thread | None, list[Message]]:
+        """One Query of the thread's partition, descending, ``Limit = last + 1``: the meta (it sorts
+        after the messages) and the newest ``last`` messages. ``last <= 0``: one GetItem."""
+        if last <= 0:
+            return self.get_thread(resource_id, thread_id), []
+        with translated("read thread history"):
+            items = list(
+                self._model.query(
+                    thread_pk(thread_id),
+                    scan_index_forward=False,
+                    consistent_read=True,
+                    limit=last + 1,
+                    page_size=min(last + 1, 1_000),
+                )
+            )
+        if not items or items[0].sk != THREAD_SK or items[0].resource_id != resource_id:
+            return None, []
+        return thread_from(items[0]), self._messages(items[:0:-1])
+
+    def get_messages(self, resource_id: str, message_ids: Sequence[str]) -> list[Message]:
+        """BatchGetItem of the id pointers, then BatchGetItem of the messages (100 keys a request)."""
+        return self._messages(self._lookup(resource_id, message_ids)[1])
+
+    def _lookup(self, resource_id: str, message_ids: Sequence[str]) -> tuple[list[Item], list[Item]]:
+        """The id pointers and message items of this resource among ``message_ids``, in id order."""
+        ids = list(dict.fromkeys(message_ids))
+        got = self._batch_get([pointer_key(i) for i in ids])
+        pointers = [
+            p for i in ids if (p := got.get(pointer_key(i))) is not None and p.resource_id == resource_id
+        ]
+        keys = {
+            pointer.pk[4:]: message_key(pointer.thread_id or "", int(pointer.seq or 0))
+            for pointer in pointers
+        }
+        found = self._batch_get(list(keys.values()))
+        items = [
+            item
+            for mid, key in keys.items()
+            if (item := found.get(key)) is not None and item.resource_id == resource_id and item.id == mid
+        ]
+        return pointers, items
+
+    def message_windows(self, resource_id: str, windows: Sequence[MessageWindow]) -> list[Message]:
+        """One BatchGetItem of the exact keys of every window (plus the metas of their threads, for the
+        owner and last seq); only windows that come back short (gaps from deletions) are re-read exactly
+        with a Query per side."""
+        return self._windows(resource_id, windows, [])[1]
+
+    def get_resource_and_windows(
+        self, resource_id: str, windows: Sequence[MessageWindow]
+    ) -> tuple[Resource | None, list[Message]]:
+        """``message_windows`` with the resource's key in the same BatchGetItem (one request when the
+        windows need at most 99 keys and have no gaps)."""
+        key = resource_key(resource_id)
+        got, messages = self._windows(resource_id, windows, [key])
+        item = got.get(key)
+        return (resource_from(item) if item is not None else None), messages
+
+    def _windows(
+        self, resource_id: str, windows: Sequence[MessageWindow], extra: list[Key]
+    ) -> tuple[dict[Key, Item], list[Message]]:
+        thread_ids = list(dict.fromkeys(w.thread_id for w in windows))
+        keys: list[Key] = [*extra, *(thread_key(t) for t in thread_ids)]
+        for w in windows:
+            low, high = _window_range(w)
+            keys += [message_key(w.thread_id, s) for s in range(low, high + 1)]
+        if not keys:
+            return {}, []
+        got = self._batch_get(list(dict.fromkeys(keys)))
+        last_seq = {
+            t: int(meta.last_seq or 0)
+            for t in thread_ids
+            if (meta := got.get(thread_key(t))) is not None and meta.resource_id == resource_id
+        }
+        found: dict[str, Item] = {}
+        seqs: dict[str, set[int]] = {}
+        for item in got.values():
+            tid = item.pk[2:]
+            if item.sk.startswith(MESSAGE_PREFIX) and tid in last_seq and item.resource_id == resource_id:
+                found.setdefault(item.id or "", item)
+                seqs.setdefault(tid, set()).add(int(item.seq or 0))
+        for w in windows:
+            if w.thread_id not in last_seq:
+                continue
+            low, high = _window_range(w)
+            wanted = set(range(low, min(high, last_seq[w.thread_id]) + 1))
+            if wanted <= seqs.get(w.thread_id, set()):
+                continue
+            for item in self._exact_window(resource_id, w):
+                found.setdefault(item.id or "", item)
+        ordered = sorted(found.values(), key=lambda i: (i.pk[2:], int(i.seq or 0)))
+        return got, self._messages(ordered)
+
+    def _exact_window(self, resource_id: str, w: MessageWindow) -> list[Item]:
+        """Up to ``before`` messages below the seq, and the seq itself plus up to ``after`` above it,
+        skipping gaps (the SQLite adapter's exact read)."""
+        m = self._model
+        pk = thread_pk(w.thread_id)
+        items: list[Item] = []
+        before, after = max(0, w.before), max(0, w.after)
+        with translated("read message windows"):
+            if before and w.seq > 1:
+                items += m.query(
+                    pk,
+                    m.sk.between(message_sk(1), message_sk(min(w.seq - 1, MAX_SEQ))),
+                    scan_index_forward=False,
+                    consistent_read=True,
+                    limit=before,
+                )
+            if w.seq <= MAX_SEQ:
+                items += m.query(
+                    pk,
+                    m.sk.between(message_sk(max(w.seq, 1)), message_sk(MAX_SEQ)),
+                    consistent_read=True,
+                    limit=after + 1,
+                )
+        return [i for i in items if i.resource_id == resource_id]
+
+    def delete_messages(self, resource_id: str, message_ids: Sequence[str]) -> list[Message]:
+        """Look up as ``get_messages`` does, delete the messages and their id pointers (BatchWriteItem,
+        unprocessed items retried), their S3 bodies, and move each thread's ``updated_at`` to now."""
+        pointers, items = self._lookup(resource_id, message_ids)
+        if not pointers:
+            return []
+        found = self._messages(items)
+        keys: list[Key] = [(i.pk, i.sk) for i in items] + [(p.pk, p.sk) for p in pointers]
+        self._batch_delete(keys)
+        if self._bodies is not None:
+            self._bodies.delete_quietly(i.body_s3 for i in items if i.body_s3)
+        stamp = ts(utcnow())
+        m = self._model
+        for thread_id in dict.fromkeys(i.pk[2:] for i in items):
+            try:
+                m(*thread_key(thread_id)).update(
+                    [m.updated_at.set(stamp), m.updated_key.set(listing_key(stamp, thread_id))],
+                    condition=(m.resource_id == resource_id) & (m.updated_at < stamp),
+                )
+            except UpdateError as exc:
+                if not lost_race(exc):  # a later updated_at, or the thread is gone: nothing to do
+                    raise translate(exc, "delete messages") from exc
+        log.debug("messages deleted", extra={"resource_id": resource_id, "messages": len(found)})
+        return found
+
+    # resources -----------------------------------------------------------------------------------
+
+    def get_resource(self, resource_id: str) -> Resource | None:
+        """One GetItem (strongly consistent)."""
+        item = self._get(resource_key(resource_id))
+        return resource_from(item) if item is not None else None
+
+    def put_resource(self, resource: Resource, *, expected_version: int) -> Resource:
+        """UpdateItem with the condition ``version = expected_version`` (the key is free for version 0);
+        ``created_at`` is kept from the first write.
+
+        Raises:
+            Conflict: the stored version differs (someone else wrote first).
+        """
+        now = utcnow()
+        stamp = ts(now)
+        m = self._model
+        item = m(*resource_key(resource.id))
+        actions: list[Action] = [
+            m.metadata.set(dumps(resource.metadata)),
+            m.version.set(expected_version + 1),
+            m.updated_at.set(stamp),
+            m.created_at.set(m.created_at | stamp),
+            m.working_memory.remove()
+            if resource.working_memory is None
+            else m.working_memory.set(resource.working_memory),
+        ]
+        condition = m.pk.does_not_exist() if expected_version == 0 else (m.version == expected_version)
+        try:
+            item.update(actions, condition=condition)
+        except UpdateError as exc:
+            if lost_race(exc):
+                raise Conflict(
+                    f"resource {resource.id!r} changed (expected version {expected_version})", field="version"
+                ) from None
+            raise translate(exc, "put resource") from exc
+        return resource.model_copy(
+            update={
+                "version": expected_version + 1,
+                "created_at": dt(item.created_at or stamp),
+                "updated_at": now,
+            }
+        )
+
+    def close(self) -> None:
+        """Close the DynamoDB and S3 clients' connections."""
+        self._table.connection.client.close()
+        if self._bodies is not None:
+            self._bodies.close()
+
+    # requests ------------------------------------------------------------------------------------
+
+    def _get(self, key: Key) -> Item | None:
+        with translated("read"):
+            try:
+                return self._model.get(*key, consistent_read=True)
+            except self._model.DoesNotExist:
+                return None
+
+    def _batch_get(self, keys: list[Key]) -> dict[Key, Item]:
+        """BatchGetItem of exact keys (consistent), 100 a request, UnprocessedKeys retried with backoff."""
+        out: dict[Key, Item] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), _BATCH_GET_KEYS):
+            pending: list[Any] = [{"pk": pk, "sk": sk} for pk, sk in unique[start : start + _BATCH_GET_KEYS]]
+            for attempt in range(self._max_attempts + 1):
+                with translated("read"):
+                    answer = self._table.batch_get_item(pending, consistent_read=True)
+                for raw in answer.get("Responses", {}).get(self.table_name, []):
+                    item = self._model.from_raw_data(raw)
+                    out[(item.pk, item.sk)] = item
+                left = answer.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", [])
+                pending = [{"pk": k["pk"]["S"], "sk": k["sk"]["S"]} for k in left]
+                if not pending:
+                    break
+                if attempt == self._max_attempts:
+                    raise Unavailable("DynamoDB kept leaving keys unprocessed (throttled); retry later")
+                self._pause(attempt)
+        return out
+
+    def _batch_delete(self, keys: Iterable[Key]) -> None:
+        """BatchWriteItem deletes, 25 a request, UnprocessedItems retried with backoff."""
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), _BATCH_WRITE_ITEMS):
+            pending: list[dict[str, str]] = [
+                {"pk": pk, "sk": sk} for pk, sk in unique[start : start + _BATCH_WRITE_ITEMS]
+            ]
+            for attempt in range(self._max_attempts + 1):
+                try:
+                    answer = self._table.batch_write_item(delete_items=pending)
+                except PutError as exc:
+                    raise translate(exc, "delete items") from exc
+                left = answer.get("UnprocessedItems", {}).get(self.table_name, [])
+                pending = [
+                    {"pk": r["DeleteRequest"]["Key"]["pk"]["S"], "sk": r["DeleteRequest"]["Key"]["sk"]["S"]}
+                    for r in left
+                ]
+                if not pending:
+                    break
+                if attempt == self._max_attempts:
+                    raise Unavailable("DynamoDB kept leaving deletes unprocessed (throttled); retry later")
+                self._pause(attempt)
+
+    def _messages(self, items: Iterable[Item]) -> list[Message]:
+        """The messages of message items, bodies fetched from S3 where they live there."""
+        out: list[Message] = []
+        for item in items:
+            if item.body_s3:
+                if self._bodies is None:
+                    raise Unavailable(f"message {item.id!r} has its body in S3 but no bucket is configured")
+                ref = BodyRef(item.body_s3, int(item.body_size or 0), item.body_sha256 or "")
+                body = self._bodies.get(ref).decode()
+            else:
+                body = item.body or "{}"
+            out.append(message_from(item, body))
+        return out
+
+    @staticmethod
+    def _pause(attempt: int) -> None:
+        """Full-jitter exponential backoff: up to 10 ms · 2^attempt, at most 1 s."""
+        time.sleep(random.uniform(0, min(1.0, 0.01 * 2**attempt)))
+
+
+def _chunks(prepared: list[_Prepared]) -> list[list[_Prepared]]:
+    """Split a batch into transactions of at most 100 items (meta + 2 per distinct id) and ~4 MB."""
+    chunks: list[list[_Prepared]] = [[]]
+    ids: set[str] = set()
+    size = 0
+    for p in prepared:
+        ids_bytes = 2 * (len(p.message.id.encode()) + len(p.message.thread_id.encode()) + 300)
+        cost = (len(p.data) if p.ref is None else 400) + ids_bytes + 2 * _ITEM_OVERHEAD
+        new_id = p.message.id not in ids
+        too_many = new_id and 1 + 2 * (len(ids) + 1) > TRANSACTION_MAX_ITEMS
+        if chunks[-1] and (too_many or size + cost > _TRANSACTION_BUDGET):
+            chunks.append([])
+            ids, size = set(), 0
+        chunks[-1].append(p)
+        ids.add(p.message.id)
+        size += cost
+    return chunks
+
+
+def _window_range(w: MessageWindow) -> tuple[int, int]:
+    """The seqs a window covers when there are no gaps (clamped to valid seqs)."""
+    return max(1, w.seq - max(0, w.before)), min(MAX_SEQ, w.seq + max(0, w.after))
+
+
+def _loads_object(text: str | None) -> dict[str, Any]:
+    value = json.loads(text or "{}")
+    return value if isinstance(value, dict) else {}

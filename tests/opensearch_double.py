@@ -1,0 +1,869 @@
+"""A TEST DOUBLE of OpenSearch: a real HTTP server speaking the subset of the REST API that
+``memstack.adapters.opensearch`` uses, so the real opensearch-py client, its serializer and its error
+handling run in tests. It is not OpenSearch and makes no claim to be one beyond this subset.
+
+Endpoints: ``GET /``, ``HEAD/PUT/GET/DELETE /{index}``, ``GET /{index}/_mapping``, ``POST /_bulk`` and
+``/{index}/_bulk`` (NDJSON; ``index``, ``create`` and ``delete`` actions), ``POST /{index}/_search``,
+``POST /_msearch`` and ``/{index}/_msearch``, ``POST /{index}/_refresh``, ``POST /{index}/_delete_by_query``.
+
+Query DSL evaluated generically: ``bool`` (``must``/``filter``/``should``/``must_not``/
+``minimum_should_match``), ``term``, ``terms``, ``range``, ``exists``, ``ids``, ``match_all``,
+``match_none``, ``match`` (BM25 as Lucene computes it: ``idf · f / (f + k1 · (1 − b + b · dl / avgdl))``,
+k1 = 1.2, b = 0.75, statistics over the whole index) and ``knn`` (exact cosine over the documents passing its
+``filter``, scored ``(1 + cos) / 2`` as the lucene engine reports ``cosinesimil``). Also ``size``,
+``sort`` on one field with ``search_after``, and ``_source`` filtering (``false`` or a list of fields).
+
+The text analyzer approximates the adapter's ``memstack_english`` analyzer: word tokens (letters and digits,
+apostrophes inside words), possessive ``'s`` removed, lower case, ASCII folding, Porter stemming
+(``snowballstemmer``'s ``porter``, the algorithm of Lucene's ``porter_stem``).
+
+The mapping is kept and enforced like OpenSearch: ``dynamic: strict`` refuses unknown fields
+(``strict_dynamic_mapping_exception``), dynamic templates (``path_match``) type new fields under dynamic
+objects and the type then sticks, values of the wrong type are refused (``mapper_parsing_exception``),
+``knn_vector`` must have the mapped dimension, and a zero vector is refused for ``cosinesimil``.
+
+Modes:
+
+* ``managed`` — an OpenSearch Service domain: client ``_id``s, ``_refresh`` and ``_delete_by_query`` work.
+  Writes are visible to search at once (as if every write asked ``refresh``).
+* ``serverless`` — an OpenSearch Serverless vector collection: an ``index``/``create`` action carrying an
+  ``_id`` is refused (400 ``illegal_argument_exception``), ids are assigned by the server, and the
+  operations Serverless does not list (``_refresh``, ``_delete_by_query``) answer 404. Writes are visible
+  at once here, although on AWS they appear after a delay.
+
+Fault injection: :meth:`OpenSearchDouble.fail_next_requests` (the next requests answer an error status),
+:meth:`OpenSearchDouble.fail_next_bulk_items` (the next ``_bulk`` requests refuse some items with 429
+``es_rejected_execution_exception``). Every request is recorded (:attr:`OpenSearchDouble.requests`) with
+its method, path, query parameters, headers and parsed body.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import re
+import threading
+import unicodedata
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+from urllib.parse import parse_qs, unquote, urlparse
+
+import snowballstemmer
+
+Mode = Literal["managed", "serverless"]
+
+K1 = 1.2
+B = 0.75
+
+
+class DoubleError(Exception):
+    """An error answer: HTTP status plus OpenSearch's error object."""
+
+    def __init__(self, status: int, error_type: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.body = {
+            "error": {
+                "root_cause": [{"type": error_type, "reason": reason}],
+                "type": error_type,
+                "reason": reason,
+            },
+            "status": status,
+        }
+
+
+@dataclass
+class Recorded:
+    """One request as the double received it."""
+
+    method: str
+    path: str
+    params: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+
+
+# -------------------------------------------------------------------------------------------- analysis
+
+_STEMMER = snowballstemmer.stemmer("porter")
+_WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
+
+
+def analyze(text: str) -> list[str]:
+    """The tokens of ``text`` under the double's approximation of the ``memstack_english`` analyzer."""
+    tokens = []
+    for word in _WORD.findall(text):
+        word = re.sub(r"['\u2019][sS]$", "", word)
+        word = unicodedata.normalize("NFKD", word.lower())
+        word = "".join(c for c in word if not unicodedata.combining(c))
+        tokens.append(_STEMMER.stemWord(word))
+    return [t for t in tokens if t]
+
+
+# ------------------------------------------------------------------------------------------------ index
+
+
+class _Index:
+    def __init__(self, name: str, body: dict[str, Any]) -> None:
+        self.name = name
+        self.settings = body.get("settings", {})
+        self.mappings: dict[str, Any] = json.loads(json.dumps(body.get("mappings", {})))
+        self.mappings.setdefault("properties", {})
+        self.docs: dict[str, dict[str, Any]] = {}
+        self.versions: dict[str, int] = {}
+        self._check_mapping()
+
+    def _check_mapping(self) -> None:
+        known = {"knn_vector", "text", "keyword", "integer", "long", "date", "object", "double", "boolean"}
+        for name, spec in self.mappings["properties"].items():
+            kind = spec.get("type", "object")
+            if kind not in known:
+                raise DoubleError(
+                    400, "mapper_parsing_exception", f"No handler for type [{kind}] on [{name}]"
+                )
+            if kind == "knn_vector":
+                method = spec.get("method", {})
+                if method.get("engine") == "nmslib":
+                    raise DoubleError(400, "mapper_parsing_exception", "nmslib engine is deprecated")
+                if not isinstance(spec.get("dimension"), int):
+                    raise DoubleError(400, "mapper_parsing_exception", "dimension missing")
+            if kind == "text" and "analyzer" in spec:
+                analyzers = self.settings.get("analysis", {}).get("analyzer", {})
+                if spec["analyzer"] not in analyzers and spec["analyzer"] not in ("standard", "english"):
+                    raise DoubleError(
+                        400,
+                        "mapper_parsing_exception",
+                        f"analyzer [{spec['analyzer']}] has not been configured",
+                    )
+
+    # mapping ------------------------------------------------------------------------------------------
+
+    def field_spec(self, path: str) -> dict[str, Any] | None:
+        props = self.mappings["properties"]
+        head, _, rest = path.partition(".")
+        spec = props.get(head)
+        if spec is None:
+            return None
+        if not rest:
+            return spec
+        return spec.get("properties", {}).get(rest)
+
+    def _dynamic_type(self, path: str) -> dict[str, Any] | None:
+        for template in self.mappings.get("dynamic_templates", []):
+            ((_, rule),) = template.items()
+            if "path_match" in rule and fnmatch.fnmatchcase(path, rule["path_match"]):
+                return dict(rule["mapping"])
+        return None
+
+    def validate(self, doc: Any) -> None:
+        """Check ``doc`` against the mapping, adding dynamic fields (as OpenSearch does on index)."""
+        if not isinstance(doc, dict):
+            raise DoubleError(400, "mapper_parsing_exception", "document must be an object")
+        props = self.mappings["properties"]
+        added: dict[str, tuple[str, dict[str, Any]]] = {}
+        for key, value in doc.items():
+            spec = props.get(key)
+            if spec is None:
+                if self.mappings.get("dynamic") == "strict":
+                    raise DoubleError(
+                        400,
+                        "strict_dynamic_mapping_exception",
+                        f"mapping set to strict, dynamic introduction of [{key}] within [_doc] is not allowed",
+                    )
+                continue
+            if spec.get("type", "object") == "object":
+                if not isinstance(value, dict):
+                    raise DoubleError(
+                        400, "mapper_parsing_exception", f"object mapping for [{key}] got a non-object"
+                    )
+                children = spec.setdefault("properties", {})
+                for child, child_value in value.items():
+                    if "." in child or not child:
+                        raise DoubleError(
+                            400, "mapper_parsing_exception", f"the double refuses field [{child}]"
+                        )
+                    path = f"{key}.{child}"
+                    child_spec = children.get(child) or (added.get(path, (None, None))[1])
+                    if child_spec is None:
+                        if str(spec.get("dynamic", "true")).lower() != "true":
+                            raise DoubleError(
+                                400,
+                                "strict_dynamic_mapping_exception",
+                                f"dynamic introduction of [{child}] within [{key}] is not allowed",
+                            )
+                        child_spec = self._dynamic_type(path)
+                        if child_spec is None:
+                            raise DoubleError(400, "mapper_parsing_exception", f"no template for [{path}]")
+                        added[path] = (child, child_spec)
+                    self._check_value(path, child_spec, child_value)
+            else:
+                self._check_value(key, spec, value)
+        for path, (child, child_spec) in added.items():
+            head = path.split(".", 1)[0]
+            props[head].setdefault("properties", {})[child] = child_spec
+
+    def _check_value(self, path: str, spec: dict[str, Any], value: Any) -> None:
+        kind = spec["type"]
+        if kind == "knn_vector":
+            ok = isinstance(value, list) and all(
+                isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value
+            )
+            if not ok or len(value) != spec["dimension"]:
+                raise DoubleError(
+                    400,
+                    "mapper_parsing_exception",
+                    f"Vector dimension mismatch. Expected: {spec['dimension']}, Given: "
+                    f"{len(value) if isinstance(value, list) else '?'}",
+                )
+            if spec.get("method", {}).get("space_type") == "cosinesimil" and not any(value):
+                raise DoubleError(
+                    400,
+                    "mapper_parsing_exception",
+                    "zero vector is not supported when space type is [cosinesimil]",
+                )
+            return
+        for item in value if isinstance(value, list) else [value]:
+            if item is None:
+                continue
+            good = {
+                "keyword": isinstance(item, str),
+                "text": isinstance(item, str),
+                "integer": isinstance(item, int) and not isinstance(item, bool) and -(2**31) <= item < 2**31,
+                "long": isinstance(item, int) and not isinstance(item, bool),
+                "double": isinstance(item, int | float) and not isinstance(item, bool),
+                "boolean": isinstance(item, bool),
+                "date": isinstance(item, str) and _is_date(item),
+            }.get(kind, False)
+            if not good:
+                raise DoubleError(
+                    400, "mapper_parsing_exception", f"failed to parse field [{path}] of type [{kind}]"
+                )
+
+    # values -------------------------------------------------------------------------------------------
+
+    def values(self, doc: dict[str, Any], path: str) -> list[Any]:
+        """The indexed values of ``path`` in ``doc`` (arrays flattened, nulls and ignored strings dropped)."""
+        head, _, rest = path.partition(".")
+        value = doc.get(head)
+        if rest:
+            value = value.get(rest) if isinstance(value, dict) else None
+        items = value if isinstance(value, list) else [value]
+        spec = self.field_spec(path) or {}
+        limit = spec.get("ignore_above")
+        out = [v for v in items if v is not None]
+        if limit is not None:
+            out = [v for v in out if not isinstance(v, str) or len(v) <= limit]
+        return out
+
+    # search -------------------------------------------------------------------------------------------
+
+    def search(self, body: dict[str, Any]) -> dict[str, Any]:
+        body = body or {}
+        query = body.get("query", {"match_all": {}})
+        stats = _TextStats(self)
+        scored: list[tuple[float, int, str]] = []
+        order = {doc_id: n for n, doc_id in enumerate(self.docs)}
+        if "knn" in query:
+            matched = self._knn(query["knn"], stats)
+        else:
+            matched = {}
+            for doc_id, doc in self.docs.items():
+                hit = self._eval(query, doc, doc_id, stats)
+                if hit is not None:
+                    matched[doc_id] = hit
+        for doc_id, score in matched.items():
+            scored.append((score, order[doc_id], doc_id))
+        size = int(body.get("size", 10))
+        sort = body.get("sort")
+        hits: list[dict[str, Any]] = []
+        if sort:
+            ((sort_field, direction),) = sort[0].items() if isinstance(sort[0], dict) else [(sort[0], "asc")]
+            direction = direction if isinstance(direction, str) else direction.get("order", "asc")
+            keyed = [(self._sort_key(self.docs[d], sort_field), d) for _, _, d in scored]
+            keyed.sort(reverse=direction == "desc")
+            after = body.get("search_after")
+            if after is not None:
+                keyed = [(k, d) for k, d in keyed if (k > after[0] if direction == "asc" else k < after[0])]
+            for key, doc_id in keyed[:size]:
+                hits.append(self._hit(doc_id, None, body, sort=[key]))
+        else:
+            scored.sort(key=lambda t: (-t[0], t[1]))
+            for score, _, doc_id in scored[:size]:
+                hits.append(self._hit(doc_id, score, body))
+        return {
+            "took": 1,
+            "timed_out": False,
+            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+            "hits": {
+                "total": {"value": len(scored), "relation": "eq"},
+                "max_score": max((s for s, _, _ in scored), default=None) if not sort else None,
+                "hits": hits,
+            },
+        }
+
+    def _sort_key(self, doc: dict[str, Any], path: str) -> Any:
+        values = self.values(doc, path)
+        return min(values) if values else ""
+
+    def _hit(
+        self, doc_id: str, score: float | None, body: dict[str, Any], sort: list[Any] | None = None
+    ) -> Any:
+        hit: dict[str, Any] = {"_index": self.name, "_id": doc_id, "_score": score}
+        source_spec = body.get("_source", True)
+        doc = self.docs[doc_id]
+        if source_spec is True:
+            hit["_source"] = doc
+        elif isinstance(source_spec, list):
+            hit["_source"] = {k: v for k, v in doc.items() if k in source_spec}
+        if sort is not None:
+            hit["sort"] = sort
+        return hit
+
+    def _knn(self, spec: dict[str, Any], stats: _TextStats) -> dict[str, float]:
+        ((path, clause),) = spec.items()
+        field_spec = self.field_spec(path) or {}
+        if field_spec.get("type") != "knn_vector":
+            raise DoubleError(400, "query_shard_exception", f"Field '{path}' is not knn_vector type.")
+        vector = clause["vector"]
+        if len(vector) != field_spec["dimension"]:
+            raise DoubleError(
+                400,
+                "query_shard_exception",
+                f"Query vector has invalid dimension: {len(vector)}. Dimension should be: {field_spec['dimension']}",
+            )
+        k = int(clause["k"])
+        if not 1 <= k <= 10_000:
+            raise DoubleError(400, "illegal_argument_exception", "[knn] requires 0 < k <= 10000")
+        norm = math.sqrt(sum(x * x for x in vector))
+        if norm == 0:
+            raise DoubleError(
+                400, "illegal_argument_exception", "zero vector is not supported for cosinesimil"
+            )
+        flt = clause.get("filter")
+        candidates: list[tuple[float, int, str]] = []
+        for n, (doc_id, doc) in enumerate(self.docs.items()):
+            stored = doc.get(path)
+            if not isinstance(stored, list):
+                continue
+            if flt is not None and self._eval(flt, doc, doc_id, stats) is None:
+                continue
+            dot = sum(a * b for a, b in zip(vector, stored, strict=True))
+            cos = dot / (norm * math.sqrt(sum(x * x for x in stored)))
+            candidates.append(((1.0 + cos) / 2.0, n, doc_id))
+        candidates.sort(key=lambda t: (-t[0], t[1]))
+        return {doc_id: score for score, _, doc_id in candidates[:k]}
+
+    def _eval(
+        self, query: dict[str, Any], doc: dict[str, Any], doc_id: str, stats: _TextStats
+    ) -> float | None:
+        """The score of ``doc`` under ``query``, or ``None`` when it does not match."""
+        if not isinstance(query, dict) or len(query) != 1:
+            raise DoubleError(400, "parsing_exception", f"malformed query {json.dumps(query)[:100]}")
+        ((kind, spec),) = query.items()
+        if kind == "match_all":
+            return 1.0
+        if kind == "match_none":
+            return None
+        if kind == "bool":
+            return self._bool(spec, doc, doc_id, stats)
+        if kind == "term":
+            ((path, value),) = spec.items()
+            value = value["value"] if isinstance(value, dict) else value
+            return 1.0 if self._term(path, [value], doc) else None
+        if kind == "terms":
+            ((path, values),) = spec.items()
+            if not isinstance(values, list):
+                raise DoubleError(400, "parsing_exception", "[terms] query requires an array of values")
+            return 1.0 if self._term(path, values, doc) else None
+        if kind == "range":
+            ((path, bounds),) = spec.items()
+            return 1.0 if self._range(path, bounds, doc) else None
+        if kind == "exists":
+            return 1.0 if self.values(doc, spec["field"]) else None
+        if kind == "ids":
+            return 1.0 if doc_id in spec["values"] else None
+        if kind == "match":
+            ((path, clause),) = spec.items()
+            text = clause["query"] if isinstance(clause, dict) else clause
+            return stats.bm25(path, analyze(str(text)), doc_id)
+        if kind == "knn":
+            raise DoubleError(
+                400, "parsing_exception", "the double evaluates [knn] only as the top-level query"
+            )
+        raise DoubleError(400, "parsing_exception", f"unknown query [{kind}]")
+
+    def _bool(
+        self, spec: dict[str, Any], doc: dict[str, Any], doc_id: str, stats: _TextStats
+    ) -> float | None:
+        known = {"must", "filter", "should", "must_not", "minimum_should_match"}
+        if set(spec) - known:
+            raise DoubleError(400, "parsing_exception", f"[bool] unknown keys {sorted(set(spec) - known)}")
+
+        def clauses(key: str) -> list[dict[str, Any]]:
+            value = spec.get(key, [])
+            return value if isinstance(value, list) else [value]
+
+        score = 0.0
+        for clause in clauses("must"):
+            s = self._eval(clause, doc, doc_id, stats)
+            if s is None:
+                return None
+            score += s
+        for clause in clauses("filter"):
+            if self._eval(clause, doc, doc_id, stats) is None:
+                return None
+        for clause in clauses("must_not"):
+            if self._eval(clause, doc, doc_id, stats) is not None:
+                return None
+        should = clauses("should")
+        default_min = 0 if (clauses("must") or clauses("filter")) else 1
+        minimum = int(spec.get("minimum_should_match", default_min if should else 0))
+        matched = 0
+        for clause in should:
+            s = self._eval(clause, doc, doc_id, stats)
+            if s is not None:
+                matched += 1
+                score += s
+        if matched < minimum:
+            return None
+        return score if (clauses("must") or should) else 0.0
+
+    def _typed(self, path: str, value: Any) -> Any:
+        spec = self.field_spec(path)
+        if spec is None:
+            return _UNMAPPED
+        kind = spec.get("type")
+        if kind in ("keyword", "text"):
+            return value if isinstance(value, str) else json.dumps(value)
+        if kind in ("double", "integer", "long"):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise DoubleError(
+                    400, "query_shard_exception", f"failed to create query: [{path}] is numeric"
+                )
+            return float(value)
+        if kind == "boolean":
+            if not isinstance(value, bool):
+                raise DoubleError(
+                    400, "query_shard_exception", f"failed to create query: [{path}] is boolean"
+                )
+            return value
+        if kind == "date":
+            return value
+        raise DoubleError(
+            400, "query_shard_exception", f"field [{path}] of type [{kind}] does not support term"
+        )
+
+    def _term(self, path: str, wanted: list[Any], doc: dict[str, Any]) -> bool:
+        typed = [self._typed(path, v) for v in wanted]
+        if any(t is _UNMAPPED for t in typed):
+            return False
+        values = self.values(doc, path)
+        if (self.field_spec(path) or {}).get("type") in ("double", "integer", "long"):
+            values = [float(v) for v in values]
+        return any(v in typed for v in values)
+
+    def _range(self, path: str, bounds: dict[str, Any], doc: dict[str, Any]) -> bool:
+        spec = self.field_spec(path)
+        if spec is None:
+            return False
+        tests = []
+        for op, operand in bounds.items():
+            typed = self._typed(path, operand)
+            compare = {
+                "gt": lambda a, b: a > b,
+                "gte": lambda a, b: a >= b,
+                "lt": lambda a, b: a < b,
+                "lte": lambda a, b: a <= b,
+            }.get(op)
+            if compare is None:
+                raise DoubleError(400, "parsing_exception", f"[range] unknown key [{op}]")
+            tests.append((compare, typed))
+        values = self.values(doc, path)
+        if spec.get("type") in ("double", "integer", "long"):
+            values = [float(v) for v in values]
+        return any(all(test(v, bound) for test, bound in tests) for v in values)
+
+
+_UNMAPPED = object()
+
+
+class _TextStats:
+    """BM25 statistics of the ``text`` fields, computed lazily per field for one search."""
+
+    def __init__(self, index: _Index) -> None:
+        self.index = index
+        self.fields: dict[str, tuple[dict[str, list[str]], float, dict[str, int]]] = {}
+
+    def _field(self, path: str) -> tuple[dict[str, list[str]], float, dict[str, int]]:
+        if path not in self.fields:
+            tokens = {
+                doc_id: analyze(" ".join(str(v) for v in self.index.values(doc, path)))
+                for doc_id, doc in self.index.docs.items()
+                if self.index.values(doc, path)
+            }
+            total = sum(len(t) for t in tokens.values())
+            avgdl = total / len(tokens) if tokens else 1.0
+            df: dict[str, int] = {}
+            for toks in tokens.values():
+                for term in set(toks):
+                    df[term] = df.get(term, 0) + 1
+            self.fields[path] = (tokens, avgdl, df)
+        return self.fields[path]
+
+    def bm25(self, path: str, terms: list[str], doc_id: str) -> float | None:
+        if (self.index.field_spec(path) or {}).get("type") != "text":
+            raise DoubleError(400, "query_shard_exception", f"[match] on non-text field [{path}]")
+        tokens, avgdl, df = self._field(path)
+        doc_tokens = tokens.get(doc_id)
+        if not doc_tokens or not terms:
+            return None
+        n_docs = len(tokens)
+        dl = len(doc_tokens)
+        score = 0.0
+        matched = False
+        for term in terms:
+            f = doc_tokens.count(term)
+            if not f:
+                continue
+            matched = True
+            n = df[term]
+            idf = math.log(1 + (n_docs - n + 0.5) / (n + 0.5))
+            score += idf * f / (f + K1 * (1 - B + B * dl / avgdl))
+        return score if matched else None
+
+
+def _is_date(value: str) -> bool:
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------------ server
+
+
+@dataclass
+class _State:
+    mode: Mode
+    indices: dict[str, _Index] = field(default_factory=dict)
+    requests: list[Recorded] = field(default_factory=list)
+    fail_requests: list[tuple[int, str]] = field(default_factory=list)
+    fail_bulk: list[tuple[int, int]] = field(default_factory=list)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+
+class OpenSearchDouble:
+    """The test double's server (see the module docstring). Use as a context manager or start()/stop().
+
+    Attributes:
+        url: ``http://127.0.0.1:<port>`` once started.
+        mode: ``managed`` or ``serverless``.
+    """
+
+    def __init__(self, mode: Mode = "managed") -> None:
+        if mode not in ("managed", "serverless"):
+            raise ValueError("mode must be 'managed' or 'serverless'")
+        self.mode: Mode = mode
+        self._state = _State(mode)
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> OpenSearchDouble:
+        state = self._state
+
+        class Handler(_Handler):
+            pass
+
+        Handler.state = state
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.01,), name="opensearch-double", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> OpenSearchDouble:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "the double is not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    # inspection and faults -----------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[Recorded]:
+        """Every request received so far, in order."""
+        with self._state.lock:
+            return list(self._state.requests)
+
+    def clear_requests(self) -> None:
+        with self._state.lock:
+            self._state.requests.clear()
+
+    def fail_next_requests(self, status: int = 503, count: int = 1, error_type: str = "unavailable") -> None:
+        """Answer the next ``count`` requests (of any kind) with ``status`` and an error body."""
+        with self._state.lock:
+            self._state.fail_requests.extend([(status, error_type)] * count)
+
+    def fail_next_bulk_items(self, every: int = 2, times: int = 1) -> None:
+        """In each of the next ``times`` ``_bulk`` requests, refuse every ``every``-th item (the 1st, the
+        ``every+1``-th, …) with 429 ``es_rejected_execution_exception``, leaving it unapplied."""
+        with self._state.lock:
+            self._state.fail_bulk.extend([(every, 1)] * times)
+
+    def documents(self, index: str) -> dict[str, dict[str, Any]]:
+        """The stored documents of ``index`` by ``_id`` (a copy)."""
+        with self._state.lock:
+            return json.loads(json.dumps(self._state.indices[index].docs))
+
+    def mapping(self, index: str) -> dict[str, Any]:
+        with self._state.lock:
+            return json.loads(json.dumps(self._state.indices[index].mappings))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    state: _State
+    protocol_version = "HTTP/1.1"
+    # One buffered write per response and no Nagle: otherwise keep-alive requests stall ~40 ms on
+    # delayed ACKs.
+    wbufsize = -1
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def do_HEAD(self) -> None:
+        self._handle("HEAD")
+
+    def _handle(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        url = urlparse(self.path)
+        path = unquote(url.path)
+        params = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        body: Any = None
+        if raw:
+            text = raw.decode()
+            if path.endswith(("_bulk", "_msearch")):
+                body = [json.loads(line) for line in text.splitlines() if line.strip()]
+            else:
+                body = json.loads(text)
+        state = self.state
+        with state.lock:
+            state.requests.append(Recorded(method, path, params, dict(self.headers.items()), body))
+            try:
+                if state.fail_requests:
+                    status, error_type = state.fail_requests.pop(0)
+                    raise DoubleError(status, error_type, "injected failure")
+                status, answer = self._route(method, path, params, body)
+            except DoubleError as err:
+                status, answer = err.status, err.body
+        payload = b"" if answer is None else json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if method != "HEAD":
+            self.wfile.write(payload)
+
+    # routing ------------------------------------------------------------------------------------------
+
+    def _route(self, method: str, path: str, params: dict[str, str], body: Any) -> tuple[int, Any]:
+        parts = [p for p in path.split("/") if p]
+        if not parts and method in ("GET", "HEAD"):
+            return 200, {
+                "name": "opensearch-double",
+                "cluster_name": "double",
+                "version": {"distribution": "opensearch", "number": "2.17.0"},
+                "tagline": "The OpenSearch Project: https://opensearch.org/ (test double)",
+            }
+        if parts == ["_bulk"] and method in ("POST", "PUT"):
+            return 200, self._bulk(None, body or [])
+        if parts == ["_msearch"] and method in ("POST", "GET"):
+            return 200, self._msearch(None, body or [])
+        if len(parts) == 1 and not parts[0].startswith("_"):
+            return self._index_op(method, parts[0], body)
+        if len(parts) == 2 and not parts[0].startswith("_"):
+            name, op = parts
+            if op == "_mapping" and method == "GET":
+                return 200, {name: {"mappings": self._index(name).mappings}}
+            if op == "_bulk" and method in ("POST", "PUT"):
+                return 200, self._bulk(name, body or [])
+            if op == "_search" and method in ("POST", "GET"):
+                return 200, self._index(name).search(body or {})
+            if op == "_msearch" and method in ("POST", "GET"):
+                return 200, self._msearch(name, body or [])
+            if op == "_refresh" and method in ("POST", "GET"):
+                self._serverless_refuses(method, path)
+                self._index(name)
+                return 200, {"_shards": {"total": 1, "successful": 1, "failed": 0}}
+            if op == "_delete_by_query" and method == "POST":
+                self._serverless_refuses(method, path)
+                return 200, self._delete_by_query(name, body or {})
+        raise DoubleError(
+            400, "illegal_argument_exception", f"the double has no handler for [{method} {path}]"
+        )
+
+    def _serverless_refuses(self, method: str, path: str) -> None:
+        if self.state.mode == "serverless":
+            # Not in the Serverless list of supported operations; the exact AWS answer is not documented.
+            raise DoubleError(404, "unsupported_operation_exception", f"[{method} {path}] is not supported")
+
+    def _index(self, name: str) -> _Index:
+        index = self.state.indices.get(name)
+        if index is None:
+            raise DoubleError(404, "index_not_found_exception", f"no such index [{name}]")
+        return index
+
+    def _index_op(self, method: str, name: str, body: Any) -> tuple[int, Any]:
+        indices = self.state.indices
+        if method == "HEAD":
+            return (200 if name in indices else 404), None
+        if method == "PUT":
+            if name in indices:
+                raise DoubleError(400, "resource_already_exists_exception", f"index [{name}] already exists")
+            if name != name.lower() or name.startswith(("_", "-", "+")):
+                raise DoubleError(400, "invalid_index_name_exception", f"Invalid index name [{name}]")
+            indices[name] = _Index(name, body or {})
+            return 200, {"acknowledged": True, "shards_acknowledged": True, "index": name}
+        if method == "GET":
+            index = self._index(name)
+            return 200, {name: {"aliases": {}, "mappings": index.mappings, "settings": index.settings}}
+        if method == "DELETE":
+            self._index(name)
+            del indices[name]
+            return 200, {"acknowledged": True}
+        raise DoubleError(405, "method_not_allowed", f"{method} /{name}")
+
+    def _bulk(self, default_index: str | None, lines: list[Any]) -> dict[str, Any]:
+        state = self.state
+        every = 0
+        if state.fail_bulk:
+            every, _ = state.fail_bulk.pop(0)
+        items: list[dict[str, Any]] = []
+        i = 0
+        n = 0
+        while i < len(lines):
+            action = lines[i]
+            ((op, meta),) = action.items()
+            i += 1
+            doc = None
+            if op in ("index", "create"):
+                doc = lines[i]
+                i += 1
+            elif op != "delete":
+                raise DoubleError(400, "illegal_argument_exception", f"the double does not support [{op}]")
+            name = meta.get("_index", default_index)
+            result: dict[str, Any] = {"_index": name, "_id": meta.get("_id")}
+            if every and n % every == 0:
+                result.update(
+                    status=429,
+                    error={
+                        "type": "es_rejected_execution_exception",
+                        "reason": "rejected execution (injected by the double)",
+                    },
+                )
+            else:
+                try:
+                    result.update(self._apply(op, name, meta, doc))
+                except DoubleError as err:
+                    result.update(status=err.status, error=err.body["error"])
+            n += 1
+            items.append({op: result})
+        return {"took": 1, "errors": any("error" in next(iter(it.values())) for it in items), "items": items}
+
+    def _apply(self, op: str, name: str | None, meta: dict[str, Any], doc: Any) -> dict[str, Any]:
+        if name is None:
+            raise DoubleError(400, "action_request_validation_exception", "index is missing")
+        index = self._index(name)
+        doc_id = meta.get("_id")
+        if op == "delete":
+            if doc_id is None:
+                raise DoubleError(400, "action_request_validation_exception", "id is missing")
+            if index.docs.pop(doc_id, None) is None:
+                return {"result": "not_found", "status": 404}
+            return {"result": "deleted", "status": 200}
+        if self.state.mode == "serverless" and doc_id is not None:
+            raise DoubleError(
+                400,
+                "illegal_argument_exception",
+                "Document ID is not supported in create/index operation request",
+            )
+        index.validate(doc)
+        doc_id = doc_id or uuid.uuid4().hex[:20]
+        if op == "create" and doc_id in index.docs:
+            raise DoubleError(
+                409, "version_conflict_engine_exception", f"[{doc_id}]: document already exists"
+            )
+        existed = doc_id in index.docs
+        index.docs[doc_id] = doc
+        index.versions[doc_id] = index.versions.get(doc_id, 0) + 1
+        return {
+            "_id": doc_id,
+            "_version": index.versions[doc_id],
+            "result": "updated" if existed else "created",
+            "status": 200 if existed else 201,
+        }
+
+    def _msearch(self, default_index: str | None, lines: list[Any]) -> dict[str, Any]:
+        if len(lines) % 2:
+            raise DoubleError(400, "illegal_argument_exception", "msearch needs header/body pairs")
+        responses = []
+        for header, body in zip(lines[0::2], lines[1::2], strict=True):
+            name = header.get("index", default_index)
+            try:
+                if name is None:
+                    raise DoubleError(400, "action_request_validation_exception", "no index")
+                responses.append({**self._index(name).search(body), "status": 200})
+            except DoubleError as err:
+                responses.append(err.body)
+        return {"took": 1, "responses": responses}
+
+    def _delete_by_query(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        index = self._index(name)
+        matched = index.search(
+            {"query": body.get("query", {"match_all": {}}), "size": 1_000_000, "_source": False}
+        )
+        ids = [h["_id"] for h in matched["hits"]["hits"]]
+        for doc_id in ids:
+            del index.docs[doc_id]
+        return {
+            "took": 1,
+            "timed_out": False,
+            "total": len(ids),
+            "deleted": len(ids),
+            "batches": 1,
+            "version_conflicts": 0,
+            "noops": 0,
+            "failures": [],
+        }

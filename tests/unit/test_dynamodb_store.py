@@ -1,0 +1,399 @@
+"""DynamoDB-specific behaviour of ``DynamoDBMemoryStore`` under moto: requests per access pattern, no Scan,
+concurrency, paging past 1 MB, large bodies in S3, TTL, error mapping, batches over one transaction.
+
+The behaviour every store shares is in tests/contract/test_memory_store.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from botocore.client import BaseClient
+from botocore.exceptions import ClientError
+
+from memstack.adapters.dynamodb import DynamoDBMemoryStore
+from memstack.errors import Conflict, PayloadTooLarge, Unavailable
+from memstack.model import Message, Resource, TextPart, Thread
+from memstack.ports import MessageWindow
+from tests.contract.dynamodb_support import dynamodb_moto_store
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+class Calls:
+    """Every botocore API call (any client, any thread) as ``(service, operation)``; a Scan fails the test."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.log = []
+
+    def dynamodb(self) -> list[str]:
+        return [op for service, op in self.log if service == "dynamodb"]
+
+    def s3(self) -> list[str]:
+        return [op for service, op in self.log if service == "s3"]
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
+    recorded = Calls()
+    original = BaseClient._make_api_call
+
+    def record(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        service = client.meta.service_model.service_name
+        with recorded.lock:
+            recorded.log.append((service, operation))
+        if service == "dynamodb" and operation == "Scan":
+            raise AssertionError("the DynamoDB store issued a Scan")
+        return original(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", record)
+    return recorded
+
+
+@pytest.fixture
+def store(calls: Calls) -> Iterator[DynamoDBMemoryStore]:
+    with dynamodb_moto_store() as s:
+        assert isinstance(s, DynamoDBMemoryStore)
+        yield s
+        s.close()
+
+
+def thread(tid: str = "t1", rid: str = "r1", **kw: Any) -> Thread:
+    return Thread(id=tid, resource_id=rid, created_at=T0, updated_at=T0, **kw)
+
+
+def msg(mid: str, tid: str = "t1", rid: str = "r1", text: str = "hello", role: str = "user") -> Message:
+    return Message(
+        id=mid,
+        thread_id=tid,
+        resource_id=rid,
+        role=role,  # type: ignore[arg-type]
+        parts=(TextPart(text=text),),
+        created_at=T0,
+    )
+
+
+def twin(store: DynamoDBMemoryStore) -> DynamoDBMemoryStore:
+    """Another store on the same table and bucket (as another Lambda instance would be)."""
+    bodies = store._bodies
+    return DynamoDBMemoryStore(
+        table_name=store.table_name, region="us-east-1", bucket=bodies.bucket if bodies else None
+    )
+
+
+def s3_keys(store: DynamoDBMemoryStore) -> list[str]:
+    assert store._bodies is not None
+    answer = store._bodies._client.list_objects_v2(Bucket=store._bodies.bucket)
+    return [o["Key"] for o in answer.get("Contents", [])]
+
+
+# requests per access pattern ------------------------------------------------------------------------
+
+
+def test_given_a_full_workload_when_run_then_no_scan_is_ever_issued(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    store.create_thread(thread(metadata={"kind": "support"}))
+    store.create_thread(thread("t2", metadata={"kind": "sales"}))
+    store.save_messages("r1", "t1", [msg(f"m{i}") for i in range(6)])
+    store.save_messages("r1", "t3", [msg("n1", "t3")], create=thread("t3"))
+    store.list_threads("r1", metadata={"kind": "support"}, limit=1)
+    store.list_threads("r1", order_by="updated_at", direction="asc")
+    store.list_messages("r1", "t1", limit=3, after_seq=1)
+    store.get_thread_with_history("r1", "t1", last=4)
+    store.get_messages("r1", ["m1", "n1", "nope"])
+    store.delete_messages("r1", ["m2"])
+    store.message_windows("r1", [MessageWindow("t1", 3, 1, 1)])
+    store.put_resource(Resource(id="r1", working_memory="# A"), expected_version=0)
+    store.get_resource_and_windows("r1", [MessageWindow("t1", 5, 1, 0)])
+    store.update_thread("r1", "t1", title="x", updated_at=T0, expected_version=0)
+    store.delete_thread("r1", "t1")
+    assert "Scan" not in calls.dynamodb()
+    assert len(calls.dynamodb()) > 20
+
+
+def test_given_a_thread_when_its_head_is_read_then_exactly_one_query(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    store.create_thread(thread(title="Head"))
+    store.save_messages("r1", "t1", [msg(f"m{i}") for i in range(10)])
+    calls.reset()
+    got, history = store.get_thread_with_history("r1", "t1", last=4)
+    assert calls.dynamodb() == ["Query"]
+    assert got is not None and got.title == "Head"
+    assert [m.id for m in history] == ["m6", "m7", "m8", "m9"]
+
+
+def test_given_an_existing_thread_when_a_turn_is_saved_then_one_batch_get_and_one_transaction(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    store.create_thread(thread())
+    calls.reset()
+    saved = store.save_messages("r1", "t1", [msg("u"), msg("a", role="assistant")])
+    assert calls.dynamodb() == ["BatchGetItem", "TransactWriteItems"]
+    assert [m.seq for m in saved] == [1, 2]
+
+
+def test_given_windows_without_gaps_when_loaded_then_one_batch_get(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    store.create_thread(thread())
+    store.create_thread(thread("t2"))
+    store.save_messages("r1", "t1", [msg(f"a{i}") for i in range(8)])
+    store.save_messages("r1", "t2", [msg(f"b{i}", "t2") for i in range(3)])
+    store.put_resource(Resource(id="r1", working_memory="# A"), expected_version=0)
+    windows = [MessageWindow("t1", 4, 2, 2), MessageWindow("t2", 3, 1, 3), MessageWindow("t1", 8, 0, 5)]
+    calls.reset()
+    found = store.message_windows("r1", windows)
+    assert calls.dynamodb() == ["BatchGetItem"]
+    assert [m.id for m in found] == ["a1", "a2", "a3", "a4", "a5", "a7", "b1", "b2"]
+    calls.reset()
+    resource, again = store.get_resource_and_windows("r1", windows)
+    assert calls.dynamodb() == ["BatchGetItem"]
+    assert resource is not None and resource.working_memory == "# A" and again == found
+
+
+def test_given_a_gap_when_windows_loaded_then_only_the_short_window_is_queried(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg(f"m{i}") for i in range(9)])
+    store.delete_messages("r1", ["m2"])
+    calls.reset()
+    found = store.message_windows("r1", [MessageWindow("t1", 4, 2, 0), MessageWindow("t1", 8, 1, 1)])
+    assert calls.dynamodb() == ["BatchGetItem", "Query", "Query"]
+    assert [m.id for m in found] == ["m0", "m1", "m3", "m6", "m7", "m8"]
+
+
+# concurrency -----------------------------------------------------------------------------------------
+
+
+def test_given_four_writers_when_each_saves_25_messages_then_seqs_are_exactly_1_to_100(
+    store: DynamoDBMemoryStore,
+) -> None:
+    store.create_thread(thread())
+
+    def writer(w: int) -> None:
+        for i in range(25):
+            store.save_messages("r1", "t1", [msg(f"w{w}-{i}")])
+
+    workers = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert [m.seq for m in store.list_messages("r1", "t1", limit=1000)] == list(range(1, 101))
+
+
+def test_given_two_processes_when_writing_one_thread_concurrently_then_seqs_stay_gap_free(
+    store: DynamoDBMemoryStore,
+) -> None:
+    other = twin(store)  # its own local locks: only the condition expressions keep the seqs right
+    store.create_thread(thread())
+
+    def writer(s: DynamoDBMemoryStore, w: int) -> None:
+        for i in range(12):
+            s.save_messages("r1", "t1", [msg(f"w{w}-{i}")])
+
+    workers = [threading.Thread(target=writer, args=(s, w)) for w, s in enumerate([store, other] * 2)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    listed = store.list_messages("r1", "t1", limit=1000)
+    assert [m.seq for m in listed] == list(range(1, 49))
+    assert len({m.id for m in listed}) == 48
+
+
+def test_given_a_rival_write_between_read_and_commit_when_saving_then_it_rereads_and_retries(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    other = twin(store)
+    store.create_thread(thread())
+    commit = store._commit
+    rivals: list[str] = []
+
+    def commit_after_a_rival(plan: Any) -> None:
+        if not rivals:
+            rivals.append("rival")
+            other.save_messages("r1", "t1", [msg("rival")])
+        commit(plan)
+
+    store._commit = commit_after_a_rival  # type: ignore[method-assign]
+    calls.reset()
+    saved = store.save_messages("r1", "t1", [msg("mine")])
+    assert saved[0].seq == 2
+    assert [(m.id, m.seq) for m in store.list_messages("r1", "t1", limit=5)] == [("rival", 1), ("mine", 2)]
+    assert calls.dynamodb().count("TransactWriteItems") == 3  # the rival's, the lost one, the retry
+
+
+# pagination and batches ------------------------------------------------------------------------------
+
+
+def test_given_more_than_1_mb_of_messages_when_listed_then_every_page_is_followed(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    store.create_thread(thread())
+    body = "x" * 5_000
+    store.save_messages("r1", "t1", [msg(f"m{i:03d}", text=f"{i}{body}") for i in range(300)])
+    calls.reset()
+    listed = store.list_messages("r1", "t1", limit=1_000)
+    assert [m.id for m in listed] == [f"m{i:03d}" for i in range(300)]
+    assert calls.dynamodb().count("Query") >= 2  # DynamoDB pages stop at 1 MB
+    _, history = store.get_thread_with_history("r1", "t1", last=300)
+    assert [m.seq for m in history] == list(range(1, 301))
+
+
+def test_given_a_batch_over_100_items_when_saved_then_consecutive_transactions_keep_seq_order(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    store.create_thread(thread())
+    calls.reset()
+    saved = store.save_messages("r1", "t1", [msg(f"m{i:03d}") for i in range(120)])
+    assert calls.dynamodb().count("TransactWriteItems") == 3  # 49 + 49 + 22 messages (2 items each + meta)
+    assert [m.seq for m in saved] == list(range(1, 121))
+    assert [m.id for m in store.list_messages("r1", "t1", limit=500)] == [f"m{i:03d}" for i in range(120)]
+    again = store.save_messages("r1", "t1", [msg(f"m{i:03d}", text="again") for i in range(120)])
+    assert [m.seq for m in again] == list(range(1, 121))  # re-saving the batch upserts in place
+
+
+def test_given_a_long_batch_with_a_foreign_id_at_its_end_when_saved_then_conflict_and_nothing_written(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    store.create_thread(thread())
+    store.create_thread(thread("t2"))
+    store.save_messages("r1", "t2", [msg("theirs", "t2")])
+    calls.reset()
+    with pytest.raises(Conflict):
+        store.save_messages("r1", "t1", [msg(f"m{i:03d}") for i in range(80)] + [msg("theirs")])
+    assert "TransactWriteItems" not in calls.dynamodb()
+    assert store.list_messages("r1", "t1", limit=10) == []
+
+
+# large messages --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["x" * 1_000_000, "🎉" * 1_000_000], ids=["ascii", "emoji"])
+def test_given_a_million_character_message_when_saved_then_it_round_trips_byte_identical_via_s3(
+    store: DynamoDBMemoryStore, calls: Calls, text: str
+) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("big", text=text), msg("small", text="hi")])
+    assert len(s3_keys(store)) == 1 and s3_keys(store)[0].startswith("messages/t1/big/")
+    listed = store.list_messages("r1", "t1", limit=5)
+    assert listed[0].text.encode() == text.encode() and listed[1].text == "hi"
+    assert store.get_messages("r1", ["big"])[0].text == text
+    assert store.delete_thread("r1", "t1") is True
+    assert s3_keys(store) == []
+
+
+def test_given_a_large_message_when_upserted_or_deleted_then_its_old_body_objects_go(
+    calls: Calls,
+) -> None:
+    with dynamodb_moto_store(inline_max_bytes=1_000) as store:
+        assert isinstance(store, DynamoDBMemoryStore)
+        store.create_thread(thread())
+        store.save_messages("r1", "t1", [msg("big", text="a" * 2_000)])
+        first = s3_keys(store)
+        store.save_messages("r1", "t1", [msg("big", text="b" * 2_000)])
+        second = s3_keys(store)
+        assert len(first) == len(second) == 1 and first != second
+        assert store.list_messages("r1", "t1", limit=5)[0].text == "b" * 2_000
+        store.save_messages("r1", "t1", [msg("big", text="small now")])
+        assert s3_keys(store) == []
+        store.save_messages("r1", "t1", [msg("big", text="c" * 2_000)])
+        assert [m.id for m in store.delete_messages("r1", ["big"])] == ["big"]
+        assert s3_keys(store) == []
+
+
+def test_given_no_bucket_when_a_message_exceeds_the_item_limit_then_payload_too_large_and_nothing_written(
+    calls: Calls,
+) -> None:
+    with dynamodb_moto_store(bucket=None) as store:
+        store.create_thread(thread())
+        with pytest.raises(PayloadTooLarge, match="limit"):
+            store.save_messages("r1", "t1", [msg("ok"), msg("big", text="x" * 1_000_000)])
+        assert store.list_messages("r1", "t1", limit=5) == []
+        store.save_messages("r1", "t1", [msg("fits", text="y" * 300_000)])  # inline up to the item limit
+        assert store.list_messages("r1", "t1", limit=5)[0].text == "y" * 300_000
+
+
+# TTL and errors --------------------------------------------------------------------------------------
+
+
+def test_given_a_message_ttl_when_saving_then_messages_and_pointers_carry_expires_at(calls: Calls) -> None:
+    with dynamodb_moto_store(message_ttl_seconds=3_600) as store:
+        assert isinstance(store, DynamoDBMemoryStore)
+        store.create_thread(thread())
+        store.save_messages("r1", "t1", [msg("m1")])
+        model = store._model
+        now = time.time()
+        for key in (("T#t1", "M#000000000001"), ("MID#m1", "MID")):
+            expires = model.get(*key, consistent_read=True).expires_at
+            assert expires is not None and now + 3_500 < expires <= now + 3_601
+        assert model.get("T#t1", "THREAD").expires_at is None
+        client = store._table.connection.client
+        ttl = client.describe_time_to_live(TableName=store.table_name)["TimeToLiveDescription"]
+        assert ttl["AttributeName"] == "expires_at" and ttl["TimeToLiveStatus"] == "ENABLED"
+
+
+def test_given_no_ttl_when_saving_then_no_expires_at(store: DynamoDBMemoryStore) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("m1")])
+    assert store._model.get("T#t1", "M#000000000001").expires_at is None
+
+
+@pytest.mark.parametrize(
+    "code", ["ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded"]
+)
+def test_given_dynamodb_throttles_when_reading_or_writing_then_unavailable(
+    store: DynamoDBMemoryStore, monkeypatch: pytest.MonkeyPatch, code: str
+) -> None:
+    store.create_thread(thread())
+    recording = BaseClient._make_api_call
+
+    def throttled(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        if client.meta.service_model.service_name == "dynamodb":
+            error = {
+                "Error": {"Code": code, "Message": "slow down"},
+                "ResponseMetadata": {"HTTPStatusCode": 400},
+            }
+            raise ClientError(error, operation)  # type: ignore[arg-type]
+        return recording(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", throttled)
+    with pytest.raises(Unavailable):
+        store.get_thread_with_history("r1", "t1", last=5)
+    with pytest.raises(Unavailable):
+        store.save_messages("r1", "t1", [msg("m1")])
+    with pytest.raises(Unavailable):
+        store.get_thread("r1", "t1")
+    with pytest.raises(Unavailable):
+        store.put_resource(Resource(id="r1"), expected_version=0)
+
+
+def test_given_dynamodb_fails_with_a_5xx_when_listing_threads_then_unavailable(
+    store: DynamoDBMemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        error = {
+            "Error": {"Code": "InternalServerError", "Message": "x"},
+            "ResponseMetadata": {"HTTPStatusCode": 500},
+        }
+        raise ClientError(error, operation)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", broken)
+    with pytest.raises(Unavailable):
+        store.list_threads("r1")
+    with pytest.raises(Unavailable):
+        store.delete_messages("r1", ["m1"])

@@ -1,0 +1,532 @@
+"""The OpenSearch adapter's exact requests, as the test double (tests/opensearch_double.py) receives them
+from the real opensearch-py client: index creation, searches, bulk writes, deletes, error handling, SigV4."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from memstack.adapters.opensearch import OpenSearchIndex, index_body, make_client
+from memstack.adapters.opensearch.index import chunk_id
+from memstack.errors import InvalidInput, Unavailable
+from memstack.ports import IndexEntry
+from tests.opensearch_double import OpenSearchDouble, Recorded
+
+NAME = "memstack-hash-4-4"
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+EXPECTED_INDEX_BODY = {
+    "settings": {
+        "index": {"knn": True},
+        "analysis": {
+            "analyzer": {
+                "memstack_english": {
+                    "type": "custom",
+                    "tokenizer": "standard",
+                    "filter": ["memstack_possessive", "lowercase", "asciifolding", "porter_stem"],
+                }
+            },
+            "filter": {"memstack_possessive": {"type": "stemmer", "language": "possessive_english"}},
+        },
+    },
+    "mappings": {
+        "dynamic": "strict",
+        "dynamic_templates": [
+            {
+                "meta_strings": {
+                    "path_match": "meta_s.*",
+                    "mapping": {"type": "keyword", "ignore_above": 8191},
+                }
+            },
+            {"meta_numbers": {"path_match": "meta_n.*", "mapping": {"type": "double"}}},
+            {"meta_bools": {"path_match": "meta_b.*", "mapping": {"type": "boolean"}}},
+        ],
+        "properties": {
+            "vector": {
+                "type": "knn_vector",
+                "dimension": 4,
+                "method": {"name": "hnsw", "space_type": "cosinesimil", "engine": "lucene"},
+            },
+            "text": {"type": "text", "analyzer": "memstack_english"},
+            "message_id": {"type": "keyword"},
+            "thread_id": {"type": "keyword"},
+            "resource_id": {"type": "keyword"},
+            "role": {"type": "keyword"},
+            "uid": {"type": "keyword"},
+            "chunk": {"type": "integer"},
+            "seq": {"type": "long"},
+            "created_at": {"type": "date"},
+            "meta_s": {"type": "object", "dynamic": True},
+            "meta_n": {"type": "object", "dynamic": True},
+            "meta_b": {"type": "object", "dynamic": True},
+            "meta_null": {"type": "keyword"},
+            "meta_paths": {"type": "keyword"},
+        },
+    },
+}
+
+SCOPE_AND_FILTER = [
+    {"term": {"resource_id": "r1"}},
+    {"term": {"thread_id": "t1"}},
+    {"term": {"meta_s.tier": "pro"}},
+    {"range": {"meta_n.age": {"gte": 18}}},
+]
+VECTOR_BODY = {
+    "size": 14,
+    "_source": ["message_id", "thread_id", "seq"],
+    "query": {
+        "knn": {
+            "vector": {
+                "vector": [1.0, 0.0, 0.0, 0.0],
+                "k": 14,
+                "filter": {"bool": {"filter": SCOPE_AND_FILTER}},
+            }
+        }
+    },
+}
+KEYWORD_BODY = {
+    "size": 14,
+    "_source": ["message_id", "thread_id", "seq"],
+    "query": {"bool": {"must": [{"match": {"text": {"query": "Paris museum"}}}], "filter": SCOPE_AND_FILTER}},
+}
+
+
+@pytest.fixture
+def managed() -> Iterator[OpenSearchDouble]:
+    with OpenSearchDouble("managed") as double:
+        yield double
+
+
+@pytest.fixture
+def serverless() -> Iterator[OpenSearchDouble]:
+    with OpenSearchDouble("serverless") as double:
+        yield double
+
+
+def open_index(double: OpenSearchDouble, service: str = "es", **options: Any) -> OpenSearchIndex:
+    client = make_client(double.url, service="none", max_retries=0)
+    return OpenSearchIndex(client, dimension=4, model_id="hash-4", service=service, **options)  # type: ignore[arg-type]
+
+
+def entry(message_id: str, chunk: int = 0, **fields: Any) -> IndexEntry:
+    values: dict[str, Any] = {
+        "thread_id": "t1",
+        "resource_id": "r1",
+        "role": "user",
+        "seq": 1,
+        "created_at": T0,
+        "text": f"note {message_id}",
+        "vector": [1.0, 0.0, 0.0, 0.0],
+        "metadata": {"tier": "pro"},
+    }
+    values.update(fields)
+    return IndexEntry(message_id=message_id, chunk=chunk, **values)
+
+
+def doc(message_id: str, chunk: int = 0, uid: str | None = None) -> dict[str, Any]:
+    return {
+        "uid": uid or chunk_id("r1", message_id, chunk),
+        "resource_id": "r1",
+        "thread_id": "t1",
+        "message_id": message_id,
+        "chunk": chunk,
+        "role": "user",
+        "seq": 1,
+        "created_at": "2024-05-01T12:00:00+00:00",
+        "text": f"note {message_id}",
+        "vector": [1.0, 0.0, 0.0, 0.0],
+        "meta_s": {"tier": ["pro"]},
+        "meta_paths": ["tier"],
+    }
+
+
+def calls(double: OpenSearchDouble) -> list[tuple[str, str]]:
+    return [(r.method, r.path) for r in double.requests]
+
+
+def last(double: OpenSearchDouble) -> Recorded:
+    return double.requests[-1]
+
+
+# start-up -------------------------------------------------------------------------------------------
+
+
+def test_given_no_index_when_the_adapter_starts_then_it_creates_the_index_with_the_exact_mapping(
+    managed: OpenSearchDouble,
+) -> None:
+    index = open_index(managed)
+
+    assert index.name == NAME
+    assert calls(managed) == [("HEAD", f"/{NAME}"), ("PUT", f"/{NAME}")]
+    assert managed.requests[1].body == EXPECTED_INDEX_BODY
+
+
+def test_given_an_existing_index_when_the_adapter_starts_then_it_only_checks_the_mapping(
+    managed: OpenSearchDouble,
+) -> None:
+    open_index(managed)
+    managed.clear_requests()
+
+    open_index(managed)
+
+    assert calls(managed) == [("HEAD", f"/{NAME}"), ("GET", f"/{NAME}/_mapping")]
+
+
+def test_given_an_index_of_another_dimension_when_the_adapter_starts_then_invalid_input_names_both(
+    managed: OpenSearchDouble,
+) -> None:
+    client = make_client(managed.url, service="none", max_retries=0)
+    client.indices.create(index=NAME, body=index_body(8, "lucene"))
+
+    with pytest.raises(InvalidInput) as err:
+        open_index(managed)
+
+    assert "8" in err.value.message and "4" in err.value.message
+    assert err.value.field == "dimension"
+
+
+def test_given_faiss_when_the_adapter_creates_the_index_then_the_engine_is_faiss(
+    managed: OpenSearchDouble,
+) -> None:
+    open_index(managed, engine="faiss")
+
+    assert managed.requests[1].body["mappings"]["properties"]["vector"]["method"]["engine"] == "faiss"
+
+
+# search ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["managed", "serverless"])
+def test_given_a_vector_query_when_searching_then_one_search_carries_scope_and_filter_inside_knn(
+    mode: str,
+) -> None:
+    with OpenSearchDouble(mode) as double:  # type: ignore[arg-type]
+        index = open_index(double, "es" if mode == "managed" else "aoss")
+        double.clear_requests()
+
+        index.search(
+            "r1",
+            top_k=3,
+            vector=[1.0, 0.0, 0.0, 0.0],
+            thread_id="t1",
+            filter={"tier": "pro", "age": {"$gte": 18}},
+        )
+
+        assert calls(double) == [("POST", f"/{NAME}/_search")]
+        assert last(double).body == VECTOR_BODY
+
+
+def test_given_a_text_query_when_searching_then_one_bm25_match_is_sent_with_the_same_filter(
+    managed: OpenSearchDouble,
+) -> None:
+    index = open_index(managed)
+    managed.clear_requests()
+
+    index.search(
+        "r1", top_k=3, text="the Paris museum?", thread_id="t1", filter={"tier": "pro", "age": {"$gte": 18}}
+    )
+
+    assert calls(managed) == [("POST", f"/{NAME}/_search")]
+    assert last(managed).body == KEYWORD_BODY
+
+
+def test_given_both_retrievers_when_searching_then_exactly_one_msearch_carries_both_bodies(
+    managed: OpenSearchDouble,
+) -> None:
+    index = open_index(managed)
+    managed.clear_requests()
+
+    results = index.search(
+        "r1",
+        top_k=3,
+        vector=[1.0, 0.0, 0.0, 0.0],
+        text="Paris museum",
+        thread_id="t1",
+        filter={"tier": "pro", "age": {"$gte": 18}},
+    )
+
+    assert calls(managed) == [("POST", "/_msearch")]
+    assert last(managed).body == [{"index": NAME}, VECTOR_BODY, {"index": NAME}, KEYWORD_BODY]
+    assert results.vector == [] and results.keyword == []
+
+
+def test_given_chunks_of_few_messages_when_top_k_is_not_reached_then_the_list_is_fetched_again_larger(
+    managed: OpenSearchDouble,
+) -> None:
+    index = open_index(managed)
+    index.upsert([entry("many", chunk=c) for c in range(12)] + [entry("other", vector=[0.5, 0.5, 0.0, 0.0])])
+    managed.clear_requests()
+
+    hits = index.search("r1", top_k=2, vector=[1.0, 0.0, 0.0, 0.0]).vector
+
+    assert [h.message_id for h in hits or []] == ["many", "other"]
+    assert [r.body["size"] for r in managed.requests] == [12, 48]
+    assert managed.requests[1].body["query"]["knn"]["vector"]["k"] == 48
+
+
+def test_given_a_query_without_words_when_searching_by_keyword_then_nothing_is_sent(
+    managed: OpenSearchDouble,
+) -> None:
+    index = open_index(managed)
+    managed.clear_requests()
+
+    assert index.search("r1", top_k=3, text="?!").keyword == []
+    assert managed.requests == []
+
+
+# writes ---------------------------------------------------------------------------------------------
+
+
+def test_given_es_when_upserting_then_one_bulk_with_ids_then_a_delete_of_the_stale_chunks(
+    managed: OpenSearchDouble,
+) -> None:
+    index = open_index(managed, refresh=True)
+    managed.clear_requests()
+
+    index.upsert([entry("m1"), entry("m1", chunk=1), entry("m2")])
+
+    assert calls(managed) == [("POST", "/_bulk"), ("POST", f"/{NAME}/_delete_by_query")]
+    bulk, stale = managed.requests
+    assert bulk.params == {"refresh": "wait_for"}
+    assert bulk.body == [
+        {"index": {"_index": NAME, "_id": chunk_id("r1", "m1", 0)}},
+        doc("m1"),
+        {"index": {"_index": NAME, "_id": chunk_id("r1", "m1", 1)}},
+        doc("m1", 1),
+        {"index": {"_index": NAME, "_id": chunk_id("r1", "m2", 0)}},
+        doc("m2"),
+    ]
+    assert stale.params == {"conflicts": "proceed", "refresh": "true"}
+    assert stale.body == {
+        "query": {
+            "bool": {
+                "filter": [{"term": {"resource_id": "r1"}}, {"terms": {"message_id": ["m1", "m2"]}}],
+                "must_not": [
+                    {
+                        "ids": {
+                            "values": [
+                                chunk_id("r1", "m1", 0),
+                                chunk_id("r1", "m1", 1),
+                                chunk_id("r1", "m2", 0),
+                            ]
+                        }
+                    }
+                ],
+            }
+        }
+    }
+
+
+def test_given_aoss_when_upserting_then_old_ids_are_found_new_chunks_indexed_without_ids_and_old_ids_deleted(
+    serverless: OpenSearchDouble,
+) -> None:
+    index = open_index(serverless, "aoss")
+    index.upsert([entry("m1")])
+    (old_id,) = serverless.documents(NAME)
+    serverless.clear_requests()
+
+    index.upsert([entry("m1")])
+
+    assert calls(serverless) == [("POST", f"/{NAME}/_search"), ("POST", "/_bulk"), ("POST", "/_bulk")]
+    lookup, write, delete = serverless.requests
+    assert lookup.body == {
+        "size": 1000,
+        "_source": False,
+        "query": {"bool": {"filter": [{"term": {"resource_id": "r1"}}, {"terms": {"message_id": ["m1"]}}]}},
+        "sort": [{"uid": "asc"}],
+    }
+    uid = write.body[1]["uid"]
+    assert write.params == {} and write.body == [{"index": {"_index": NAME}}, doc("m1", uid=uid)]
+    assert len(uid) == 32 and uid != chunk_id("r1", "m1", 0)
+    assert delete.body == [{"delete": {"_index": NAME, "_id": old_id}}]
+    assert len(serverless.documents(NAME)) == 1
+
+
+@pytest.mark.parametrize(
+    ("action", "query"),
+    [
+        (
+            lambda ix: ix.delete_messages("r1", ["m2", "m1"]),
+            {"bool": {"filter": [{"term": {"resource_id": "r1"}}, {"terms": {"message_id": ["m1", "m2"]}}]}},
+        ),
+        (
+            lambda ix: ix.delete_thread("r1", "t1"),
+            {"bool": {"filter": [{"term": {"resource_id": "r1"}}, {"term": {"thread_id": "t1"}}]}},
+        ),
+    ],
+    ids=["messages", "thread"],
+)
+def test_given_es_when_deleting_then_one_delete_by_query(
+    managed: OpenSearchDouble, action: Any, query: Any
+) -> None:
+    index = open_index(managed)
+    index.upsert([entry("m1"), entry("m2")])
+    managed.clear_requests()
+
+    action(index)
+
+    assert calls(managed) == [("POST", f"/{NAME}/_delete_by_query")]
+    assert last(managed).body == {"query": query}
+    assert managed.documents(NAME) == {}
+
+
+@pytest.mark.parametrize(
+    ("action", "query"),
+    [
+        (
+            lambda ix: ix.delete_messages("r1", ["m2", "m1"]),
+            {"bool": {"filter": [{"term": {"resource_id": "r1"}}, {"terms": {"message_id": ["m1", "m2"]}}]}},
+        ),
+        (
+            lambda ix: ix.delete_thread("r1", "t1"),
+            {"bool": {"filter": [{"term": {"resource_id": "r1"}}, {"term": {"thread_id": "t1"}}]}},
+        ),
+    ],
+    ids=["messages", "thread"],
+)
+def test_given_aoss_when_deleting_then_ids_are_searched_then_deleted_in_one_bulk(
+    serverless: OpenSearchDouble, action: Any, query: Any
+) -> None:
+    index = open_index(serverless, "aoss")
+    index.upsert([entry("m1"), entry("m2")])
+    ids = sorted(serverless.documents(NAME))
+    serverless.clear_requests()
+
+    action(index)
+
+    assert calls(serverless) == [("POST", f"/{NAME}/_search"), ("POST", "/_bulk")]
+    lookup, delete = serverless.requests
+    assert lookup.body == {"size": 1000, "_source": False, "query": query, "sort": [{"uid": "asc"}]}
+    assert sorted(a["delete"]["_id"] for a in delete.body) == ids
+    assert serverless.documents(NAME) == {}
+
+
+def test_given_aoss_when_the_double_gets_a_client_id_then_it_refuses_it_like_serverless(
+    serverless: OpenSearchDouble,
+) -> None:
+    client = make_client(serverless.url, service="none", max_retries=0)
+    open_index(serverless, "aoss")
+
+    answer = client.bulk(body=[{"index": {"_index": NAME, "_id": "x"}}, doc("m1")])
+
+    assert answer["errors"] is True
+    assert answer["items"][0]["index"]["error"]["type"] == "illegal_argument_exception"
+
+
+# failures -------------------------------------------------------------------------------------------
+
+
+def test_given_a_bulk_with_throttled_items_when_the_retry_succeeds_then_only_the_failed_items_are_resent(
+    managed: OpenSearchDouble,
+) -> None:
+    index = open_index(managed, bulk_retry_delays=(0.0, 0.0))
+    managed.clear_requests()
+    managed.fail_next_bulk_items(every=2, times=1)
+
+    index.upsert([entry(f"m{i}") for i in range(4)])
+
+    bulks = [r for r in managed.requests if r.path == "/_bulk"]
+    assert [len(b.body) // 2 for b in bulks] == [4, 2]
+    assert [a["index"]["_id"] for a in bulks[1].body[0::2]] == [
+        chunk_id("r1", "m0", 0),
+        chunk_id("r1", "m2", 0),
+    ]
+    assert len(managed.documents(NAME)) == 4
+
+
+@pytest.mark.parametrize("mode", ["managed", "serverless"])
+def test_given_a_bulk_whose_items_keep_failing_when_upserting_then_unavailable_names_the_count(
+    mode: str,
+) -> None:
+    with OpenSearchDouble(mode) as double:  # type: ignore[arg-type]
+        index = open_index(double, "es" if mode == "managed" else "aoss", bulk_retry_delays=(0.0, 0.0))
+        double.fail_next_bulk_items(every=1, times=3)
+
+        with pytest.raises(Unavailable) as err:
+            index.upsert([entry(f"m{i}") for i in range(3)])
+
+        assert "3 of 3" in err.value.message
+        assert sum(r.path == "/_bulk" for r in double.requests) == 3
+
+
+def test_given_a_503_when_searching_then_unavailable(managed: OpenSearchDouble) -> None:
+    index = open_index(managed)
+    managed.fail_next_requests(503)
+
+    with pytest.raises(Unavailable) as err:
+        index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0])
+
+    assert "503" in err.value.message
+
+
+def test_given_a_503_on_bulk_when_upserting_then_unavailable(managed: OpenSearchDouble) -> None:
+    index = open_index(managed)
+    managed.fail_next_requests(503)
+
+    with pytest.raises(Unavailable):
+        index.upsert([entry("m1")])
+
+
+def test_given_a_429_when_searching_both_then_unavailable(managed: OpenSearchDouble) -> None:
+    index = open_index(managed)
+    managed.fail_next_requests(429, error_type="es_rejected_execution_exception")
+
+    with pytest.raises(Unavailable):
+        index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0], text="hello")
+
+
+def test_given_a_400_when_searching_then_invalid_input_names_the_error(managed: OpenSearchDouble) -> None:
+    index = open_index(managed)
+    managed.fail_next_requests(400, error_type="parsing_exception")
+
+    with pytest.raises(InvalidInput) as err:
+        index.search("r1", top_k=3, text="hello")
+
+    assert "parsing_exception" in err.value.message
+
+
+def test_given_no_server_when_starting_then_unavailable() -> None:
+    with OpenSearchDouble() as double:
+        url = double.url
+    client = make_client(url, service="none", max_retries=0, timeout=1)
+
+    with pytest.raises(Unavailable):
+        OpenSearchIndex(client, dimension=4, model_id="hash-4")
+
+
+# auth -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("service", ["aoss", "es"])
+def test_given_sigv4_when_a_request_is_sent_then_it_is_signed_for_the_service(
+    managed: OpenSearchDouble, service: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    client = make_client(managed.url, service=service, region="eu-west-1", max_retries=0)  # type: ignore[arg-type]
+
+    OpenSearchIndex(client, dimension=4, model_id="hash-4", service=service)  # type: ignore[arg-type]
+
+    for request in managed.requests:
+        authorization = request.headers.get("Authorization", "")
+        assert authorization.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+        assert f"/eu-west-1/{service}/aws4_request" in authorization
+        assert "X-Amz-Date" in request.headers
+
+
+def test_given_basic_auth_when_a_request_is_sent_then_it_carries_the_user(managed: OpenSearchDouble) -> None:
+    client = make_client(managed.url, service="none", username="admin", password="pw", max_retries=0)
+
+    client.indices.exists(index=NAME)
+
+    assert managed.requests[0].headers["Authorization"] == "Basic YWRtaW46cHc="
+
+
+def test_given_a_bad_service_when_making_a_client_then_invalid_input() -> None:
+    with pytest.raises(InvalidInput):
+        make_client("http://localhost:9200", service="nmslib")  # type: ignore[arg-type]
