@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memstack.memory import Memory
-    from memstack.ports import Embedder
+    from memstack.ports import ChatModel, Embedder
     from memstack.settings import Settings
 
 EMBEDDERS = ("local", "hash", "openai")
@@ -65,6 +65,21 @@ def make_embedder(
 
         return HashEmbedder()
     raise InvalidInput(f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}", field="embedder")
+
+
+def make_chat_model(settings: Settings | None = None) -> ChatModel:
+    """The chat model of the Observer, the Reflector and titles: ``MEMSTACK_CHAT_MODEL`` (default
+    ``gpt-4o-mini``) at ``OPENAI_BASE_URL`` (any OpenAI-compatible endpoint) with ``OPENAI_API_KEY``.
+    Nothing connects until the first completion.
+
+    Raises:
+        InvalidInput: no key (field ``api_key``) or bad options.
+    """
+    from memstack.adapters.openai.chat import OpenAIChatModel
+    from memstack.settings import load_settings
+
+    settings = settings if settings is not None else load_settings()
+    return OpenAIChatModel(settings.chat_model, api_key=settings.api_key(), base_url=settings.openai_base_url)
 
 
 def build(
@@ -159,7 +174,7 @@ def build_aws(
             model_id=emb.model_id,
             service=settings.opensearch_service,
             index_prefix=settings.opensearch_index_prefix,
-            engine=settings.opensearch_engine,
+            engine=settings.knn_engine,
         )
     except BaseException:
         store.close()

@@ -45,7 +45,9 @@ class Settings(BaseSettings):
             or ``none`` (a self-run cluster; basic auth when a user name is set).
         opensearch_username, opensearch_password: basic auth for ``none``.
         opensearch_index_prefix: index names are this prefix + the embedding model + its dimension.
-        opensearch_engine: the k-NN engine (``lucene`` or ``faiss``; never ``nmslib``).
+        opensearch_engine: the k-NN engine (``lucene`` or ``faiss``; never ``nmslib``). Unset: ``faiss`` on
+            ``aoss`` (Serverless vector collections build their knn fields on faiss; cosine on faiss needs
+            OpenSearch 2.19+), ``lucene`` elsewhere (efficient filtering since 2.4).
         create_resources: create the DynamoDB table and S3 bucket when missing (local endpoints, tests);
             in AWS the stacks create them.
 
@@ -80,7 +82,7 @@ class Settings(BaseSettings):
     opensearch_username: str | None = None
     opensearch_password: SecretStr | None = None
     opensearch_index_prefix: str = Field(default="memstack", pattern=r"^[a-z0-9][a-z0-9_-]{0,100}$")
-    opensearch_engine: Literal["lucene", "faiss"] = "lucene"
+    opensearch_engine: Literal["lucene", "faiss"] | None = None
     create_resources: bool = False
 
     @field_validator("openai_base_url", "dynamodb_endpoint_url", "s3_endpoint_url", "opensearch_endpoint")
@@ -99,6 +101,13 @@ class Settings(BaseSettings):
         if self.embedder is not None:
             return self.embedder
         return "openai" if self.openai_api_key is not None else "local"
+
+    @property
+    def knn_engine(self) -> Literal["lucene", "faiss"]:
+        """The k-NN engine to create the index with: the configured one, else by service (see above)."""
+        if self.opensearch_engine is not None:
+            return self.opensearch_engine
+        return "faiss" if self.opensearch_service == "aoss" else "lucene"
 
     def api_key(self) -> str | None:
         """The OpenAI key as plain text (never logged), or ``None``."""

@@ -22,7 +22,7 @@ def test_given_no_environment_when_loaded_then_the_embedded_default_offline() ->
     s = load_settings()
     assert s.backend == "sqlite"
     assert s.embedder_name == "local"
-    assert s.table == "memstack" and s.opensearch_service == "aoss" and s.opensearch_engine == "lucene"
+    assert s.table == "memstack" and s.opensearch_service == "aoss" and s.knn_engine == "faiss"
     assert s.api_key() is None and s.region is None and not s.create_resources
 
 
@@ -78,6 +78,13 @@ def test_given_a_malformed_value_when_loaded_then_invalid_input_names_the_variab
     assert err.value.field == name and name in str(err.value)
 
 
+def test_given_no_engine_when_loaded_then_faiss_on_serverless_and_lucene_on_domains() -> None:
+    assert load_settings(opensearch_service="aoss").knn_engine == "faiss"
+    assert load_settings(opensearch_service="es").knn_engine == "lucene"
+    assert load_settings(opensearch_service="none").knn_engine == "lucene"
+    assert load_settings(opensearch_service="aoss", opensearch_engine="lucene").knn_engine == "lucene"
+
+
 def test_given_overrides_when_loaded_then_they_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSTACK_BACKEND", "aws")
     assert load_settings(backend="sqlite").backend == "sqlite"
@@ -103,3 +110,23 @@ def test_given_the_aws_backend_without_an_opensearch_endpoint_when_built_then_in
     with pytest.raises(InvalidInput) as err:
         build(load_settings(backend="aws"), embedder="hash")
     assert err.value.field == "MEMSTACK_OPENSEARCH_ENDPOINT"
+
+
+def test_given_chat_settings_when_the_chat_model_is_made_then_name_key_and_endpoint_come_from_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memstack.bootstrap import make_chat_model
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("MEMSTACK_CHAT_MODEL", "llama-3.1-8b")
+    model = make_chat_model()
+    assert model.model_id == "openai/llama-3.1-8b"
+
+
+def test_given_no_key_when_the_chat_model_is_made_then_invalid_input_names_the_key() -> None:
+    from memstack.bootstrap import make_chat_model
+
+    with pytest.raises(InvalidInput) as err:
+        make_chat_model()
+    assert err.value.field == "api_key"
