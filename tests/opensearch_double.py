@@ -565,10 +565,11 @@ class OpenSearchDouble:
         mode: ``managed`` or ``serverless``.
     """
 
-    def __init__(self, mode: Mode = "managed") -> None:
+    def __init__(self, mode: Mode = "managed", port: int = 0) -> None:
         if mode not in ("managed", "serverless"):
             raise ValueError("mode must be 'managed' or 'serverless'")
         self.mode: Mode = mode
+        self.port = port
         self._state = _State(mode)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -580,7 +581,7 @@ class OpenSearchDouble:
             pass
 
         Handler.state = state
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.01,), name="opensearch-double", daemon=True
@@ -867,3 +868,24 @@ class _Handler(BaseHTTPRequestHandler):
             "noops": 0,
             "failures": [],
         }
+
+
+def main() -> None:
+    """Serve the double in the foreground: ``python -m tests.opensearch_double [--port 9200] [--mode
+    serverless]`` — for trying ``memstack demo --backend aws`` on a laptop without a cluster."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="OpenSearch test double (not OpenSearch)")
+    parser.add_argument("--port", type=int, default=9200)
+    parser.add_argument("--mode", choices=["managed", "serverless"], default="serverless")
+    args = parser.parse_args()
+    double = OpenSearchDouble(args.mode, port=args.port).start()
+    print(f"OpenSearch test double ({args.mode}) at {double.url}; Ctrl-C stops it", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        double.stop()
+
+
+if __name__ == "__main__":
+    main()
