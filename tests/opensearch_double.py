@@ -29,7 +29,7 @@ Modes:
 * ``serverless`` — an OpenSearch Serverless vector collection: an ``index``/``create`` action carrying an
   ``_id`` is refused (400 ``illegal_argument_exception``), ids are assigned by the server, and the
   operations Serverless does not list (``_refresh``, ``_delete_by_query``) answer 404. Writes are visible
-  at once here, although on AWS they appear after a delay.
+  at once here unless :meth:`OpenSearchDouble.delay_visibility` asks for AWS's delay.
 
 Fault injection: :meth:`OpenSearchDouble.fail_next_requests` (the next requests answer an error status),
 :meth:`OpenSearchDouble.fail_next_bulk_items` (the next ``_bulk`` requests refuse some items with 429
@@ -44,6 +44,7 @@ import json
 import math
 import re
 import threading
+import time
 import unicodedata
 import uuid
 from dataclasses import dataclass, field
@@ -115,6 +116,7 @@ class _Index:
         self.mappings.setdefault("properties", {})
         self.docs: dict[str, dict[str, Any]] = {}
         self.versions: dict[str, int] = {}
+        self.visible_at: dict[str, float] = {}  # doc id → when search starts seeing it (monotonic clock)
         self._check_mapping()
 
     def _check_mapping(self) -> None:
@@ -262,6 +264,19 @@ class _Index:
     # search -------------------------------------------------------------------------------------------
 
     def search(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Evaluate a search over the documents visible now (see ``OpenSearchDouble.delay_visibility``)."""
+        now = time.monotonic()
+        self.visible_at = {d: t for d, t in self.visible_at.items() if t > now and d in self.docs}
+        if not self.visible_at:
+            return self._search(body)
+        everything = self.docs
+        self.docs = {d: doc for d, doc in everything.items() if d not in self.visible_at}
+        try:
+            return self._search(body)
+        finally:
+            self.docs = everything
+
+    def _search(self, body: dict[str, Any]) -> dict[str, Any]:
         body = body or {}
         query = body.get("query", {"match_all": {}})
         stats = _TextStats(self)
@@ -554,6 +569,7 @@ class _State:
     requests: list[Recorded] = field(default_factory=list)
     fail_requests: list[tuple[int, str]] = field(default_factory=list)
     fail_bulk: list[tuple[int, int]] = field(default_factory=list)
+    visibility_delay: float = 0.0
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
@@ -629,6 +645,12 @@ class OpenSearchDouble:
         ``every+1``-th, …) with 429 ``es_rejected_execution_exception``, leaving it unapplied."""
         with self._state.lock:
             self._state.fail_bulk.extend([(every, 1)] * times)
+
+    def delay_visibility(self, seconds: float) -> None:
+        """From now on, a newly indexed document becomes visible to search only ``seconds`` later, as on
+        OpenSearch Serverless (no ``_refresh``; new documents appear after a delay). 0 turns it off."""
+        with self._state.lock:
+            self._state.visibility_delay = seconds
 
     def documents(self, index: str) -> dict[str, dict[str, Any]]:
         """The stored documents of ``index`` by ``_id`` (a copy)."""
@@ -828,6 +850,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
         existed = doc_id in index.docs
         index.docs[doc_id] = doc
+        if self.state.visibility_delay:
+            index.visible_at[doc_id] = time.monotonic() + self.state.visibility_delay
         index.versions[doc_id] = index.versions.get(doc_id, 0) + 1
         return {
             "_id": doc_id,

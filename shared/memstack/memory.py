@@ -468,6 +468,36 @@ class Memory:
             )
             raise Unavailable("messages were saved but not indexed; save them again to retry") from exc
 
+    def index_saved(self, *, resource_id: str, thread_id: str, message_ids: Sequence[str]) -> int:
+        """Index messages saved earlier, each content exactly once: the work of a stream indexer, safe to
+        replay (a message already indexed with the same content is skipped; see
+        ``SemanticRecall.index_messages(once=True)``). Messages or threads deleted meanwhile are skipped.
+
+        Returns:
+            The number of index chunks written (0 when everything was already indexed).
+
+        Raises:
+            InvalidInput: bad ids. Unavailable: the embedder, index or store failed (retrying is safe).
+        """
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        if len(message_ids) > MAX_BATCH:
+            raise PayloadTooLarge(f"message_ids exceeds the limit of {MAX_BATCH} per call", field="message_ids")
+        ids = [check_id(i, f"message_ids[{n}]") for n, i in enumerate(message_ids)]
+        recall = self.options.semantic_recall
+        if not recall.enabled or not ids:
+            return 0
+        thread = self.store.get_thread(resource_id, thread_id)
+        if thread is None:
+            return 0
+        found = [m for m in self.store.get_messages(resource_id, ids) if m.thread_id == thread_id]
+        written = self.recall_engine.index_messages(thread, found, recall, once=True)
+        logger.debug(
+            "indexed saved messages",
+            extra={"thread_id": thread_id, "messages": len(found), "chunks": written},
+        )
+        return written
+
     def _save_batches(self, thread: Thread, messages: Sequence[Message]) -> list[Message]:
         saved: list[Message] = []
         for start in range(0, len(messages), MAX_BATCH):

@@ -149,6 +149,19 @@ class MemoryStore(Protocol):
         """Delete these messages of this resource; returns the ones that existed."""
         ...
 
+    def get_index_marks(self, resource_id: str, message_ids: Sequence[str]) -> dict[str, str]:
+        """Message id → the fingerprint recorded by ``set_index_marks`` for these messages of this resource.
+
+        A message that was never marked, was saved again since (any save clears its mark), was deleted or
+        is another resource's is left out. Indexers use the marks to index each content of a message
+        exactly once, whatever the replays (on Serverless OpenSearch, ``_id`` cannot do it)."""
+        ...
+
+    def set_index_marks(self, resource_id: str, marks: dict[str, str]) -> None:
+        """Record message id → fingerprint for messages of this resource that still exist (the others are
+        skipped quietly: a message deleted while it was being indexed stays unmarked)."""
+        ...
+
     def get_resource(self, resource_id: str) -> Resource | None:
         """The resource record, or ``None`` if never written."""
         ...

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 from collections import OrderedDict
@@ -143,44 +144,74 @@ class SemanticRecall:
     # indexing ------------------------------------------------------------------------------------
 
     def index_messages(
-        self, thread: Thread, messages: Sequence[Message], options: SemanticRecallOptions
+        self,
+        thread: Thread,
+        messages: Sequence[Message],
+        options: SemanticRecallOptions,
+        *,
+        once: bool = False,
     ) -> int:
         """Index (or re-index) these messages of ``thread``; returns the number of chunks written.
 
-        Messages without searchable text are removed from the index instead.
-        Raises what the embedder or index raises (the caller decides whether that fails the call).
+        Messages without searchable text are removed from the index instead. With ``once`` each content
+        of a message is indexed exactly once: a message whose index mark (``MemoryStore.get_index_marks``)
+        equals the fingerprint of what would be indexed is skipped, and the indexed ones are marked
+        afterwards — so replays of a stream batch neither re-embed nor duplicate (issue 4: on Serverless
+        OpenSearch the document ``_id`` cannot give that).
+        Raises what the embedder, index or store raises (the caller decides whether that fails the call).
         """
-        entries_meta: list[tuple[Message, int, str]] = []
-        drop: list[str] = []
+        planned: dict[str, tuple[Message, list[str], str]] = {}
         for message in messages:
             text = searchable_text(message, options.tool_text_chars)
             chunks = chunk_text(text, options.chunk_chars) if text else []
-            if not chunks:
-                drop.append(message.id)
-            for n, chunk in enumerate(chunks):
-                entries_meta.append((message, n, chunk))
+            planned[message.id] = (message, chunks, self._fingerprint(thread, message, chunks))
+        if once and planned:
+            marks = self.store.get_index_marks(thread.resource_id, list(planned))
+            planned = {mid: p for mid, p in planned.items() if marks.get(mid) != p[2]}
+        drop = [mid for mid, (_, chunks, _) in planned.items() if not chunks]
         if drop:
             self.index.delete_messages(thread.resource_id, drop)
-        if not entries_meta:
-            return 0
-        vectors = self.embed_documents([c for _, _, c in entries_meta])
-        entries = [
-            IndexEntry(
-                message_id=m.id,
-                chunk=n,
-                thread_id=thread.id,
-                resource_id=thread.resource_id,
-                role=m.role,
-                seq=m.seq,
-                created_at=m.created_at,
-                text=chunk,
-                vector=vec,
-                metadata=entry_metadata(thread, m),
-            )
-            for (m, n, chunk), vec in zip(entries_meta, vectors, strict=True)
-        ]
-        self.index.upsert(entries)
+        entries_meta = [(m, n, chunk) for m, chunks, _ in planned.values() for n, chunk in enumerate(chunks)]
+        entries: list[IndexEntry] = []
+        if entries_meta:
+            vectors = self.embed_documents([c for _, _, c in entries_meta])
+            entries = [
+                IndexEntry(
+                    message_id=m.id,
+                    chunk=n,
+                    thread_id=thread.id,
+                    resource_id=thread.resource_id,
+                    role=m.role,
+                    seq=m.seq,
+                    created_at=m.created_at,
+                    text=chunk,
+                    vector=vec,
+                    metadata=entry_metadata(thread, m),
+                )
+                for (m, n, chunk), vec in zip(entries_meta, vectors, strict=True)
+            ]
+            self.index.upsert(entries)
+        if once and planned:
+            self.store.set_index_marks(thread.resource_id, {mid: p[2] for mid, p in planned.items()})
         return len(entries)
+
+    def _fingerprint(self, thread: Thread, message: Message, chunks: list[str]) -> str:
+        """What an index entry of the message is made of (embedder, chunks, order, metadata), hashed."""
+        data = json.dumps(
+            [
+                self.embedder.model_id,
+                thread.id,
+                message.role,
+                message.seq,
+                str(message.created_at),
+                chunks,
+                entry_metadata(thread, message),
+            ],
+            ensure_ascii=False,
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
     # search --------------------------------------------------------------------------------------
 

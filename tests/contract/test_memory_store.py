@@ -344,6 +344,26 @@ def test_given_a_resource_and_windows_when_read_together_then_both_come_back(sto
     assert none is not None and only == []
 
 
+def test_given_index_marks_when_set_then_read_back_for_this_resource_only(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2"), msg("m3")])
+    store.set_index_marks("r1", {"m1": "fp-1", "m2": "fp-2", "ghost": "fp-x"})
+    assert store.get_index_marks("r1", ["m1", "m2", "m3", "ghost"]) == {"m1": "fp-1", "m2": "fp-2"}
+    assert store.get_index_marks("r2", ["m1", "m2"]) == {}
+    store.set_index_marks("r2", {"m3": "stolen"})
+    assert store.get_index_marks("r1", ["m3"]) == {}
+
+
+def test_given_a_marked_message_when_saved_again_or_deleted_then_its_mark_is_gone(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2")])
+    store.set_index_marks("r1", {"m1": "fp-1", "m2": "fp-2"})
+    store.save_messages("r1", "t1", [msg("m1", text="edited")])
+    store.delete_messages("r1", ["m2"])
+    store.save_messages("r1", "t1", [msg("m2")])
+    assert store.get_index_marks("r1", ["m1", "m2"]) == {}
+
+
 # resources ----------------------------------------------------------------------------------------
 
 

@@ -112,6 +112,7 @@ class Item(Model):
     body_sha256 = UnicodeAttribute(null=True)
     seq = NumberAttribute(null=True)
     expires_at = NumberAttribute(null=True)
+    indexed = UnicodeAttribute(null=True)  # id pointers: fingerprint of the content last indexed
     # id pointer
     thread_id = UnicodeAttribute(null=True)
     # resource

@@ -724,6 +724,32 @@ class DynamoDBMemoryStore:
 
     # resources -----------------------------------------------------------------------------------
 
+    def get_index_marks(self, resource_id: str, message_ids: Sequence[str]) -> dict[str, str]:
+        """BatchGetItem of the id pointers; the mark lives on the pointer (every save re-puts the pointer
+        whole, which clears it; a delete removes it)."""
+        ids = list(dict.fromkeys(message_ids))
+        got = self._batch_get([pointer_key(i) for i in ids])
+        return {
+            mid: p.indexed
+            for mid in ids
+            if (p := got.get(pointer_key(mid))) is not None and p.resource_id == resource_id and p.indexed
+        }
+
+    def set_index_marks(self, resource_id: str, marks: dict[str, str]) -> None:
+        """One conditional UpdateItem per pointer (it must exist and be this resource's); a failed
+        condition (deleted meanwhile, another resource's) is skipped."""
+        m = self._model
+        for mid, fingerprint in marks.items():
+            item = m(*pointer_key(mid))
+            try:
+                item.update(
+                    [m.indexed.set(fingerprint)],
+                    condition=m.pk.exists() & (m.resource_id == resource_id),
+                )
+            except UpdateError as exc:
+                if not lost_race(exc):
+                    raise translate(exc, "mark indexed") from exc
+
     def get_resource(self, resource_id: str) -> Resource | None:
         """One GetItem (strongly consistent)."""
         item = self._get(resource_key(resource_id))

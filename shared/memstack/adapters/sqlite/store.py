@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS messages (
   metadata TEXT NOT NULL DEFAULT '{}',
   author TEXT,
   created_at TEXT NOT NULL,
+  indexed TEXT,
   UNIQUE(thread_id, seq)
 );
 CREATE INDEX IF NOT EXISTS messages_by_resource ON messages(resource_id, id);
@@ -129,6 +130,9 @@ class SqliteMemoryStore:
             columns = {row[1] for row in db.conn.execute("PRAGMA table_info(threads)")}
             if "version" not in columns:  # files made before threads had versions
                 db.conn.execute("ALTER TABLE threads ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
+            columns = {row[1] for row in db.conn.execute("PRAGMA table_info(messages)")}
+            if "indexed" not in columns:  # files made before index marks
+                db.conn.execute("ALTER TABLE messages ADD COLUMN indexed TEXT")
 
     # threads -------------------------------------------------------------------------------------
 
@@ -278,7 +282,7 @@ class SqliteMemoryStore:
                 if old is not None:
                     seq, created = old[1], old[2]
                     conn.execute(
-                        "UPDATE messages SET role = ?, parts = ?, metadata = ?, author = ? WHERE id = ?",
+                        "UPDATE messages SET role = ?, parts = ?, metadata = ?, author = ?, indexed = NULL WHERE id = ?",
                         (
                             message.role,
                             _parts_json(message),
@@ -393,6 +397,26 @@ class SqliteMemoryStore:
                 for r in self._exact_windows(resource_id, short):
                     found.setdefault(r[0], _message(r))
         return sorted(found.values(), key=lambda m: (m.thread_id, m.seq))
+
+    def get_index_marks(self, resource_id: str, message_ids: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        ids = list(dict.fromkeys(message_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self.db.query(
+                f"SELECT id, indexed FROM messages WHERE resource_id = ? AND id IN ({marks}) AND indexed IS NOT NULL",
+                (resource_id, *chunk),
+            )
+            out.update({r[0]: r[1] for r in rows})
+        return out
+
+    def set_index_marks(self, resource_id: str, marks: dict[str, str]) -> None:
+        with self.db.transaction() as conn:
+            conn.executemany(
+                "UPDATE messages SET indexed = ? WHERE resource_id = ? AND id = ?",
+                [(fingerprint, resource_id, mid) for mid, fingerprint in marks.items()],
+            )
 
     def get_resource_and_windows(
         self, resource_id: str, windows: Sequence[MessageWindow]
