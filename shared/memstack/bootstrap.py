@@ -186,6 +186,7 @@ def build_aws(
         tokenizer=default_tokenizer(),
         options=options,
         parallel_recall=True,
+        index_on_save=settings.indexing == "inline",
     )
 
 

@@ -124,6 +124,9 @@ class Memory:
         clock: time source.
         parallel_recall: run recall on a worker thread beside the store reads of ``context()`` — for
             network backends; the embedded SQLite default is faster inline (measured, bootstrap.py).
+        index_on_save: index saved messages in ``save_messages`` (default). ``False`` when a stream
+            indexer does it (AWS: DynamoDB stream → ``index_saved``), so a save is one store write and the
+            agent never waits on embedding its own turn.
 
     Raises:
         InvalidInput: options are invalid, or the index's dimension differs from the embedder's.
@@ -140,6 +143,7 @@ class Memory:
         clock: Clock | None = None,
         embedding_cache: EmbeddingCache | None = None,
         parallel_recall: bool = False,
+        index_on_save: bool = True,
     ) -> None:
         if index.dimension != embedder.dimension:
             raise InvalidInput(
@@ -155,6 +159,7 @@ class Memory:
         self.clock: Clock = clock or _SystemClock()
         self.recall_engine = SemanticRecall(store, index, embedder, embedding_cache)
         self.parallel_recall = parallel_recall
+        self.index_on_save = index_on_save
         self.working_memory = WorkingMemoryActions(store, self.clock, tokenizer)
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
@@ -454,7 +459,7 @@ class Memory:
 
     def _index(self, thread: Thread, saved: Sequence[Message]) -> None:
         recall = self.options.semantic_recall
-        if not recall.enabled or not saved:
+        if not recall.enabled or not saved or not self.index_on_save:
             return
         try:
             self.recall_engine.index_messages(thread, saved, recall)

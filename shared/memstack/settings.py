@@ -50,6 +50,8 @@ class Settings(BaseSettings):
             OpenSearch 2.19+), ``lucene`` elsewhere (efficient filtering since 2.4).
         create_resources: create the DynamoDB table and S3 bucket when missing (local endpoints, tests);
             in AWS the stacks create them.
+        indexing: ``inline`` (``save_messages`` indexes before it returns) or ``stream`` (a stream indexer
+            calls ``Memory.index_saved``; the API functions on AWS).
 
     Raises (from ``load_settings``):
         InvalidInput: a value is malformed; ``field`` names the environment variable.
@@ -84,6 +86,7 @@ class Settings(BaseSettings):
     opensearch_index_prefix: str = Field(default="memstack", pattern=r"^[a-z0-9][a-z0-9_-]{0,100}$")
     opensearch_engine: Literal["lucene", "faiss"] | None = None
     create_resources: bool = False
+    indexing: Literal["inline", "stream"] = "inline"
 
     @field_validator("openai_base_url", "dynamodb_endpoint_url", "s3_endpoint_url", "opensearch_endpoint")
     @classmethod

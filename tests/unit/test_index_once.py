@@ -151,3 +151,20 @@ def test_given_a_serverless_collection_when_a_batch_is_replayed_then_each_chunk_
         double.delay_visibility(0)
     copies = sorted(d["message_id"] for d in double.documents(index.name).values())
     assert copies == ["m0", "m0", "m0", "m1", "m2"]
+
+
+def test_given_stream_indexing_when_saving_then_nothing_is_indexed_until_index_saved(tmp_path: Path) -> None:
+    mem, emb = make(tmp_path)
+    mem.index_on_save = False
+    saved = mem.save_messages(thread_id="t1", resource_id="r1", messages=TEXTS)
+    assert emb.texts == 0
+    assert mem.recall(thread_id="t1", resource_id="r1", query="dog Biscuit").hits == []
+    assert mem.index_saved(resource_id="r1", thread_id="t1", message_ids=[m.id for m in saved]) == 3
+    assert mem.recall(thread_id="t1", resource_id="r1", query="dog Biscuit").hits != []
+
+
+def test_given_stream_indexing_setting_when_loaded_then_it_is_read() -> None:
+    from memstack.settings import load_settings
+
+    assert load_settings().indexing == "inline"
+    assert load_settings(indexing="stream").indexing == "stream"
