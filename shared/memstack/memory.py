@@ -503,6 +503,20 @@ class Memory:
         )
         return written
 
+    def index_removed(self, *, resource_id: str, message_ids: Sequence[str]) -> None:
+        """Remove deleted messages from the index (a stream indexer's REMOVE records; idempotent).
+
+        Raises:
+            InvalidInput: bad ids. PayloadTooLarge: more than ``MAX_BATCH`` ids. Unavailable: the index
+                failed (retrying is safe).
+        """
+        check_id(resource_id, "resource_id")
+        if len(message_ids) > MAX_BATCH:
+            raise PayloadTooLarge(f"message_ids exceeds the limit of {MAX_BATCH} per call", field="message_ids")
+        ids = [check_id(i, f"message_ids[{n}]") for n, i in enumerate(message_ids)]
+        if ids:
+            self.index.delete_messages(resource_id, ids)
+
     def _save_batches(self, thread: Thread, messages: Sequence[Message]) -> list[Message]:
         saved: list[Message] = []
         for start in range(0, len(messages), MAX_BATCH):

@@ -23,6 +23,7 @@ THREAD_SK = "THREAD"
 POINTER_SK = "MID"
 RESOURCE_SK = "RESOURCE"
 MESSAGE_PREFIX = "M#"
+THREAD_PREFIX = "T#"
 SEQ_WIDTH = 12
 MAX_SEQ = 10**SEQ_WIDTH - 1
 BY_CREATED = "by_created"
@@ -32,7 +33,7 @@ Key = tuple[str, str]
 
 
 def thread_pk(thread_id: str) -> str:
-    return f"T#{thread_id}"
+    return f"{THREAD_PREFIX}{thread_id}"
 
 
 def thread_key(thread_id: str) -> Key:
@@ -133,6 +134,7 @@ def item_model(table_name: str, *, region: str | None, host: str | None) -> type
             region = where
             host = endpoint
             billing_mode = "PAY_PER_REQUEST"
+            stream_view_type = "NEW_AND_OLD_IMAGES"  # the indexer reads message items from the stream
             connect_timeout_seconds = 5
             read_timeout_seconds = 15
             max_pool_connections = 32

@@ -26,7 +26,8 @@ def create_table(
     s3_endpoint_url: str | None = None,
 ) -> bool:
     """Create the table if it is missing (on-demand, key schema ``pk``/``sk``, indexes ``by_created`` and
-    ``by_updated``, TTL on ``expires_at``) and, if ``bucket`` is given, the bucket. Idempotent.
+    ``by_updated``, a NEW_AND_OLD_IMAGES stream for the indexer, TTL on ``expires_at``) and, if ``bucket``
+    is given, the bucket. Idempotent.
 
     Returns:
         ``True`` if the table was created, ``False`` if it existed.

@@ -1,0 +1,13 @@
+"""The ``indexer`` function: DynamoDB stream of the memory table → embeddings → the search index."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memstack.bootstrap import memory_from_env
+from memstack.indexer import handle_stream_event
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Index a batch of stream records; returns the partial-batch failures (memstack.indexer)."""
+    return handle_stream_event(memory_from_env(), event)

@@ -1,0 +1,55 @@
+"""Message changes read from the table's DynamoDB stream (the indexer's input).
+
+Only message items (``pk = T#{thread_id}``, ``sk = M#{seq}``, see docs/dynamodb.md) are message changes;
+thread metas, id pointers and resources are ignored (the stack's event filter already drops them, and this
+keeps replays and local runs safe without it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from memstack.adapters.dynamodb.items import MESSAGE_PREFIX, THREAD_PREFIX
+
+
+@dataclass(frozen=True, slots=True)
+class MessageChange:
+    """A message item written (``saved``: INSERT or MODIFY) or deleted (``removed``: REMOVE, also by TTL).
+
+    ``sequence_number`` is the stream record's, the identifier Lambda expects in ``batchItemFailures``.
+    """
+
+    kind: Literal["saved", "removed"]
+    resource_id: str
+    thread_id: str
+    message_id: str
+    sequence_number: str
+
+
+def message_change(record: Mapping[str, Any]) -> MessageChange | None:
+    """The message change of one stream record (Lambda event shape), or ``None`` for any other item or a
+    record too malformed to name a message (logged by the caller, never retried forever)."""
+    data = record.get("dynamodb") or {}
+    keys = data.get("Keys") or {}
+    pk = _string(keys.get("pk"))
+    sk = _string(keys.get("sk"))
+    if not (pk.startswith(THREAD_PREFIX) and sk.startswith(MESSAGE_PREFIX)):
+        return None
+    removed = record.get("eventName") == "REMOVE"
+    image = (
+        data.get("OldImage" if removed else "NewImage") or data.get("NewImage") or data.get("OldImage") or {}
+    )
+    message_id = _string(image.get("id"))
+    resource_id = _string(image.get("resource_id"))
+    sequence = str(data.get("SequenceNumber") or "")
+    if not (message_id and resource_id and sequence):
+        return None
+    return MessageChange(
+        "removed" if removed else "saved", resource_id, pk[len(THREAD_PREFIX) :], message_id, sequence
+    )
+
+
+def _string(value: Any) -> str:
+    return value.get("S", "") if isinstance(value, Mapping) and isinstance(value.get("S"), str) else ""

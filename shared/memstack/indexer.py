@@ -1,0 +1,104 @@
+"""The stream indexer: message changes from the store's change stream → the search index.
+
+On AWS the ``indexer`` function receives batches of DynamoDB stream records of the messages table and
+calls :func:`handle_stream_event`; a save never waits on embedding (DESIGN.md "A turn on AWS").
+
+* Saved messages are indexed with ``Memory.index_saved``: batched per thread (one embedding request for
+  the thread's messages in the batch), exactly once per content (index marks), so replays are free.
+  ``index_saved`` reads the messages from the store, so a record older than the message's current state
+  (a later edit, a delete) indexes the current state or nothing.
+* Removed messages (deletes, TTL expiry) are removed from the index, before the saves of the same batch, so
+  a message deleted and saved again within one batch ends up indexed.
+* Failures are reported per record (``batchItemFailures``): the records of a thread whose indexing failed,
+  and nothing else; Lambda retries from the earliest failed record, and the function's on-failure
+  destination (a dead-letter queue) keeps records that keep failing. One bad record never blocks the
+  others, and none is dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memstack.memory import Memory
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = 500
+"""Messages per ``index_saved``/``index_removed`` call (a stream batch holds up to 10,000 records; the
+calls accept ``MAX_BATCH``)."""
+
+
+def handle_stream_event(memory: Memory, event: Mapping[str, Any]) -> dict[str, list[dict[str, str]]]:
+    """Process one Lambda DynamoDB-stream event.
+
+    Args:
+        memory: the ``Memory`` over the store the stream comes from and the index to keep in step.
+        event: ``{"Records": [...]}`` as Lambda delivers it.
+
+    Returns:
+        ``{"batchItemFailures": [{"itemIdentifier": <sequence number>}, ...]}`` — the partial-batch
+        response of a function whose event source mapping reports batch item failures.
+    """
+    from memstack.adapters.dynamodb.stream import MessageChange, message_change
+
+    records: Sequence[Mapping[str, Any]] = event.get("Records") or []
+    changes: list[MessageChange] = []
+    for record in records:
+        change = message_change(record)
+        if change is not None:
+            changes.append(change)
+    failed: list[str] = []
+
+    removed: dict[str, list[MessageChange]] = defaultdict(list)
+    for c in changes:
+        if c.kind == "removed":
+            removed[c.resource_id].append(c)
+    for resource_id, group in removed.items():
+        for start in range(0, len(group), _CHUNK):
+            part = group[start : start + _CHUNK]
+            try:
+                memory.index_removed(resource_id=resource_id, message_ids=[c.message_id for c in part])
+            except Exception as exc:
+                failed += [c.sequence_number for c in part]
+                _log_failure("remove", exc, resource_id, None, len(part))
+
+    saved: dict[tuple[str, str], list[MessageChange]] = defaultdict(list)
+    for c in changes:
+        if c.kind == "saved":
+            saved[(c.resource_id, c.thread_id)].append(c)
+    written = 0
+    for (resource_id, thread_id), group in saved.items():
+        ids = list(dict.fromkeys(c.message_id for c in group))
+        for start in range(0, len(ids), _CHUNK):
+            batch = set(ids[start : start + _CHUNK])
+            try:
+                written += memory.index_saved(
+                    resource_id=resource_id, thread_id=thread_id, message_ids=sorted(batch)
+                )
+            except Exception as exc:
+                failed += [c.sequence_number for c in group if c.message_id in batch]
+                _log_failure("index", exc, resource_id, thread_id, len(batch))
+    logger.info(
+        "stream batch indexed",
+        extra={
+            "records": len(records),
+            "messages_saved": sum(len(g) for g in saved.values()),
+            "messages_removed": sum(len(g) for g in removed.values()),
+            "chunks_written": written,
+            "failed": len(failed),
+        },
+    )
+    return {"batchItemFailures": [{"itemIdentifier": s} for s in failed]}
+
+
+def _log_failure(what: str, exc: Exception, resource_id: str, thread_id: str | None, count: int) -> None:
+    logger.warning(
+        "stream %s failed (%s) for %d record(s)",
+        what,
+        type(exc).__name__,
+        count,
+        extra={"resource_id": resource_id, "thread_id": thread_id, "error": type(exc).__name__},
+    )

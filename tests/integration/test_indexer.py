@@ -1,0 +1,168 @@
+"""The ``indexer`` function with real DynamoDB stream records (moto) against the OpenSearch double in
+Serverless mode: saves index, replays are free, deletes propagate, failures are reported per record."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memstack import bootstrap
+from memstack.memory import Memory
+from tests.opensearch_double import OpenSearchDouble
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_handler() -> Any:
+    spec = importlib.util.spec_from_file_location("indexer_app", ROOT / "functions" / "indexer" / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.handler
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Memory, OpenSearchDouble, Any]]:
+    import boto3
+    import moto
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",  # moto's DynamoDB Streams
+        "MEMSTACK_BACKEND": "aws",
+        "MEMSTACK_TABLE": "memstack-indexer",
+        "MEMSTACK_BUCKET": "memstack-indexer-bodies",
+        "MEMSTACK_OPENSEARCH_SERVICE": "aoss",
+        "MEMSTACK_CREATE_RESOURCES": "true",
+        "MEMSTACK_EMBEDDER": "hash",
+        "MEMSTACK_INDEXING": "stream",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with OpenSearchDouble("serverless") as double, moto.mock_aws():
+        monkeypatch.setenv("MEMSTACK_OPENSEARCH_ENDPOINT", double.url)
+        monkeypatch.setattr(bootstrap, "_memory", None)
+        memory = bootstrap.memory_from_env()
+        streams = StreamReader(boto3.client("dynamodb"), boto3.client("dynamodbstreams"), "memstack-indexer")
+        yield memory, double, streams
+        memory.close()
+        monkeypatch.setattr(bootstrap, "_memory", None)
+
+
+class StreamReader:
+    """Reads the table's stream from where it last stopped, as Lambda would deliver it."""
+
+    def __init__(self, dynamodb: Any, streams: Any, table: str) -> None:
+        self.streams = streams
+        self.arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+        shard = streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        self.iterator = streams.get_shard_iterator(
+            StreamArn=self.arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+
+    def next_event(self) -> dict[str, Any]:
+        answer = self.streams.get_records(ShardIterator=self.iterator)
+        self.iterator = answer["NextShardIterator"]
+        records = [
+            {**r, "eventSource": "aws:dynamodb", "awsRegion": "us-east-1", "eventSourceARN": self.arn}
+            for r in answer["Records"]
+        ]
+        return {"Records": records}
+
+
+def docs(double: OpenSearchDouble, memory: Memory) -> list[str]:
+    return sorted(d["message_id"] for d in double.documents(memory.index.name).values())  # type: ignore[attr-defined]
+
+
+def test_given_saved_turns_when_the_stream_batch_is_handled_then_they_are_indexed_once(
+    aws: tuple[Memory, OpenSearchDouble, Any],
+) -> None:
+    memory, double, stream = aws
+    handler = load_handler()
+    memory.save_messages(
+        thread_id="t1",
+        resource_id="r1",
+        messages=[
+            {"id": "u1", "role": "user", "content": "My dog Biscuit loves the beach"},
+            {"id": "a1", "role": "assistant", "content": "Biscuit sounds like a happy dog"},
+        ],
+    )
+    assert docs(double, memory) == []  # the save did not index (MEMSTACK_INDEXING=stream)
+    event = stream.next_event()
+    assert len(event["Records"]) >= 3  # two message items, their id pointers and the thread meta
+    assert handler(event, None) == {"batchItemFailures": []}
+    assert docs(double, memory) == ["a1", "u1"]
+    found = memory.recall(thread_id="t9", resource_id="r1", query="what is the dog called")
+    assert {h.message_id for h in found.hits} == {"a1", "u1"}
+
+    double.clear_requests()
+    assert handler(event, None) == {"batchItemFailures": []}  # Lambda delivers the batch again
+    assert docs(double, memory) == ["a1", "u1"]
+    assert not [r for r in double.requests if r.path.endswith("_bulk")], "a replay writes nothing"
+
+
+def test_given_a_deleted_thread_when_its_remove_records_are_handled_then_the_index_forgets_it(
+    aws: tuple[Memory, OpenSearchDouble, Any],
+) -> None:
+    memory, double, stream = aws
+    handler = load_handler()
+    memory.save_messages(thread_id="t1", resource_id="r1", messages=["first note", "second note"])
+    memory.save_messages(thread_id="t2", resource_id="r1", messages=["other thread note"])
+    handler(stream.next_event(), None)
+    assert len(docs(double, memory)) == 3
+    memory.store.delete_thread("r1", "t1")  # the store only: the stream carries the deletes
+    event = stream.next_event()  # also the index marks written by the first batch (MODIFY of id pointers)
+    removed = [r for r in event["Records"] if r["eventName"] == "REMOVE"]
+    assert sum(r["dynamodb"]["Keys"]["sk"]["S"].startswith("M#") for r in removed) == 2
+    assert handler(event, None) == {"batchItemFailures": []}
+    remaining = docs(double, memory)
+    assert len(remaining) == 1
+
+
+def test_given_opensearch_failing_when_handled_then_only_that_threads_records_are_reported(
+    aws: tuple[Memory, OpenSearchDouble, Any],
+) -> None:
+    memory, double, stream = aws
+    handler = load_handler()
+    memory.save_messages(thread_id="t1", resource_id="r1", messages=["alpha note"])
+    memory.save_messages(thread_id="t2", resource_id="r1", messages=["beta note"])
+    event = stream.next_event()
+    t1_records = [
+        r["dynamodb"]["SequenceNumber"]
+        for r in event["Records"]
+        if r["dynamodb"]["Keys"]["pk"]["S"] == "T#t1" and r["dynamodb"]["Keys"]["sk"]["S"].startswith("M#")
+    ]
+    from memstack.adapters.opensearch.client import DEFAULT_MAX_RETRIES
+
+    # the first thread's first request fails through every transport retry
+    double.fail_next_requests(503, count=DEFAULT_MAX_RETRIES + 1)
+    result = handler(event, None)
+    assert [f["itemIdentifier"] for f in result["batchItemFailures"]] == t1_records
+    assert docs(double, memory) != []  # the other thread was indexed
+    assert handler(event, None) == {"batchItemFailures": []}  # the retry completes it
+    assert len(docs(double, memory)) == 2
+
+
+def test_given_records_of_other_items_or_malformed_when_handled_then_they_are_ignored(
+    aws: tuple[Memory, OpenSearchDouble, Any],
+) -> None:
+    _, _, _ = aws
+    handler = load_handler()
+    event = {
+        "Records": [
+            {"eventName": "INSERT", "dynamodb": {"Keys": {"pk": {"S": "R#r1"}, "sk": {"S": "RESOURCE"}}}},
+            {
+                "eventName": "INSERT",
+                "dynamodb": {"Keys": {"pk": {"S": "T#t1"}, "sk": {"S": "M#000000000001"}}},
+            },
+            {"eventName": "MODIFY"},
+        ]
+    }
+    assert handler(event, None) == {"batchItemFailures": []}
