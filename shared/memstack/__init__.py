@@ -27,6 +27,7 @@ from memstack.errors import (
     MemstackError,
     NotFound,
     PayloadTooLarge,
+    Throttled,
     Unavailable,
 )
 from memstack.memory import CloneResult, Include, Memory
@@ -74,6 +75,7 @@ __all__ = [
     "TextPart",
     "Thread",
     "ThreadPage",
+    "Throttled",
     "ToolCallFilterOptions",
     "ToolCallPart",
     "ToolResultPart",

@@ -79,7 +79,52 @@ def make_chat_model(settings: Settings | None = None) -> ChatModel:
     from memstack.settings import load_settings
 
     settings = settings if settings is not None else load_settings()
-    return OpenAIChatModel(settings.chat_model, api_key=settings.api_key(), base_url=settings.openai_base_url)
+    return OpenAIChatModel(
+        settings.chat_model, api_key=openai_api_key(settings), base_url=settings.openai_base_url
+    )
+
+
+_secret_values: dict[str, str] = {}
+_secret_lock = threading.Lock()
+
+
+def openai_api_key(settings: Settings) -> str | None:
+    """The OpenAI key: ``OPENAI_API_KEY`` if set, else the string value of the Secrets Manager secret
+    ``MEMSTACK_OPENAI_API_KEY_SECRET_ARN`` (read on first use and kept for the life of the process, as the
+    Lambda functions want: one request per cold start, none at import time), else ``None``.
+
+    Raises:
+        Unavailable: the secret cannot be read (missing, no permission, Secrets Manager unreachable).
+        InvalidInput: the secret has no string value.
+    """
+    key = settings.api_key()
+    arn = settings.openai_api_key_secret_arn
+    if key is not None or not arn:
+        return key
+    with _secret_lock:
+        if arn not in _secret_values:
+            _secret_values[arn] = _read_secret(arn, region=settings.region)
+        return _secret_values[arn]
+
+
+def _read_secret(arn: str, *, region: str | None) -> str:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from memstack.errors import InvalidInput, Unavailable
+
+    field = "MEMSTACK_OPENAI_API_KEY_SECRET_ARN"
+    try:
+        client = boto3.session.Session().client("secretsmanager", region_name=region)
+        try:
+            value = client.get_secret_value(SecretId=arn).get("SecretString")
+        finally:
+            client.close()
+    except (BotoCoreError, ClientError) as exc:
+        raise Unavailable(f"cannot read the OpenAI key secret: {type(exc).__name__}", field=field) from exc
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("the OpenAI key secret has no string value", field=field)
+    return value.strip()
 
 
 def build(
@@ -135,9 +180,10 @@ def build_aws(
     from memstack.memory import Memory
     from memstack.tokens import default_tokenizer
 
+    chosen = embedder if embedder is not None else settings.embedder_name
     emb = make_embedder(
-        embedder if embedder is not None else settings.embedder_name,
-        api_key=settings.api_key(),
+        chosen,
+        api_key=openai_api_key(settings) if chosen == "openai" else None,
         base_url=settings.openai_base_url,
         model=settings.embedding_model,
         dimensions=settings.embedding_dimensions,

@@ -2,7 +2,7 @@
 
 The HTTP layer (a later issue) maps each class to one status code in one place:
 InvalidInput → 400, Forbidden → 403, NotFound → 404, Conflict → 409, PayloadTooLarge → 413,
-Unavailable → 503.
+Throttled → 429, Unavailable → 503 (``memstack.api.errors``).
 """
 
 from __future__ import annotations
@@ -82,3 +82,11 @@ class Unavailable(MemstackError):
 
     code = "unavailable"
     status = 503
+
+
+class Throttled(Unavailable):
+    """A dependency throttled the request (e.g. DynamoDB's ``ThrottlingException``); retry later with
+    backoff (HTTP 429). A kind of ``Unavailable``, so code that retries on ``Unavailable`` still does."""
+
+    code = "throttled"
+    status = 429

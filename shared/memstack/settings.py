@@ -34,6 +34,8 @@ class Settings(BaseSettings):
         embedding_model, embedding_dimensions: the OpenAI embedding model and its optional ``dimensions``.
         chat_model: the chat model of the Observer, the Reflector and titles.
         openai_api_key, openai_base_url: the OpenAI key and an optional OpenAI-compatible endpoint.
+        openai_api_key_secret_arn: a Secrets Manager secret holding the OpenAI key (its plain string value),
+            read once per process by ``bootstrap`` when ``openai_api_key`` is unset (the Lambda functions).
         region: the AWS region of DynamoDB, S3 and OpenSearch.
         table: the DynamoDB table (single-table design, docs/dynamodb.md).
         bucket: the S3 bucket for message bodies over DynamoDB's item limit; unset, such messages are
@@ -52,6 +54,11 @@ class Settings(BaseSettings):
             in AWS the stacks create them.
         indexing: ``inline`` (``save_messages`` indexes before it returns) or ``stream`` (a stream indexer
             calls ``Memory.index_saved``; the API functions on AWS).
+        auth: how the HTTP API trusts the ``resource_id`` of a request: ``iam`` (API Gateway authenticated
+            the caller with SigV4; the trusted backend names the resource) or ``jwt`` (a JWT authorizer;
+            the resource id must equal a claim of the token, else 403). docs/api.md "Auth".
+        jwt_resource_claim: in ``jwt`` mode, the claim that holds the caller's resource id (default
+            ``sub``).
 
     Raises (from ``load_settings``):
         InvalidInput: a value is malformed; ``field`` names the environment variable.
@@ -71,6 +78,7 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("MEMSTACK_OPENAI_BASE_URL", "OPENAI_BASE_URL")
     )
+    openai_api_key_secret_arn: str | None = None
     region: str | None = Field(
         default=None, validation_alias=AliasChoices("MEMSTACK_REGION", "AWS_REGION", "AWS_DEFAULT_REGION")
     )
@@ -87,6 +95,8 @@ class Settings(BaseSettings):
     opensearch_engine: Literal["lucene", "faiss"] | None = None
     create_resources: bool = False
     indexing: Literal["inline", "stream"] = "inline"
+    auth: Literal["iam", "jwt"] = "iam"
+    jwt_resource_claim: str = Field(default="sub", min_length=1, max_length=256)
 
     @field_validator("openai_base_url", "dynamodb_endpoint_url", "s3_endpoint_url", "opensearch_endpoint")
     @classmethod

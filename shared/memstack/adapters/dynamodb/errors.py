@@ -3,7 +3,8 @@
 * a lost condition (``ConditionalCheckFailedException``, a cancelled transaction whose reasons are
   ``ConditionalCheckFailed`` or ``TransactionConflict``) → ``Conflict``
 * throttling (``ProvisionedThroughputExceededException``, ``ThrottlingException``,
-  ``RequestLimitExceeded``, S3 ``SlowDown``), connection errors, timeouts and 5xx → ``Unavailable``
+  ``RequestLimitExceeded``, S3 ``SlowDown``) → ``Throttled`` (a kind of ``Unavailable``; HTTP 429)
+* connection errors, timeouts and 5xx → ``Unavailable``
 * an item over DynamoDB's 400 KB limit → ``PayloadTooLarge``
 * anything else (a missing table, a validation error) → ``Unavailable``, with the code in the message
 """
@@ -17,7 +18,7 @@ from contextlib import contextmanager
 from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb.exceptions import PynamoDBException, TransactWriteError
 
-from memstack.errors import Conflict, MemstackError, PayloadTooLarge, Unavailable
+from memstack.errors import Conflict, MemstackError, PayloadTooLarge, Throttled, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def translate(exc: BaseException, action: str) -> MemstackError:
     code = error_code(exc)
     reasons = cancellation_codes(exc)
     if code in THROTTLING_CODES or any(r in THROTTLING_CODES for r in reasons):
-        return Unavailable(f"{action}: throttled by AWS ({code}); retry later")
+        return Throttled(f"{action}: throttled by AWS ({code}); retry later")
     client_error = _client_error(exc)
     if client_error is not None:
         message = str(client_error.response.get("Error", {}).get("Message", ""))

@@ -51,7 +51,7 @@ def create_table(
         model._get_connection().connection.client.close()
     if bucket:
         _create_bucket(bucket, region=region, endpoint_url=s3_endpoint_url)
-    log.info("table ready", extra={"table": table_name, "created": created})
+    log.info("table ready", extra={"table": table_name, "table_created": created})
     return created
 
 

@@ -1,0 +1,17 @@
+"""Lambda ``api``: every ``/v1`` route of the Memstack REST API (API Gateway REST, proxy integration).
+
+Wiring only: the resolver (memstack.api) over the process-wide ``Memory``, built from the environment on the
+first request (nothing connects at import time).
+"""
+
+from typing import Any
+
+from memstack.api import create_app
+from memstack.bootstrap import memory_from_env
+
+app = create_app(memory_from_env)
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """API Gateway REST proxy event → proxy response (``statusCode``, ``multiValueHeaders``, ``body``)."""
+    return app.resolve(event, context)

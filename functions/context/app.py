@@ -1,0 +1,18 @@
+"""Lambda ``context``: the hot path — ``POST /v1/threads/{thread_id}/context`` (and recall, health) — on a
+function of its own, so it can be sized and kept warm apart from the other routes.
+
+Wiring only: the same resolver as ``functions/api``, limited to the context routes, over the process-wide
+``Memory`` built on the first request.
+"""
+
+from typing import Any
+
+from memstack.api import create_app
+from memstack.bootstrap import memory_from_env
+
+app = create_app(memory_from_env, routes="context")
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """API Gateway REST proxy event → proxy response (``statusCode``, ``multiValueHeaders``, ``body``)."""
+    return app.resolve(event, context)

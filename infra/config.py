@@ -1,0 +1,121 @@
+"""The deployment's choices, read from CDK context (``cdk deploy -c key=value`` or ``cdk.json``).
+
+Every flag has a default that deploys a working stack; docs/deploy.md lists them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from constructs import Node
+
+SearchService = Literal["aoss", "es"]
+AuthMode = Literal["iam", "jwt"]
+
+
+@dataclass(frozen=True)
+class MemstackConfig:
+    """What a deployment can choose.
+
+    Attributes:
+        search_service: ``aoss`` (OpenSearch Serverless vector collection, the default) or ``es`` (a managed
+            OpenSearch Service domain).
+        auth: ``iam`` (SigV4 on every API method, the default) or ``jwt`` (a Cognito user pool authorizer;
+            the functions bind the caller's resource to ``jwt_resource_claim``).
+        jwt_user_pool_arn: in ``jwt`` mode, an existing user pool to trust; unset, the stack creates one.
+        jwt_resource_claim: the token claim that names the caller's resource (``MEMSTACK_JWT_RESOURCE_CLAIM``).
+        openai_secret_arn / openai_secret_name: import an existing secret holding the OpenAI key; unset, the
+            stack creates one (its value must then be set, docs/deploy.md).
+        embedding_model, embedding_dimensions: the OpenAI embedding model (the index is named after it).
+        openai_base_url: any OpenAI-compatible endpoint.
+        message_ttl_seconds: optional message expiry (DynamoDB TTL; large bodies in S3 expire a day later).
+        retain_data: keep the table, bucket, collection/domain and secret when the stack is deleted.
+        throttle_rate_limit, throttle_burst_limit: API Gateway stage throttling (requests per second, burst).
+        alarm_topic_arn: an SNS topic the alarms notify; unset, alarms only change state.
+        log_level: ``POWERTOOLS_LOG_LEVEL`` of the functions.
+        collection_name: the Serverless collection's name (3-28 lower-case letters, digits, hyphens).
+        api_execution_logs: turn on API Gateway execution logging (needs the account-wide API Gateway
+            CloudWatch role, which this stack then creates).
+    """
+
+    search_service: SearchService = "aoss"
+    auth: AuthMode = "iam"
+    jwt_user_pool_arn: str | None = None
+    jwt_resource_claim: str = "sub"
+    openai_secret_arn: str | None = None
+    openai_secret_name: str | None = None
+    embedding_model: str = "text-embedding-3-small"
+    embedding_dimensions: int | None = None
+    openai_base_url: str | None = None
+    message_ttl_seconds: int | None = None
+    retain_data: bool = True
+    throttle_rate_limit: int = 100
+    throttle_burst_limit: int = 200
+    alarm_topic_arn: str | None = None
+    log_level: str = "INFO"
+    collection_name: str = "memstack"
+    api_execution_logs: bool = False
+    tags: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.search_service not in ("aoss", "es"):
+            raise ValueError(f"searchService must be 'aoss' or 'es', not {self.search_service!r}")
+        if self.auth not in ("iam", "jwt"):
+            raise ValueError(f"auth must be 'iam' or 'jwt', not {self.auth!r}")
+        if self.openai_secret_arn and self.openai_secret_name:
+            raise ValueError("give openaiSecretArn or openaiSecretName, not both")
+        name = self.collection_name
+        if not (
+            3 <= len(name) <= 28
+            and name[0].isalpha()
+            and all(c.islower() or c.isdigit() or c == "-" for c in name)
+        ):
+            raise ValueError(
+                "collectionName must be 3-28 lower-case letters, digits or hyphens, starting with a letter"
+            )
+
+    @classmethod
+    def from_context(cls, node: Node) -> MemstackConfig:
+        """The configuration from the CDK context of ``node`` (camelCase keys; strings from ``-c`` are
+        converted: ``"true"``/``"false"``, numbers)."""
+
+        def get(key: str) -> Any:
+            value = node.try_get_context(key)
+            return None if value in (None, "") else value
+
+        def flag(key: str, default: bool) -> bool:
+            value = get(key)
+            if value is None:
+                return default
+            if isinstance(value, bool):
+                return value
+            return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+        def number(key: str) -> int | None:
+            value = get(key)
+            return None if value is None else int(value)
+
+        defaults = cls()
+        tags = get("tags")
+        return cls(
+            search_service=get("searchService") or defaults.search_service,
+            auth=get("auth") or defaults.auth,
+            jwt_user_pool_arn=get("jwtUserPoolArn"),
+            jwt_resource_claim=get("jwtResourceClaim") or defaults.jwt_resource_claim,
+            openai_secret_arn=get("openaiSecretArn"),
+            openai_secret_name=get("openaiSecretName"),
+            embedding_model=get("embeddingModel") or defaults.embedding_model,
+            embedding_dimensions=number("embeddingDimensions"),
+            openai_base_url=get("openaiBaseUrl"),
+            message_ttl_seconds=number("messageTtlSeconds"),
+            retain_data=flag("retainData", defaults.retain_data),
+            throttle_rate_limit=number("throttleRateLimit") or defaults.throttle_rate_limit,
+            throttle_burst_limit=number("throttleBurstLimit") or defaults.throttle_burst_limit,
+            alarm_topic_arn=get("alarmTopicArn"),
+            log_level=get("logLevel") or defaults.log_level,
+            collection_name=get("collectionName") or defaults.collection_name,
+            api_execution_logs=flag("apiExecutionLogs", defaults.api_execution_logs),
+            tags=json.loads(tags) if isinstance(tags, str) else dict(tags or {}),
+        )

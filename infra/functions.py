@@ -1,0 +1,239 @@
+"""Functions: ``api`` (every REST route), ``context`` (the context route, sized and warmed apart) and
+``indexer`` (the table's stream → embeddings → the search index), Python 3.12 on arm64.
+
+Each function has a role of its own with only what it uses (docs/dynamodb.md lists the operations):
+
+| function | DynamoDB | S3 (``messages/*``) | search | secret |
+| --- | --- | --- | --- | --- |
+| api | Get/BatchGet/Query, Put/Update/Delete/BatchWrite (transactions need no more) | get, put, delete | read/write | read |
+| context | Get/BatchGet/Query | get | read (+ delete of orphans: write) | read |
+| indexer | Get/BatchGet/Query, UpdateItem (index marks); the stream | get | read/write | read |
+
+No Scan anywhere (the store never scans). Environments come from ``memstack.settings.env_names()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from infra.bundling import ARCHITECTURE, RUNTIME, function_code, lambda_runtime_suppression
+from infra.config import MemstackConfig
+from infra.environment import memstack_environment, powertools_environment
+from infra.storage import BODIES_PREFIX
+from memstack.adapters.dynamodb.items import MESSAGE_PREFIX
+
+FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
+
+TABLE_READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
+TABLE_WRITE = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
+INDEX_MARKS = ("dynamodb:UpdateItem",)
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    name: str
+    description: str
+    memory_mb: int
+    timeout: Duration
+    table_actions: tuple[str, ...]
+    bucket_actions: tuple[str, ...]
+
+
+SPECS = (
+    FunctionSpec("api", "Memstack: the REST API (every route but context).", 1024, Duration.seconds(29),
+                 TABLE_READ + TABLE_WRITE, ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")),
+    FunctionSpec("context", "Memstack: POST /v1/threads/{thread_id}/context (the turn's hot path).", 1769,
+                 Duration.seconds(29), TABLE_READ, ("s3:GetObject",)),
+    FunctionSpec("indexer", "Memstack: the table's message stream -> embeddings -> OpenSearch.", 1024,
+                 Duration.minutes(5), TABLE_READ + INDEX_MARKS, ("s3:GetObject",)),
+)  # fmt: skip
+
+STREAM_BATCH_SIZE = 100
+STREAM_RETRY_ATTEMPTS = 5
+STREAM_MAX_RECORD_AGE = Duration.hours(6)
+
+
+class Functions(Construct):
+    """The three functions, their roles, and the indexer's stream mapping with its dead-letter queue.
+
+    Args:
+        table, bucket, secret: what the functions use.
+        config: the deployment's choices (embedding model, auth mode, log level, TTL …).
+        functions_dir: where ``api/``, ``context/`` and ``indexer/`` live (``app.py``, ``app.handler``).
+
+    Attributes:
+        api, context, indexer: the functions; by_name: the same by name; dead_letter_queue; stream_mapping.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table: dynamodb.ITable,
+        bucket: s3.IBucket,
+        secret: secretsmanager.ISecret,
+        config: MemstackConfig,
+        functions_dir: Path = FUNCTIONS_DIR,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        common = memstack_environment(
+            backend="aws",
+            table=table.table_name,
+            bucket=bucket.bucket_name,
+            embedder="openai",
+            embedding_model=config.embedding_model,
+            embedding_dimensions=config.embedding_dimensions,
+            openai_base_url=config.openai_base_url,
+            openai_api_key_secret_arn=secret.secret_arn,
+            message_ttl_seconds=config.message_ttl_seconds,
+        )
+        api_only = memstack_environment(
+            indexing="stream",
+            auth=config.auth,
+            jwt_resource_claim=config.jwt_resource_claim if config.auth == "jwt" else None,
+        )
+        self.by_name: dict[str, lambda_.Function] = {}
+        for spec in SPECS:
+            log_group = logs.LogGroup(
+                self,
+                f"{spec.name.title()}Logs",
+                retention=logs.RetentionDays.ONE_MONTH,
+                removal_policy=RemovalPolicy.DESTROY,
+            )
+            role = iam.Role(
+                self,
+                f"{spec.name.title()}Role",
+                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                description=f"Memstack {spec.name} function",
+            )
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]
+                )
+            )
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=list(spec.table_actions),
+                    resources=[table.table_arn, f"{table.table_arn}/index/*"],
+                )
+            )
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=list(spec.bucket_actions), resources=[bucket.arn_for_objects(f"{BODIES_PREFIX}*")]
+                )
+            )
+            secret.grant_read(role)
+            environment = {
+                **common,
+                **(memstack_environment(indexing="inline") if spec.name == "indexer" else api_only),
+                **powertools_environment(service=f"memstack-{spec.name}", log_level=config.log_level),
+            }
+            function = lambda_.Function(
+                self,
+                spec.name.title(),
+                description=spec.description,
+                runtime=RUNTIME,
+                architecture=ARCHITECTURE,
+                handler="app.handler",
+                code=function_code(functions_dir / spec.name),
+                memory_size=spec.memory_mb,
+                timeout=spec.timeout,
+                role=role,
+                log_group=log_group,
+                tracing=lambda_.Tracing.ACTIVE,
+                environment=environment,
+            )
+            self.by_name[spec.name] = function
+            lambda_runtime_suppression(function)
+            NagSuppressions.add_resource_suppressions(
+                role,
+                [
+                    {
+                        "id": "AwsSolutions-IAM5",
+                        "reason": "Scoped wildcards only: the table's own indexes (<table>/index/*, for the listing "
+                        "GSIs), the bodies bucket's messages/ prefix (content-addressed keys), the OpenAI key "
+                        "secret imported by name (<name>-??????), the managed domain's paths (<domain>/*, es "
+                        "mode), and X-Ray and dynamodb:ListStreams, which have no resource-level permissions.",
+                        "applies_to": [
+                            {"regex": "/^Resource::<.*Table.*\\.Arn>\\/index\\/\\*$/g"},
+                            {"regex": "/^Resource::<.*Bodies.*\\.Arn>\\/messages\\/\\*$/g"},
+                            {"regex": "/^Resource::<.*Domain.*\\.Arn>\\/\\*$/g"},
+                            {
+                                "regex": "/^Resource::arn:<AWS::Partition>:secretsmanager:.*-\\?\\?\\?\\?\\?\\?$/g"
+                            },
+                            "Resource::*",
+                        ],
+                    }
+                ],
+                apply_to_children=True,
+            )
+        self.api = self.by_name["api"]
+        self.context = self.by_name["context"]
+        self.indexer = self.by_name["indexer"]
+
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "IndexerDeadLetters",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.dead_letter_queue,
+            [
+                {
+                    "id": "AwsSolutions-SQS3",
+                    "reason": "This queue is itself the indexer's on-failure destination (dead-letter queue).",
+                }
+            ],
+        )
+        self.stream_mapping = sources.DynamoEventSource(
+            table,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=STREAM_BATCH_SIZE,
+            max_batching_window=Duration.seconds(1),
+            bisect_batch_on_error=True,
+            report_batch_item_failures=True,
+            retry_attempts=STREAM_RETRY_ATTEMPTS,
+            max_record_age=STREAM_MAX_RECORD_AGE,
+            parallelization_factor=1,
+            on_failure=sources.SqsDlq(self.dead_letter_queue),
+            # Only message items (sk = M#…): inserts, modifies and removes; thread metas, id pointers and
+            # resources never reach the indexer.
+            filters=[
+                lambda_.FilterCriteria.filter(
+                    {"dynamodb": {"Keys": {"sk": {"S": lambda_.FilterRule.begins_with(MESSAGE_PREFIX)}}}}
+                )
+            ],
+        )
+        self.indexer.add_event_source(self.stream_mapping)
+
+    @property
+    def roles(self) -> list[iam.IRole]:
+        """The functions' roles (for the search backend's data-access policy)."""
+        out = []
+        for function in self.by_name.values():
+            assert function.role is not None
+            out.append(function.role)
+        return out
+
+    def use_search(self, *, endpoint: str, service: str) -> None:
+        """Point every function at the search backend (``MEMSTACK_OPENSEARCH_*``)."""
+        environment = memstack_environment(opensearch_endpoint=endpoint, opensearch_service=service)
+        for function in self.by_name.values():
+            for name, value in environment.items():
+                function.add_environment(name, value)

@@ -1,0 +1,114 @@
+"""The OpenAPI 3 document of the HTTP API, generated from the resolver (committed as docs/openapi.json).
+
+    python -m memstack.api.openapi > docs/openapi.json
+
+Powertools documents its own validation error (422); this API answers every error with ``ErrorOut``
+(docs/api.md), so the document is rewritten to say so, and gains the SigV4 security scheme of API Gateway.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from pydantic import BaseModel
+
+from memstack.api import schemas
+
+TITLE = "Memstack API"
+DESCRIPTION = (
+    "Agent memory: threads, messages, context assembly, working memory and semantic recall. Every route "
+    "but /v1/health acts for one resource, named by the `resource_id` query parameter. Auth: IAM (SigV4, "
+    "default) or, with MEMSTACK_AUTH=jwt, a JWT authorizer whose claim (MEMSTACK_JWT_RESOURCE_CLAIM, "
+    'default `sub`) must equal `resource_id`. Errors: {"error": {"code", "message", "field"?}}. '
+    "See docs/api.md."
+)
+
+ERROR_RESPONSES = {
+    "400": "invalid_input: the request is malformed (field names the offending part)",
+    "403": "forbidden: resource_id differs from the token's claim (JWT mode)",
+    "404": "not_found: no such thread for this resource, or no such route",
+    "409": "conflict: the id exists, or a concurrent write won every retry",
+    "413": "payload_too_large: a body, count or size limit",
+    "415": "unsupported_media_type: the body is not application/json",
+    "429": "throttled: a backend throttled the request; retry with backoff",
+    "500": "internal: an unexpected error (no details)",
+    "503": "unavailable: a backend failed; retry later",
+}
+
+_QUERY_MODELS: tuple[type[BaseModel], ...] = (
+    schemas.ListThreadsQuery,
+    schemas.ListMessagesQuery,
+    schemas.OptionsQuery,
+    schemas.ResourceQuery,
+)
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3 document of every route (``create_app`` with all routes), as a dict."""
+    from memstack.api.app import create_app
+    from memstack.api.auth import AuthConfig
+    from memstack.api.routes.health import _version
+
+    app = create_app(_no_memory, auth=AuthConfig())
+    doc: dict[str, Any] = json.loads(
+        app.get_openapi_json_schema(title=TITLE, version=_version(), description=DESCRIPTION)
+    )
+    descriptions = {
+        name: info.description
+        for model in _QUERY_MODELS
+        for name, info in model.model_fields.items()
+        if info.description
+    }
+    error_ref = {"$ref": "#/components/schemas/ErrorOut"}
+    for methods in doc["paths"].values():
+        for operation in methods.values():
+            responses = operation["responses"]
+            responses.pop("422", None)
+            responses.pop("500", None)
+            for status, text in ERROR_RESPONSES.items():
+                responses[status] = {
+                    "description": text,
+                    "content": {"application/json": {"schema": error_ref}},
+                }
+            for param in operation.get("parameters", []):
+                if param.get("in") == "query" and param["name"] in descriptions:
+                    param["description"] = descriptions[param["name"]]
+    components = doc.setdefault("components", {})
+    found = components.setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
+        found.pop(name, None)
+    error_schema = schemas.ErrorOut.model_json_schema(ref_template="#/components/schemas/{model}")
+    found.update(error_schema.pop("$defs", {}))
+    found["ErrorOut"] = error_schema
+    components["schemas"] = dict(sorted(found.items()))
+    components["securitySchemes"] = {
+        "sigv4": {
+            "type": "apiKey",
+            "name": "Authorization",
+            "in": "header",
+            "description": "AWS Signature Version 4 (IAM auth, the default).",
+            "x-amazon-apigateway-authtype": "awsSigv4",
+        }
+    }
+    doc["security"] = [{"sigv4": []}]
+    return doc
+
+
+def _no_memory() -> Any:  # the document never calls a route
+    raise RuntimeError("no Memory: this resolver only documents the routes")
+
+
+def render() -> str:
+    """The document as committed: indented JSON, keys in generation order, one trailing newline."""
+    return json.dumps(openapi_document(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> None:
+    """Print the document to stdout."""
+    sys.stdout.write(render())
+
+
+if __name__ == "__main__":
+    main()

