@@ -10,6 +10,8 @@ Start with ``Memory.local()``::
     ctx.to_openai()                               # {"messages": [...], "tools": [...]}
 """
 
+import logging as _logging
+
 from memstack.config import (
     HybridOptions,
     MemoryOptions,
@@ -82,3 +84,7 @@ __all__ = [
     "Unavailable",
     "WorkingMemoryOptions",
 ]
+
+# A library never configures logging; with no handler anywhere, Python's last-resort handler would print
+# our warnings (already reported as exceptions) to stderr. Applications that configure logging see them.
+_logging.getLogger("memstack").addHandler(_logging.NullHandler())

@@ -471,7 +471,10 @@ class Memory:
                 thread.id,
                 extra={"thread_id": thread.id, "count": len(saved), "error": type(exc).__name__},
             )
-            raise Unavailable("messages were saved but not indexed; save them again to retry") from exc
+            cause = str(exc) if isinstance(exc, MemstackError) else type(exc).__name__
+            raise Unavailable(
+                f"messages were saved but not indexed ({cause[:300]}); save them again to retry"
+            ) from exc
 
     def index_saved(self, *, resource_id: str, thread_id: str, message_ids: Sequence[str]) -> int:
         """Index messages saved earlier, each content exactly once: the work of a stream indexer, safe to

@@ -83,7 +83,7 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("MEMSTACK_REGION", "AWS_REGION", "AWS_DEFAULT_REGION")
     )
     table: str = Field(default="memstack", min_length=3, max_length=255, pattern=r"^[A-Za-z0-9_.-]+$")
-    bucket: str | None = None
+    bucket: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
     dynamodb_endpoint_url: str | None = None
     s3_endpoint_url: str | None = None
     message_ttl_seconds: int | None = Field(default=None, ge=1)
@@ -143,6 +143,7 @@ def load_settings(**overrides: object) -> Settings:
     Raises:
         InvalidInput: a malformed value; ``field`` names its environment variable.
     """
+    _warn_unknown_names()
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
@@ -150,3 +151,21 @@ def load_settings(**overrides: object) -> Settings:
         name = str(err["loc"][0]) if err["loc"] else "settings"
         env = env_names().get(name, name)
         raise InvalidInput(f"setting {env}: {err['msg']}", field=env) from None
+
+
+_warned: set[str] = set()
+
+
+def _warn_unknown_names() -> None:
+    """Log (once per name) a ``MEMSTACK_*`` variable that names no setting: a typo such as
+    ``MEMSTACK_BUCKETS`` would otherwise be ignored without a word."""
+    import logging
+    import os
+
+    known = set(env_names().values()) | {f"MEMSTACK_{name.upper()}" for name in Settings.model_fields}
+    for name in os.environ:
+        if name.startswith("MEMSTACK_") and name not in known and name not in _warned:
+            _warned.add(name)
+            logging.getLogger(__name__).warning(
+                "unknown setting %s is ignored; the settings are: %s", name, ", ".join(sorted(known))
+            )

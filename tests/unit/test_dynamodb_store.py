@@ -289,7 +289,8 @@ def test_given_a_million_character_message_when_saved_then_it_round_trips_byte_i
 ) -> None:
     store.create_thread(thread())
     store.save_messages("r1", "t1", [msg("big", text=text), msg("small", text="hi")])
-    assert len(s3_keys(store)) == 1 and s3_keys(store)[0].startswith("messages/t1/big/")
+    (key,) = s3_keys(store)
+    assert key.startswith("messages/") and "t1" not in key and "big" not in key  # ids are hashed
     listed = store.list_messages("r1", "t1", limit=5)
     assert listed[0].text.encode() == text.encode() and listed[1].text == "hi"
     assert store.get_messages("r1", ["big"])[0].text == text
@@ -314,6 +315,23 @@ def test_given_a_large_message_when_upserted_or_deleted_then_its_old_body_object
         store.save_messages("r1", "t1", [msg("big", text="c" * 2_000)])
         assert [m.id for m in store.delete_messages("r1", ["big"])] == ["big"]
         assert s3_keys(store) == []
+
+
+def test_given_ids_that_would_splice_into_one_key_when_one_owner_deletes_then_the_other_keeps_its_body(
+    calls: Calls,
+) -> None:
+    # (thread "xU", message "y/zU") and (thread "xU/y", message "zU") read the same if ids were spliced
+    with dynamodb_moto_store(inline_max_bytes=1_000) as store:
+        assert isinstance(store, DynamoDBMemoryStore)
+        body = "Secret A document. " * 200
+        store.create_thread(thread("xU", "A"))
+        store.save_messages("A", "xU", [msg("y/zU", "xU", "A", text=body)])
+        store.create_thread(thread("xU/y", "B"))
+        store.save_messages("B", "xU/y", [msg("zU", "xU/y", "B", text=body)])
+        assert len(s3_keys(store)) == 2
+        assert store.delete_thread("B", "xU/y") is True
+        assert [m.text for m in store.list_messages("A", "xU", limit=5)] == [body]
+        assert len(s3_keys(store)) == 1
 
 
 def test_given_no_bucket_when_a_message_exceeds_the_item_limit_then_payload_too_large_and_nothing_written(

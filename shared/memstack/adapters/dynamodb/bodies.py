@@ -19,10 +19,6 @@ from memstack.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
-MAX_KEY_BYTES = 1_024
-"""S3's longest object key, in UTF-8 bytes."""
-
-
 @dataclass(frozen=True, slots=True)
 class BodyRef:
     """Where a body lives in S3, with its size in bytes and SHA-256 (hex)."""
@@ -48,10 +44,11 @@ class BodyStore:
     def __init__(self, bucket: str, *, region: str | None, endpoint_url: str | None) -> None:
         from botocore.config import Config
 
+        # Bodies are up to ~4 MB: 10 s to answer, 3 attempts in all, so a dead endpoint fails in ~36 s.
         config = Config(
-            connect_timeout=5,
-            read_timeout=30,
-            retries={"mode": "standard", "max_attempts": 4},
+            connect_timeout=2,
+            read_timeout=10,
+            retries={"mode": "standard", "max_attempts": 3},
             s3={"addressing_style": "path"} if endpoint_url else None,
             max_pool_connections=32,
         )
@@ -63,11 +60,17 @@ class BodyStore:
 
     @staticmethod
     def ref_for(thread_id: str, message_id: str, data: bytes) -> BodyRef:
-        """The content-addressed reference of a body (ids too long for an S3 key are hashed)."""
+        """The content-addressed reference of a body:
+        ``messages/{sha256(thread_id)}/{sha256(message_id)}/{sha256(body)}.json``.
+
+        Ids are hashed, never spliced into the key: ids may hold ``/``, ``..`` or any character, and two
+        different (thread, message) pairs must never share an object (a delete of one would destroy the
+        other). Hex digests are fixed-width, so the key is always well under S3's 1,024 bytes.
+        """
         digest = _sha(data)
-        key = f"messages/{thread_id}/{message_id}/{digest}.json"
-        if len(key.encode()) > MAX_KEY_BYTES:
-            key = f"messages/h/{_sha(thread_id.encode())}/{_sha(message_id.encode())}/{digest}.json"
+        thread_hash = _sha(thread_id.encode("utf-8", "surrogatepass"))
+        message_hash = _sha(message_id.encode("utf-8", "surrogatepass"))
+        key = f"messages/{thread_hash}/{message_hash}/{digest}.json"
         return BodyRef(key=key, size=len(data), sha256=digest)
 
     def put(self, ref: BodyRef, data: bytes) -> None:

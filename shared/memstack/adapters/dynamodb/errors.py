@@ -6,7 +6,10 @@
   ``RequestLimitExceeded``, S3 ``SlowDown``) → ``Throttled`` (a kind of ``Unavailable``; HTTP 429)
 * connection errors, timeouts and 5xx → ``Unavailable``
 * an item over DynamoDB's 400 KB limit → ``PayloadTooLarge``
-* anything else (a missing table, a validation error) → ``Unavailable``, with the code in the message
+* no region or no credentials → ``InvalidInput`` naming the setting (a deployment mistake, not an outage)
+* a missing table or bucket, refused credentials, a table of another schema → ``Unavailable`` with a
+  message that names the setting to check
+* anything else → ``Unavailable``, with the code in the message
 """
 
 from __future__ import annotations
@@ -15,10 +18,17 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    InvalidRegionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+)
 from pynamodb.exceptions import PynamoDBException, TransactWriteError
 
-from memstack.errors import Conflict, MemstackError, PayloadTooLarge, Throttled, Unavailable
+from memstack.errors import Conflict, InvalidInput, MemstackError, PayloadTooLarge, Throttled, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +44,31 @@ THROTTLING_CODES = frozenset(
     }
 )
 LOST_RACE_REASONS = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
+
+
+HINTS = {
+    "ResourceNotFoundException": "the DynamoDB table does not exist: check MEMSTACK_TABLE and the region "
+    "(MEMSTACK_CREATE_RESOURCES=true creates it on a local endpoint; on AWS the stack creates it)",
+    "NoSuchBucket": "the S3 bucket does not exist: check MEMSTACK_BUCKET "
+    "(MEMSTACK_CREATE_RESOURCES=true creates it on a local endpoint)",
+    "ValidationException": "DynamoDB refused the request: is MEMSTACK_TABLE a Memstack table (string keys pk/sk)?",
+    "UnrecognizedClientException": "AWS refused the credentials",
+    "InvalidSignatureException": "AWS refused the request signature: check the credentials and region",
+    "AccessDeniedException": "access denied: the role lacks a permission",
+    "AccessDenied": "access denied: the role lacks a permission",
+}
+"""AWS error code → what to tell the operator (never data from the request)."""
+
+
+def _root(exc: BaseException) -> BaseException:
+    """The library error behind PynamoDB's wrappers (``cause``/``__cause__`` chains)."""
+    seen = 0
+    while seen < 5:
+        inner = exc.cause if isinstance(exc, PynamoDBException) and exc.cause is not None else exc.__cause__
+        if not isinstance(inner, BotoCoreError | ClientError | PynamoDBException):
+            return exc
+        exc, seen = inner, seen + 1
+    return exc
 
 
 def _client_error(exc: BaseException) -> ClientError | None:
@@ -81,8 +116,19 @@ def translate(exc: BaseException, action: str) -> MemstackError:
     reasons = cancellation_codes(exc)
     if code in THROTTLING_CODES or any(r in THROTTLING_CODES for r in reasons):
         return Throttled(f"{action}: throttled by AWS ({code}); retry later")
-    client_error = _client_error(exc)
+    root = _root(exc)
+    if isinstance(root, NoRegionError | InvalidRegionError):
+        return InvalidInput(
+            f"{action}: no valid AWS region; set MEMSTACK_REGION (or AWS_REGION)", field="MEMSTACK_REGION"
+        )
+    if isinstance(root, NoCredentialsError | PartialCredentialsError):
+        return InvalidInput(
+            f"{action}: no AWS credentials found (environment, shared config, or the function's role)",
+            field="AWS_ACCESS_KEY_ID",
+        )
+    client_error = _client_error(exc) or (root if isinstance(root, ClientError) else None)
     if client_error is not None:
+        code = code or str(client_error.response.get("Error", {}).get("Code", "")) or None
         message = str(client_error.response.get("Error", {}).get("Message", ""))
         status = client_error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         if "Item size" in message and "maximum allowed size" in message:
@@ -91,8 +137,13 @@ def translate(exc: BaseException, action: str) -> MemstackError:
             return PayloadTooLarge(f"{action}: a transaction exceeds DynamoDB's 4 MB limit")
         if isinstance(status, int) and status >= 500:
             return Unavailable(f"{action}: AWS error {code} (HTTP {status}); retry later")
-        log.warning("unexpected AWS error", extra={"action": action, "code": code})
+        if code in HINTS:
+            return Unavailable(f"{action}: {HINTS[code]} (AWS error {code})")
+        log.debug("unexpected AWS error", extra={"action": action, "code": code})
         return Unavailable(f"{action}: AWS error {code}")
+    if isinstance(root, BotoCoreError):
+        # botocore's own messages name the endpoint and the failure, never request data
+        return Unavailable(f"{action}: AWS unreachable ({type(root).__name__}: {str(root)[:200]})")
     if isinstance(exc, BotoCoreError | PynamoDBException):
         return Unavailable(f"{action}: AWS unreachable ({type(exc).__name__})")
     return Unavailable(f"{action}: {type(exc).__name__}")

@@ -135,8 +135,12 @@ def item_model(table_name: str, *, region: str | None, host: str | None) -> type
             host = endpoint
             billing_mode = "PAY_PER_REQUEST"
             stream_view_type = "NEW_AND_OLD_IMAGES"  # the indexer reads message items from the stream
-            connect_timeout_seconds = 5
-            read_timeout_seconds = 15
+            # A turn must fail within API Gateway's 29 s, not hang: DynamoDB answers in milliseconds, so
+            # 2 s to connect and 5 s to answer are generous; 3 attempts in all (botocore's standard
+            # retries of throttling and 5xx) bound a dead endpoint at about 20 s.
+            connect_timeout_seconds = 2
+            read_timeout_seconds = 5
+            max_retry_attempts = 2
             max_pool_connections = 32
 
     return TableItem
