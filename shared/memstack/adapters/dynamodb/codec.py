@@ -7,26 +7,11 @@ SQLite adapter's format: string order is time order, and aware UTC datetimes rou
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 from memstack.adapters.dynamodb.items import Item, listing_key, resource_pk, thread_key
+from memstack.adapters.stored import dt, dumps, ts
 from memstack.model import Author, Message, Resource, Thread
-
-
-def ts(value: datetime) -> str:
-    """Fixed-width ISO-8601 UTC, so text order is time order."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def dt(value: str) -> datetime:
-    """The aware datetime of a ``ts`` string."""
-    return datetime.fromisoformat(value)  # Python >= 3.11 reads the trailing "Z" as UTC
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON, non-ASCII kept as is."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def message_body(message: Message) -> str:

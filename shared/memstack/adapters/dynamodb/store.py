@@ -30,15 +30,12 @@ from pynamodb.transactions import TransactWrite
 from memstack.adapters.dynamodb.bodies import BodyRef, BodyStore
 from memstack.adapters.dynamodb.clients import pynamodb_client
 from memstack.adapters.dynamodb.codec import (
-    dt,
-    dumps,
     message_body,
     message_from,
     metadata_matches,
     resource_from,
     thread_from,
     thread_item,
-    ts,
 )
 from memstack.adapters.dynamodb.errors import lost_race, translate, translated
 from memstack.adapters.dynamodb.items import (
@@ -56,6 +53,7 @@ from memstack.adapters.dynamodb.items import (
     thread_key,
     thread_pk,
 )
+from memstack.adapters.stored import dt, dumps, ts
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, Unavailable
 from memstack.model import Message, Resource, Thread, ThreadPage, utcnow

@@ -14,10 +14,13 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from memstack.adapters.sqlite.db import SqliteDatabase
+from memstack.adapters.stored import dt as _dt
+from memstack.adapters.stored import dumps as _dumps
+from memstack.adapters.stored import ts as _ts
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import Conflict, NotFound
 from memstack.model import Author, Message, Resource, Thread, ThreadPage, utcnow
@@ -62,19 +65,6 @@ CREATE TABLE IF NOT EXISTS resources (
 
 _MSG_COLS = "id, thread_id, resource_id, seq, role, parts, metadata, author, created_at"
 _THREAD_COLS = "id, resource_id, title, metadata, created_at, updated_at, version"
-
-
-def _ts(value: datetime) -> str:
-    """Fixed-width ISO-8601 UTC, so text order is time order."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _dt(value: str) -> datetime:
-    return datetime.fromisoformat(value)  # Python >= 3.11 reads the trailing "Z" as UTC
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _thread(row: Sequence[Any]) -> Thread:
