@@ -23,7 +23,7 @@ from constructs import Construct
 
 from infra.config import MemstackConfig
 
-STAGE = "v1"
+STAGE = "prod"
 
 
 class Api(Construct):

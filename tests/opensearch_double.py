@@ -17,6 +17,11 @@ The text analyzer approximates the adapter's ``memstack_english`` analyzer: word
 apostrophes inside words), possessive ``'s`` removed, lower case, ASCII folding, Porter stemming
 (``snowballstemmer``'s ``porter``, the algorithm of Lucene's ``porter_stem``).
 
+Cost: like an inverted index, each document's text is analysed once when it is written (term frequencies,
+length; the index's document frequencies, postings and total length are updated on every write and
+delete), and vectors are stored once as tuples with their norm. A ``match`` search evaluates only the
+documents in its terms' postings; filters and ``knn`` walk the stored documents without re-parsing them.
+
 The mapping is kept and enforced like OpenSearch: ``dynamic: strict`` refuses unknown fields
 (``strict_dynamic_mapping_exception``), dynamic templates (``path_match``) type new fields under dynamic
 objects and the type then sticks, values of the wrong type are refused (``mapper_parsing_exception``),
@@ -33,20 +38,25 @@ Modes:
 
 Fault injection: :meth:`OpenSearchDouble.fail_next_requests` (the next requests answer an error status),
 :meth:`OpenSearchDouble.fail_next_bulk_items` (the next ``_bulk`` requests refuse some items with 429
-``es_rejected_execution_exception``). Every request is recorded (:attr:`OpenSearchDouble.requests`) with
+``es_rejected_execution_exception``), :meth:`OpenSearchDouble.delay_next_requests` (the next requests are
+answered only after a delay, to exercise client timeouts). Every request is recorded (:attr:`OpenSearchDouble.requests`) with
 its method, path, query parameters, headers and parsed body.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import math
+import operator
 import re
+import sys
 import threading
 import time
 import unicodedata
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -96,13 +106,56 @@ _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
 
 def analyze(text: str) -> list[str]:
     """The tokens of ``text`` under the double's approximation of the ``memstack_english`` analyzer."""
-    tokens = []
-    for word in _WORD.findall(text):
-        word = re.sub(r"['\u2019][sS]$", "", word)
-        word = unicodedata.normalize("NFKD", word.lower())
-        word = "".join(c for c in word if not unicodedata.combining(c))
-        tokens.append(_STEMMER.stemWord(word))
-    return [t for t in tokens if t]
+    return [t for t in map(_token, _WORD.findall(text)) if t]
+
+
+@functools.lru_cache(maxsize=100_000)
+def _token(word: str) -> str:
+    """One word's token (possessive dropped, lower case, ASCII folded, stemmed); cached, since stemming
+    dominates the cost of analysis and natural text repeats its words."""
+    word = re.sub(r"['\u2019][sS]$", "", word)
+    word = unicodedata.normalize("NFKD", word.lower())
+    word = "".join(c for c in word if not unicodedata.combining(c))
+    return str(_STEMMER.stemWord(word))
+
+
+class _FieldStats:
+    """The analysed form of one ``text`` field, kept up to date on every write and delete: per document its
+    term frequencies and length, and for the index the document frequencies, postings and total length.
+
+    A document counts for the field (``docCount``, ``avgdl``) when it has a value for it, even one without
+    tokens, as before."""
+
+    def __init__(self) -> None:
+        self.tf: dict[str, dict[str, int]] = {}
+        self.length: dict[str, int] = {}
+        self.df: dict[str, int] = {}
+        self.postings: dict[str, set[str]] = {}
+        self.total = 0
+
+    def add(self, doc_id: str, tokens: list[str]) -> None:
+        self.remove(doc_id)
+        counts = dict(Counter(tokens))
+        self.tf[doc_id] = counts
+        self.length[doc_id] = len(tokens)
+        self.total += len(tokens)
+        for term in counts:
+            self.df[term] = self.df.get(term, 0) + 1
+            self.postings.setdefault(term, set()).add(doc_id)
+
+    def remove(self, doc_id: str) -> None:
+        counts = self.tf.pop(doc_id, None)
+        if counts is None:
+            return
+        self.total -= self.length.pop(doc_id)
+        for term in counts:
+            left = self.df[term] - 1
+            if left:
+                self.df[term] = left
+                self.postings[term].discard(doc_id)
+            else:
+                del self.df[term]
+                del self.postings[term]
 
 
 # ------------------------------------------------------------------------------------------------ index
@@ -117,6 +170,11 @@ class _Index:
         self.docs: dict[str, dict[str, Any]] = {}
         self.versions: dict[str, int] = {}
         self.visible_at: dict[str, float] = {}  # doc id → when search starts seeing it (monotonic clock)
+        # Derived at write time, so that a search never re-analyses or re-parses stored documents:
+        self.order: dict[str, int] = {}  # doc id → insertion number (ties in scores break by it)
+        self._next_order = 0
+        self.text: dict[str, _FieldStats] = {}  # text field path → its analysed documents
+        self.vectors: dict[str, dict[str, tuple[tuple[float, ...], float]]] = {}  # path → id → (v, |v|)
         self._check_mapping()
 
     def _check_mapping(self) -> None:
@@ -141,6 +199,54 @@ class _Index:
                         "mapper_parsing_exception",
                         f"analyzer [{spec['analyzer']}] has not been configured",
                     )
+
+    # documents ----------------------------------------------------------------------------------------
+
+    def put(self, doc_id: str, doc: dict[str, Any]) -> None:
+        """Store a validated document, analysing its text fields and caching its vectors once. A replaced
+        document keeps its place in the insertion order (ties in scores break by it)."""
+        if doc_id not in self.order:
+            self.order[doc_id] = self._next_order
+            self._next_order += 1
+        for stats in self.text.values():
+            stats.remove(doc_id)
+        for vectors in self.vectors.values():
+            vectors.pop(doc_id, None)
+        self.docs[doc_id] = doc
+        for path in self._paths_of("text"):
+            values = self.values(doc, path)
+            if values:
+                tokens = analyze(" ".join(str(v) for v in values))
+                self.text.setdefault(path, _FieldStats()).add(doc_id, tokens)
+        for path in self._paths_of("knn_vector"):
+            stored = doc.get(path)
+            if isinstance(stored, list):
+                vector = tuple(float(x) for x in stored)
+                norm = math.sqrt(math.fsum(x * x for x in vector))
+                if norm:
+                    self.vectors.setdefault(path, {})[doc_id] = (vector, norm)
+
+    def remove(self, doc_id: str) -> bool:
+        """Drop a document and everything derived from it; ``False`` when there was none."""
+        if self.docs.pop(doc_id, None) is None:
+            return False
+        del self.order[doc_id]
+        self.visible_at.pop(doc_id, None)
+        for stats in self.text.values():
+            stats.remove(doc_id)
+        for vectors in self.vectors.values():
+            vectors.pop(doc_id, None)
+        return True
+
+    def _paths_of(self, kind: str) -> list[str]:
+        paths = []
+        for name, spec in self.mappings["properties"].items():
+            if spec.get("type") == kind:
+                paths.append(name)
+            for child, child_spec in spec.get("properties", {}).items():
+                if child_spec.get("type") == kind:
+                    paths.append(f"{name}.{child}")
+        return paths
 
     # mapping ------------------------------------------------------------------------------------------
 
@@ -264,34 +370,32 @@ class _Index:
     # search -------------------------------------------------------------------------------------------
 
     def search(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Evaluate a search over the documents visible now (see ``OpenSearchDouble.delay_visibility``)."""
+        """Evaluate a search over the documents visible now (see ``OpenSearchDouble.delay_visibility``).
+
+        Cost: the documents that can match (a ``match`` query's postings, an ``ids`` list; every document
+        only for pure filters and ``knn``), each evaluated on its cached analysis — never re-analysed."""
         now = time.monotonic()
         self.visible_at = {d: t for d, t in self.visible_at.items() if t > now and d in self.docs}
-        if not self.visible_at:
-            return self._search(body)
-        everything = self.docs
-        self.docs = {d: doc for d, doc in everything.items() if d not in self.visible_at}
-        try:
-            return self._search(body)
-        finally:
-            self.docs = everything
+        return self._search(body, frozenset(self.visible_at))
 
-    def _search(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _search(self, body: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
         body = body or {}
         query = body.get("query", {"match_all": {}})
-        stats = _TextStats(self)
+        stats = _TextView(self, hidden)
         scored: list[tuple[float, int, str]] = []
-        order = {doc_id: n for n, doc_id in enumerate(self.docs)}
         if "knn" in query:
             matched = self._knn(query["knn"], stats)
         else:
             matched = {}
-            for doc_id, doc in self.docs.items():
-                hit = self._eval(query, doc, doc_id, stats)
+            candidates = self._candidates(query, stats)
+            for doc_id in self.docs if candidates is None else candidates:
+                if doc_id in hidden or doc_id not in self.docs:
+                    continue
+                hit = self._eval(query, self.docs[doc_id], doc_id, stats)
                 if hit is not None:
                     matched[doc_id] = hit
         for doc_id, score in matched.items():
-            scored.append((score, order[doc_id], doc_id))
+            scored.append((score, self.order[doc_id], doc_id))
         size = int(body.get("size", 10))
         sort = body.get("sort")
         hits: list[dict[str, Any]] = []
@@ -338,7 +442,31 @@ class _Index:
             hit["sort"] = sort
         return hit
 
-    def _knn(self, spec: dict[str, Any], stats: _TextStats) -> dict[str, float]:
+    def _candidates(self, query: Any, stats: _TextView) -> set[str] | None:
+        """A superset of the documents ``query`` can match, or ``None`` (any document may)."""
+        if not isinstance(query, dict) or len(query) != 1:
+            return None
+        ((kind, spec),) = query.items()
+        if kind == "match_none":
+            return set()
+        if kind == "ids" and isinstance(spec, dict) and isinstance(spec.get("values"), list):
+            return {v for v in spec["values"] if isinstance(v, str)}
+        if kind == "match" and isinstance(spec, dict) and len(spec) == 1:
+            ((path, clause),) = spec.items()
+            text = clause["query"] if isinstance(clause, dict) else clause
+            return stats.postings(path, str(text))
+        if kind == "bool" and isinstance(spec, dict):
+            found: set[str] | None = None
+            for key in ("must", "filter"):
+                clauses = spec.get(key, [])
+                for clause in clauses if isinstance(clauses, list) else [clauses]:
+                    narrowed = self._candidates(clause, stats)
+                    if narrowed is not None:
+                        found = narrowed if found is None else found & narrowed
+            return found
+        return None
+
+    def _knn(self, spec: dict[str, Any], stats: _TextView) -> dict[str, float]:
         ((path, clause),) = spec.items()
         field_spec = self.field_spec(path) or {}
         if field_spec.get("type") != "knn_vector":
@@ -359,21 +487,20 @@ class _Index:
                 400, "illegal_argument_exception", "zero vector is not supported for cosinesimil"
             )
         flt = clause.get("filter")
+        query = tuple(float(x) for x in vector)
         candidates: list[tuple[float, int, str]] = []
-        for n, (doc_id, doc) in enumerate(self.docs.items()):
-            stored = doc.get(path)
-            if not isinstance(stored, list):
+        for doc_id, (stored, stored_norm) in self.vectors.get(path, {}).items():
+            if doc_id in stats.hidden:
                 continue
-            if flt is not None and self._eval(flt, doc, doc_id, stats) is None:
+            if flt is not None and self._eval(flt, self.docs[doc_id], doc_id, stats) is None:
                 continue
-            dot = sum(a * b for a, b in zip(vector, stored, strict=True))
-            cos = dot / (norm * math.sqrt(sum(x * x for x in stored)))
-            candidates.append(((1.0 + cos) / 2.0, n, doc_id))
+            cos = sum(map(operator.mul, query, stored)) / (norm * stored_norm)
+            candidates.append(((1.0 + cos) / 2.0, self.order[doc_id], doc_id))
         candidates.sort(key=lambda t: (-t[0], t[1]))
         return {doc_id: score for score, _, doc_id in candidates[:k]}
 
     def _eval(
-        self, query: dict[str, Any], doc: dict[str, Any], doc_id: str, stats: _TextStats
+        self, query: dict[str, Any], doc: dict[str, Any], doc_id: str, stats: _TextView
     ) -> float | None:
         """The score of ``doc`` under ``query``, or ``None`` when it does not match."""
         if not isinstance(query, dict) or len(query) != 1:
@@ -404,16 +531,14 @@ class _Index:
         if kind == "match":
             ((path, clause),) = spec.items()
             text = clause["query"] if isinstance(clause, dict) else clause
-            return stats.bm25(path, analyze(str(text)), doc_id)
+            return stats.bm25(path, str(text), doc_id)
         if kind == "knn":
             raise DoubleError(
                 400, "parsing_exception", "the double evaluates [knn] only as the top-level query"
             )
         raise DoubleError(400, "parsing_exception", f"unknown query [{kind}]")
 
-    def _bool(
-        self, spec: dict[str, Any], doc: dict[str, Any], doc_id: str, stats: _TextStats
-    ) -> float | None:
+    def _bool(self, spec: dict[str, Any], doc: dict[str, Any], doc_id: str, stats: _TextView) -> float | None:
         known = {"must", "filter", "should", "must_not", "minimum_should_match"}
         if set(spec) - known:
             raise DoubleError(400, "parsing_exception", f"[bool] unknown keys {sorted(set(spec) - known)}")
@@ -506,46 +631,70 @@ class _Index:
 _UNMAPPED = object()
 
 
-class _TextStats:
-    """BM25 statistics of the ``text`` fields, computed lazily per field for one search."""
+class _TextView:
+    """BM25 over the index's incrementally kept text statistics (:class:`_FieldStats`), as one search sees
+    them: documents not yet visible (``hidden``) are left out of the statistics, as unrefreshed segments are.
+    Per search, the query's terms are analysed once and the field statistics read once."""
 
-    def __init__(self, index: _Index) -> None:
+    def __init__(self, index: _Index, hidden: frozenset[str]) -> None:
         self.index = index
-        self.fields: dict[str, tuple[dict[str, list[str]], float, dict[str, int]]] = {}
+        self.hidden = hidden
+        self._terms: dict[str, list[str]] = {}
+        self._fields: dict[str, tuple[_FieldStats, int, float]] = {}
+        self._df: dict[tuple[str, str], int] = {}
 
-    def _field(self, path: str) -> tuple[dict[str, list[str]], float, dict[str, int]]:
-        if path not in self.fields:
-            tokens = {
-                doc_id: analyze(" ".join(str(v) for v in self.index.values(doc, path)))
-                for doc_id, doc in self.index.docs.items()
-                if self.index.values(doc, path)
-            }
-            total = sum(len(t) for t in tokens.values())
-            avgdl = total / len(tokens) if tokens else 1.0
-            df: dict[str, int] = {}
-            for toks in tokens.values():
-                for term in set(toks):
-                    df[term] = df.get(term, 0) + 1
-            self.fields[path] = (tokens, avgdl, df)
-        return self.fields[path]
+    def terms(self, text: str) -> list[str]:
+        if text not in self._terms:
+            self._terms[text] = analyze(text)
+        return self._terms[text]
 
-    def bm25(self, path: str, terms: list[str], doc_id: str) -> float | None:
+    def _check(self, path: str) -> None:
         if (self.index.field_spec(path) or {}).get("type") != "text":
             raise DoubleError(400, "query_shard_exception", f"[match] on non-text field [{path}]")
-        tokens, avgdl, df = self._field(path)
-        doc_tokens = tokens.get(doc_id)
-        if not doc_tokens or not terms:
+
+    def postings(self, path: str, text: str) -> set[str]:
+        """The documents holding at least one of the query's terms in ``path``."""
+        self._check(path)
+        stats = self.index.text.get(path)
+        if stats is None:
+            return set()
+        found: set[str] = set()
+        for term in set(self.terms(text)):
+            found |= stats.postings.get(term, set())
+        return found
+
+    def _field(self, path: str) -> tuple[_FieldStats, int, float]:
+        if path not in self._fields:
+            stats = self.index.text.setdefault(path, _FieldStats())
+            hidden = [d for d in self.hidden if d in stats.length]
+            n_docs = len(stats.length) - len(hidden)
+            total = stats.total - sum(stats.length[d] for d in hidden)
+            self._fields[path] = (stats, n_docs, total / n_docs if n_docs else 1.0)
+        return self._fields[path]
+
+    def _doc_freq(self, path: str, stats: _FieldStats, term: str) -> int:
+        key = (path, term)
+        if key not in self._df:
+            hidden = sum(1 for d in self.hidden if term in stats.tf.get(d, ()))
+            self._df[key] = stats.df.get(term, 0) - hidden
+        return self._df[key]
+
+    def bm25(self, path: str, text: str, doc_id: str) -> float | None:
+        self._check(path)
+        terms = self.terms(text)
+        stats, n_docs, avgdl = self._field(path)
+        counts = stats.tf.get(doc_id)
+        if not counts or not terms:
             return None
-        n_docs = len(tokens)
-        dl = len(doc_tokens)
+        dl = stats.length[doc_id]
         score = 0.0
         matched = False
         for term in terms:
-            f = doc_tokens.count(term)
+            f = counts.get(term, 0)
             if not f:
                 continue
             matched = True
-            n = df[term]
+            n = self._doc_freq(path, stats, term)
             idf = math.log(1 + (n_docs - n + 0.5) / (n + 0.5))
             score += idf * f / (f + K1 * (1 - B + B * dl / avgdl))
         return score if matched else None
@@ -569,6 +718,7 @@ class _State:
     requests: list[Recorded] = field(default_factory=list)
     fail_requests: list[tuple[int, str]] = field(default_factory=list)
     fail_bulk: list[tuple[int, int]] = field(default_factory=list)
+    delays: list[float] = field(default_factory=list)
     visibility_delay: float = 0.0
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -597,7 +747,7 @@ class OpenSearchDouble:
             pass
 
         Handler.state = state
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server = _Server(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.01,), name="opensearch-double", daemon=True
@@ -646,6 +796,13 @@ class OpenSearchDouble:
         with self._state.lock:
             self._state.fail_bulk.extend([(every, 1)] * times)
 
+    def delay_next_requests(self, seconds: float, count: int = 1) -> None:
+        """Hold each of the next ``count`` requests (of any kind) ``seconds`` before answering it, as a slow
+        or overloaded cluster would. The request is recorded on arrival; the wait does not block other
+        requests. A client that gave up meanwhile is not an error for the double."""
+        with self._state.lock:
+            self._state.delays.extend([seconds] * count)
+
     def delay_visibility(self, seconds: float) -> None:
         """From now on, a newly indexed document becomes visible to search only ``seconds`` later, as on
         OpenSearch Serverless (no ``_refresh``; new documents appear after a delay). 0 turns it off."""
@@ -660,6 +817,14 @@ class OpenSearchDouble:
     def mapping(self, index: str) -> dict[str, Any]:
         with self._state.lock:
             return json.loads(json.dumps(self._state.indices[index].mappings))
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (its timeout during an injected delay) is normal; anything else is printed."""
+        if isinstance(sys.exc_info()[1], BrokenPipeError | ConnectionResetError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -704,6 +869,10 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.state
         with state.lock:
             state.requests.append(Recorded(method, path, params, dict(self.headers.items()), body))
+            delay = state.delays.pop(0) if state.delays else 0.0
+        if delay:
+            time.sleep(delay)
+        with state.lock:
             try:
                 if state.fail_requests:
                     status, error_type = state.fail_requests.pop(0)
@@ -712,12 +881,16 @@ class _Handler(BaseHTTPRequestHandler):
             except DoubleError as err:
                 status, answer = err.status, err.body
         payload = b"" if answer is None else json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if method != "HEAD":
-            self.wfile.write(payload)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if method != "HEAD":
+                self.wfile.write(payload)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up (its timeout) while the request was delayed
 
     # routing ------------------------------------------------------------------------------------------
 
@@ -833,7 +1006,7 @@ class _Handler(BaseHTTPRequestHandler):
         if op == "delete":
             if doc_id is None:
                 raise DoubleError(400, "action_request_validation_exception", "id is missing")
-            if index.docs.pop(doc_id, None) is None:
+            if not index.remove(doc_id):
                 return {"result": "not_found", "status": 404}
             return {"result": "deleted", "status": 200}
         if self.state.mode == "serverless" and doc_id is not None:
@@ -849,7 +1022,7 @@ class _Handler(BaseHTTPRequestHandler):
                 409, "version_conflict_engine_exception", f"[{doc_id}]: document already exists"
             )
         existed = doc_id in index.docs
-        index.docs[doc_id] = doc
+        index.put(doc_id, doc)
         if self.state.visibility_delay:
             index.visible_at[doc_id] = time.monotonic() + self.state.visibility_delay
         index.versions[doc_id] = index.versions.get(doc_id, 0) + 1
@@ -881,7 +1054,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         ids = [h["_id"] for h in matched["hits"]["hits"]]
         for doc_id in ids:
-            del index.docs[doc_id]
+            index.remove(doc_id)
         return {
             "took": 1,
             "timed_out": False,

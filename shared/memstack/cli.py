@@ -42,8 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--embedder",
         choices=["hash", "local", "openai"],
-        default="local",
-        help="openai needs OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible endpoint)",
+        help="default: MEMSTACK_EMBEDDER, else openai when OPENAI_API_KEY is set, else local; openai needs "
+        "OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible endpoint)",
     )
     demo.add_argument("--mode", choices=["vector", "keyword", "hybrid"], default="hybrid")
     demo.add_argument("--top-k", type=int, default=4)
@@ -52,18 +52,54 @@ def _parser() -> argparse.ArgumentParser:
         "--db", help="SQLite file of the sqlite backend (default: a fresh temporary file, removed afterwards)"
     )
     demo.add_argument("--quiet", action="store_true", help="no progress output")
+    _serve_parser(sub)
     return parser
 
 
+def _serve_parser(sub: Any) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="serve the HTTP API (the routes of API Gateway, docs/api.md) on localhost",
+        description="Serve the /v1 routes of the HTTP API on localhost through the same resolver as the "
+        "Lambda functions. Indexing runs inline (no stream locally). Ctrl-C or SIGTERM stops it.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free port)")
+    serve.add_argument(
+        "--backend",
+        choices=["sqlite", "aws"],
+        help="sqlite (embedded) or aws: DynamoDB + OpenSearch at the endpoints in the MEMSTACK_* settings "
+        "(default: MEMSTACK_BACKEND, else sqlite)",
+    )
+    serve.add_argument(
+        "--db", help="SQLite file of the sqlite backend (default: MEMSTACK_DB_PATH, .memstack/memory.db)"
+    )
+    serve.add_argument(
+        "--embedder",
+        choices=["hash", "local", "openai"],
+        help="default: MEMSTACK_EMBEDDER, else openai when OPENAI_API_KEY is set, else local",
+    )
+    serve.add_argument(
+        "--auth",
+        choices=["iam", "jwt"],
+        help="iam: trust resource_id (default: MEMSTACK_AUTH, else iam); jwt: LOCAL TESTING ONLY, the token "
+        "claims are read unverified from the X-Memstack-Claims header (a JSON object)",
+    )
+    serve.add_argument("--verbose", action="store_true", help="also print the API's JSON log lines")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit code (2 for bad input)."""
+    """Entry point; returns the process exit code: 2 for bad input or settings (``InvalidInput`` and the
+    other 4xx errors), 1 when a backend failed (``Unavailable``)."""
     args = _parser().parse_args(argv)
     try:
         if args.command == "demo":
             return _demo(args)
+        if args.command == "serve":
+            return _serve(args)
     except MemstackError as exc:
         print(f"memstack: {exc}", file=sys.stderr)
-        return 2
+        return 1 if exc.status >= 500 else 2
     return 1
 
 
@@ -74,6 +110,7 @@ def _demo(args: argparse.Namespace) -> int:
     data = args.data or demo.default_data_path()
     conversations = locomo.load(data, args.conversations)
     settings = load_settings(**({"backend": args.backend} if args.backend else {}))
+    args.embedder = args.embedder or settings.embedder_name
     if settings.backend == "aws":
         if args.db:
             raise InvalidInput("--db applies to the sqlite backend only", field="db")
@@ -82,6 +119,30 @@ def _demo(args: argparse.Namespace) -> int:
         return _run_demo(args, conversations, data, args.db)
     with tempfile.TemporaryDirectory(prefix="memstack-demo-") as scratch:
         return _run_demo(args, conversations, data, str(Path(scratch) / "memory.db"))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from memstack.serve import ServeConfig, build_memory, serve
+    from memstack.settings import load_settings
+
+    settings = load_settings(**({"backend": args.backend} if args.backend else {}))
+    embedder = args.embedder or settings.embedder_name
+    auth = args.auth or settings.auth
+    memory = build_memory(settings.backend, db=args.db, embedder=embedder)
+    where = (
+        f"db={args.db or settings.db_path}"
+        if settings.backend == "sqlite"
+        else f"table={settings.table} opensearch={settings.opensearch_endpoint}"
+    )
+    banner = f" (backend={settings.backend} {where} embedder={embedder} auth={auth} indexing=inline)"
+    if auth == "jwt":
+        banner += " -- jwt claims come UNVERIFIED from the X-Memstack-Claims header: local testing only"
+    try:
+        config = ServeConfig(host=args.host, port=args.port, auth=auth, verbose=args.verbose)
+        return serve(memory, config, banner=banner)
+    except OSError as exc:
+        print(f"memstack: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, db: str | Settings) -> int:

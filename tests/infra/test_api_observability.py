@@ -82,7 +82,7 @@ def test_given_jwt_mode_then_every_method_uses_the_cognito_authorizer_and_the_fu
 
 def test_given_the_stack_then_the_stage_throttles_logs_access_and_traces(synth: Synth) -> None:
     stage = next(iter(synth.resources("AWS::ApiGateway::Stage").values()))["Properties"]
-    assert stage["StageName"] == "v1"
+    assert stage["StageName"] == "prod"
     assert stage["TracingEnabled"] is True
     assert (
         "DestinationArn" in stage["AccessLogSetting"]

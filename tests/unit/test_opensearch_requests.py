@@ -3,19 +3,25 @@ from the real opensearch-py client: index creation, searches, bulk writes, delet
 
 from __future__ import annotations
 
+import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from memstack.adapters.opensearch import OpenSearchIndex, index_body, make_client
+from memstack.adapters.opensearch.client import describe
 from memstack.adapters.opensearch.index import chunk_id
 from memstack.errors import InvalidInput, Unavailable
 from memstack.ports import IndexEntry
 from tests.opensearch_double import OpenSearchDouble, Recorded
 
 NAME = "memstack-hash-4-4"
+ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 EXPECTED_INDEX_BODY = {
@@ -530,3 +536,286 @@ def test_given_basic_auth_when_a_request_is_sent_then_it_carries_the_user(manage
 def test_given_a_bad_service_when_making_a_client_then_invalid_input() -> None:
     with pytest.raises(InvalidInput):
         make_client("http://localhost:9200", service="nmslib")  # type: ignore[arg-type]
+
+
+# timeouts and retries -------------------------------------------------------------------------------
+
+
+def test_given_a_search_slower_than_its_timeout_when_searching_then_it_fails_once_naming_the_timeout(
+    managed: OpenSearchDouble,
+) -> None:
+    client = make_client(managed.url, service="none", max_retries=2)
+    index = OpenSearchIndex(client, dimension=4, model_id="hash-4", search_timeout=0.2)
+    managed.clear_requests()
+    managed.delay_next_requests(1.0, count=1)
+
+    with pytest.raises(Unavailable) as err:
+        index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0])
+
+    assert "0.2 s" in err.value.message and "timeout" in err.value.message and NAME in err.value.message
+    assert calls(managed) == [("POST", f"/{NAME}/_search")]  # received once: a timeout is never retried
+    assert index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0]).vector == []  # the next one works
+
+
+def test_given_a_bulk_slower_than_the_write_timeout_when_upserting_then_it_fails_once_naming_the_timeout(
+    managed: OpenSearchDouble,
+) -> None:
+    client = make_client(managed.url, service="none", max_retries=2)
+    index = OpenSearchIndex(client, dimension=4, model_id="hash-4", write_timeout=0.2)
+    managed.clear_requests()
+    managed.delay_next_requests(1.0, count=1)
+
+    with pytest.raises(Unavailable) as err:
+        index.upsert([entry("m1")])
+
+    assert "bulk write" in err.value.message and "0.2 s" in err.value.message
+    assert calls(managed) == [("POST", "/_bulk")]
+
+
+def test_given_default_timeouts_when_searching_and_writing_then_10_and_30_seconds_are_passed(
+    managed: OpenSearchDouble, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = open_index(managed)
+    seen: list[tuple[str, Any]] = []
+    for method in ("search", "msearch", "bulk", "delete_by_query"):
+        original = getattr(index._client, method)
+
+        def spy(*args: Any, _name: str = method, _original: Any = original, **kwargs: Any) -> Any:
+            seen.append((_name, kwargs.get("request_timeout")))
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(index._client, method, spy)
+
+    index.upsert([entry("m1")])
+    index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0])
+    index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0], text="note")
+
+    assert seen == [("bulk", 30.0), ("delete_by_query", 30.0), ("search", 10.0), ("msearch", 10.0)]
+
+
+def test_given_a_503_when_the_client_may_retry_then_the_request_is_retried(managed: OpenSearchDouble) -> None:
+    client = make_client(managed.url, service="none", max_retries=2)
+    index = OpenSearchIndex(client, dimension=4, model_id="hash-4")
+    managed.clear_requests()
+    managed.fail_next_requests(503)
+
+    assert index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0]).vector == []
+    assert calls(managed) == [("POST", f"/{NAME}/_search")] * 2
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), True, "10"])
+def test_given_a_bad_timeout_when_opening_then_invalid_input(managed: OpenSearchDouble, bad: Any) -> None:
+    with pytest.raises(InvalidInput) as err:
+        open_index(managed, search_timeout=bad)
+
+    assert err.value.field == "search_timeout"
+
+
+# engine and space type of an existing index ---------------------------------------------------------
+
+
+def test_given_an_index_on_another_engine_when_the_adapter_starts_then_it_warns_and_reports_the_real_one(
+    managed: OpenSearchDouble, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_client(managed.url, service="none").indices.create(index=NAME, body=index_body(4, "lucene"))
+
+    with caplog.at_level(logging.WARNING, logger="memstack"):
+        index = open_index(managed, engine="faiss")
+
+    assert index.engine == "lucene"
+    (record,) = [r for r in caplog.records if r.name.startswith("memstack") and r.levelno >= logging.WARNING]
+    assert "lucene" in record.getMessage() and "faiss" in record.getMessage() and NAME in record.getMessage()
+    index.upsert([entry("m1")])  # and it works as it is
+    assert [h.message_id for h in index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0]).vector or []] == [
+        "m1"
+    ]
+
+
+def test_given_an_index_on_the_same_engine_when_the_adapter_starts_then_nothing_is_logged(
+    managed: OpenSearchDouble, caplog: pytest.LogCaptureFixture
+) -> None:
+    open_index(managed, engine="faiss")
+
+    with caplog.at_level(logging.WARNING, logger="memstack"):
+        index = open_index(managed, engine="faiss")
+
+    assert index.engine == "faiss"
+    assert not [r for r in caplog.records if r.name.startswith("memstack") and r.levelno >= logging.WARNING]
+
+
+def test_given_an_index_with_another_space_type_when_the_adapter_starts_then_invalid_input_names_both(
+    managed: OpenSearchDouble,
+) -> None:
+    body = index_body(4, "lucene")
+    body["mappings"]["properties"]["vector"]["method"]["space_type"] = "l2"
+    make_client(managed.url, service="none").indices.create(index=NAME, body=body)
+
+    with pytest.raises(InvalidInput) as err:
+        open_index(managed)
+
+    assert "'l2'" in err.value.message and "'cosinesimil'" in err.value.message and NAME in err.value.message
+
+
+def test_given_an_index_on_nmslib_when_the_adapter_starts_then_invalid_input_names_both_engines(
+    managed: OpenSearchDouble,
+) -> None:
+    open_index(managed)
+    # The double (like current OpenSearch) refuses to create nmslib indexes; an old one is simulated.
+    managed._state.indices[NAME].mappings["properties"]["vector"]["method"]["engine"] = "nmslib"
+
+    with pytest.raises(InvalidInput) as err:
+        open_index(managed)
+
+    assert "'nmslib'" in err.value.message and "'lucene'" in err.value.message
+    assert err.value.field == "engine"
+
+
+# logging and error messages -------------------------------------------------------------------------
+
+
+def test_given_no_logging_configured_when_a_request_fails_or_times_out_then_nothing_reaches_stderr() -> None:
+    """Neither opensearch-py's warnings (its logger gets a NullHandler from make_client, even if the library
+    did not add one) nor the double's server thread (a client that hung up) print tracebacks."""
+    script = """
+import logging, time
+import opensearchpy
+logging.getLogger("opensearch").handlers.clear()  # as with a library version that adds no NullHandler
+from memstack.adapters.opensearch import OpenSearchIndex, make_client
+from memstack.errors import Unavailable
+from tests.opensearch_double import OpenSearchDouble
+
+with OpenSearchDouble() as double:
+    index = OpenSearchIndex(make_client(double.url, service="none"), dimension=4, model_id="hash-4",
+                            search_timeout=0.2)
+    double.delay_next_requests(0.4, count=1)
+    double.fail_next_requests(500, count=2)
+    for _ in range(2):
+        try:
+            index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0])
+        except Unavailable as err:
+            print(err.message)
+    time.sleep(0.5)  # the delayed answer is written to a closed connection
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT, check=False
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert "within 0.2 s" in done.stdout and "(500 unavailable)" in done.stdout
+
+
+def test_given_a_translated_error_when_raised_then_the_adapter_logs_no_warning_with_a_traceback(
+    managed: OpenSearchDouble, caplog: pytest.LogCaptureFixture
+) -> None:
+    index = open_index(managed)
+    managed.fail_next_requests(503)
+
+    with caplog.at_level(logging.DEBUG, logger="memstack"), pytest.raises(Unavailable):
+        index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0])
+
+    ours = [r for r in caplog.records if r.name.startswith("memstack")]
+    assert not [r for r in ours if r.levelno >= logging.WARNING or r.exc_info]
+    assert any(r.levelno == logging.DEBUG and "503" in r.getMessage() for r in ours)
+
+
+def test_given_es_against_a_serverless_collection_when_upserting_then_the_error_names_index_and_reason(
+    serverless: OpenSearchDouble,
+) -> None:
+    index = open_index(serverless, "es")
+
+    with pytest.raises(Unavailable) as err:
+        index.upsert([entry("m1", text="private words of the user")])
+
+    message = err.value.message
+    assert message.startswith(
+        f"1 of 1 OpenSearch bulk actions on index {NAME} failed (illegal_argument_exception"
+    )
+    assert "Document ID is not supported in create/index operation request" in message
+    assert "service 'aoss'" in message
+    assert "private" not in message
+
+
+def test_given_a_long_reason_with_a_value_preview_when_described_then_it_is_short_and_has_no_document_text() -> (
+    None
+):
+    item = {
+        "status": 400,
+        "error": {
+            "type": "mapper_parsing_exception",
+            "reason": "failed to parse field [text] "
+            + "x" * 400
+            + ". Preview of field's value: 'secret text'",
+        },
+    }
+
+    error_type, reason = describe(item, limit=200)
+    _, previewed = describe(
+        {"error": {"type": "t", "reason": "bad [text]. Preview of field's value: 'secret'"}}
+    )
+
+    assert error_type == "mapper_parsing_exception"
+    assert len(reason) == 200 and reason.endswith("…") and "secret" not in reason
+    assert previewed == "bad [text]"
+    assert describe({"index": NAME, "cause": {"type": "version_conflict", "reason": "conflict"}}) == (
+        "version_conflict",
+        "conflict",
+    )
+
+
+# the double with large messages ----------------------------------------------------------------------
+
+
+def test_given_three_600_kb_messages_when_searching_the_double_then_results_are_right(
+    managed: OpenSearchDouble,
+) -> None:
+    """3 messages × 37 chunks of 16,384 characters (what a 600 KB assistant message becomes): searches on the
+    double analyse nothing again, so this stays fast (it took ~20 s per search before)."""
+    vocabulary = [f"w{n:04d}x" for n in range(3000)]
+    index = open_index(managed, refresh=True)
+    for m in range(3):
+        words = " ".join(vocabulary[(m * 7919 + i * 31) % len(vocabulary)] for i in range(2000))
+        text = (words + " ") * 8  # ~16 KB per chunk
+        chunks = [text[:16_384] for _ in range(37)]
+        chunks[20] = chunks[20][:-40] + f" needle{m} marker"
+        index.upsert(
+            [
+                entry(f"m{m}", chunk=c, text=t, vector=[1.0, float(m), float(c % 3), 0.5])
+                for c, t in enumerate(chunks)
+            ]
+        )
+    assert len(managed.documents(NAME)) == 111
+
+    for m in range(3):
+        results = index.search("r1", top_k=2, text=f"needle{m}", vector=[1.0, float(m), 2.0, 0.5])
+        assert [h.message_id for h in results.keyword or []] == [f"m{m}"]
+        assert (results.vector or [])[0].message_id == f"m{m}"
+    common = index.search("r1", top_k=3, text=f"{vocabulary[0]} marker").keyword or []
+    assert sorted(h.message_id for h in common) == ["m0", "m1", "m2"]
+
+
+def test_given_deletes_and_rewrites_when_searching_the_double_then_bm25_equals_a_fresh_index() -> None:
+    texts = {"a": "red apple pie", "b": "green apple", "c": "apple apple tart", "d": "blue sky"}
+    with OpenSearchDouble() as churned, OpenSearchDouble() as fresh:
+        index = open_index(churned, refresh=True)
+        index.upsert([entry(m, text="temporary apple words " * 3) for m in texts])
+        index.upsert([entry(m, text=t) for m, t in texts.items()])
+        index.delete_messages("r1", ["c"])
+        clean = open_index(fresh, refresh=True)
+        clean.upsert([entry(m, text=t) for m, t in texts.items() if m != "c"])
+
+        got = index.search("r1", top_k=5, text="apple pie").keyword
+        want = clean.search("r1", top_k=5, text="apple pie").keyword
+
+    assert got == want and [h.message_id for h in got or []] == ["a", "b"]
+
+
+def test_given_a_mapping_that_names_no_method_when_checked_then_nothing_is_known() -> None:
+    from memstack.adapters.opensearch.schema import stored_method
+
+    bare = {NAME: {"mappings": {"properties": {"vector": {"type": "knn_vector", "dimension": 4}}}}}
+    field_level = {NAME: {"mappings": {"properties": {"vector": {"type": "knn_vector", "space_type": "l2"}}}}}
+
+    assert stored_method(bare, NAME) == {}
+    assert stored_method(field_level, NAME) == {"space_type": "l2"}
+    assert stored_method(index_body(4, "faiss"), "mappings-missing") == {}

@@ -13,6 +13,19 @@ SigV4 uses ``RequestsHttpConnection`` with ``RequestsAWSV4SignerAuth`` (opensear
 ``AWSV4SignerAuth``): the signer runs as a ``requests`` auth hook on the final, serialised request, so the
 payload hash covers the exact bytes sent. Credentials come from boto3's default chain (Lambda role, env,
 profile) and are refreshed by botocore; the signer freezes them per request.
+
+Timeouts and retries: the client's own timeout (:data:`DEFAULT_TIMEOUT_SECONDS`) covers start-up
+requests; the adapter passes a per-request ``request_timeout`` to searches
+(:data:`SEARCH_TIMEOUT_SECONDS`) and writes (:data:`WRITE_TIMEOUT_SECONDS`). The transport retries only
+connection errors and 502/503/504 (:data:`DEFAULT_MAX_RETRIES` times), **never a timeout**: a timed-out
+request re-sent would only add load to a cluster that is already too slow, so it fails at once with
+``Unavailable`` naming the timeout.
+
+Logging: opensearch-py's ``opensearch`` logger logs every failed request as a WARNING with a traceback.
+:func:`make_client` gives it a ``NullHandler``, so with no logging configured Python's last-resort handler no
+longer prints those tracebacks to stderr (the error is translated and raised; the caller reports it);
+records still propagate to handlers an application configures. This module logs translated errors at
+DEBUG only.
 """
 
 from __future__ import annotations
@@ -30,8 +43,17 @@ Service = Literal["es", "aoss", "none"]
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
+"""Seconds per request unless the request says otherwise (start-up: index check, creation, mapping)."""
+
+SEARCH_TIMEOUT_SECONDS = 10.0
+"""Default ``request_timeout`` of a search (``_search``/``_msearch``): what one conversational turn can wait."""
+
+WRITE_TIMEOUT_SECONDS = 30.0
+"""Default ``request_timeout`` of a write (``_bulk`` of up to 500 actions, ``_delete_by_query``)."""
+
 DEFAULT_MAX_RETRIES = 2
-"""Transport retries on connection errors, timeouts and 502/503/504 (opensearch-py's ``retry_on_status``)."""
+"""Transport retries on connection errors and 502/503/504 (opensearch-py's ``retry_on_status``); timeouts
+are never retried."""
 
 
 def make_client(
@@ -53,8 +75,9 @@ def make_client(
         service: ``aoss`` or ``es`` (SigV4 with that service name), or ``none`` (basic auth or none).
         region: the AWS region for SigV4; unset, boto3's configured region.
         username, password: basic auth for ``none``.
-        timeout: seconds per request.
-        max_retries: transport retries on connection errors, timeouts and 502/503/504.
+        timeout: seconds per request that does not pass its own ``request_timeout`` (the adapter passes one
+            for searches and writes).
+        max_retries: transport retries on connection errors and 502/503/504; a timeout is never retried.
         credentials: botocore credentials for SigV4; unset, boto3's default chain.
 
     Raises:
@@ -65,6 +88,7 @@ def make_client(
 
     from opensearchpy import OpenSearch, RequestsHttpConnection
 
+    _quiet_library_logger()
     if service not in ("es", "aoss", "none"):
         raise InvalidInput("service must be 'es', 'aoss' or 'none'", field="service")
     url = urlparse(endpoint)
@@ -90,10 +114,18 @@ def make_client(
         connection_class=RequestsHttpConnection,
         timeout=timeout,
         max_retries=max_retries,
-        retry_on_timeout=True,
+        retry_on_timeout=False,
         http_compress=False,
         pool_maxsize=10,
     )
+
+
+def _quiet_library_logger() -> None:
+    """Give opensearch-py's ``opensearch`` logger a ``NullHandler`` (once): only Python's last-resort
+    stderr output is suppressed; propagation to configured handlers is untouched."""
+    library = logging.getLogger("opensearch")
+    if not any(isinstance(h, logging.NullHandler) for h in library.handlers):
+        library.addHandler(logging.NullHandler())
 
 
 def _sigv4(service: str, region: str | None, credentials: Any) -> Any:
@@ -110,8 +142,16 @@ def _sigv4(service: str, region: str | None, credentials: Any) -> Any:
     return RequestsAWSV4SignerAuth(credentials, region, service)
 
 
-def call(action: str, request: Callable[[], T]) -> T:
-    """Run one client request, translating opensearch-py errors.
+def call(
+    action: str, request: Callable[[], T], *, index: str | None = None, timeout: float | None = None
+) -> T:
+    """Run one client request, translating opensearch-py errors (see :func:`translate`).
+
+    Args:
+        action: what the request does, for messages (``"search"``, ``"bulk write"``).
+        request: the request; it raises opensearch-py's exceptions.
+        index: the index concerned, named in messages.
+        timeout: the request's timeout in seconds, named in a timeout's message.
 
     Raises:
         Unavailable: a connection error or timeout, 429, any 5xx, 401/403 (credentials or access policy),
@@ -123,38 +163,67 @@ def call(action: str, request: Callable[[], T]) -> T:
     except MemstackError:
         raise
     except Exception as exc:
-        raise translate(action, exc) from exc
+        raise translate(action, exc, index=index, timeout=timeout) from exc
 
 
-def translate(action: str, exc: Exception) -> MemstackError:
-    """The ``MemstackError`` for an opensearch-py exception raised during ``action``."""
-    from opensearchpy.exceptions import ConnectionError, TransportError
+def translate(
+    action: str, exc: Exception, *, index: str | None = None, timeout: float | None = None
+) -> MemstackError:
+    """The ``MemstackError`` for an opensearch-py exception raised during ``action``.
 
+    The message names the action, the index (when given) and the status or the timeout; never a document.
+    Logged at DEBUG only: the error is raised and the caller reports it.
+    """
+    from opensearchpy.exceptions import ConnectionError, ConnectionTimeout, TransportError
+
+    where = f"{action} on index {index}" if index else action
+    if isinstance(exc, ConnectionTimeout):
+        seconds = f"{timeout:g} s" if timeout is not None else "the client's timeout"
+        logger.debug("opensearch %s: timed out after %s", where, seconds)
+        return Unavailable(
+            f"OpenSearch did not answer the {where} within {seconds} (request timeout; not retried)"
+        )
     if isinstance(exc, ConnectionError):
-        logger.warning("opensearch %s: connection failed (%s)", action, type(exc).__name__)
-        return Unavailable(f"OpenSearch could not be reached during {action} ({type(exc).__name__})")
+        logger.debug("opensearch %s: connection failed (%s)", where, type(exc).__name__)
+        return Unavailable(f"OpenSearch could not be reached during {where} ({type(exc).__name__})")
     if isinstance(exc, TransportError):
         status = exc.status_code
         error_type, reason = describe(exc.info)
-        logger.warning("opensearch %s: status %s (%s)", action, status, error_type)
+        logger.debug("opensearch %s: status %s (%s)", where, status, error_type)
         if status == 400:
-            return InvalidInput(f"OpenSearch rejected the {action} request (400 {error_type}: {reason})")
+            return InvalidInput(f"OpenSearch rejected the {where} request (400 {error_type}: {reason})")
         if status in (401, 403):
             return Unavailable(
-                f"OpenSearch refused the {action} request ({status} {error_type}); check the credentials and "
+                f"OpenSearch refused the {where} request ({status} {error_type}); check the credentials and "
                 "the domain's or collection's access policy"
             )
-        return Unavailable(f"OpenSearch failed during {action} ({status} {error_type})")
-    return Unavailable(f"OpenSearch failed during {action} ({type(exc).__name__})")
+        return Unavailable(f"OpenSearch failed during {where} ({status} {error_type})")
+    logger.debug("opensearch %s: %s", where, type(exc).__name__)
+    return Unavailable(f"OpenSearch failed during {where} ({type(exc).__name__})")
 
 
-def describe(info: Any) -> tuple[str, str]:
-    """The error type and a short reason (at most 300 characters) from an OpenSearch error body."""
-    error = info.get("error") if isinstance(info, dict) else info
+def describe(info: Any, limit: int = 300) -> tuple[str, str]:
+    """The error type and a short reason (at most ``limit`` characters) from an OpenSearch error body
+    (``{"error": {...}}``) or a bulk item's or by-query failure's error object.
+
+    The reason never carries document text: OpenSearch's "Preview of field's value: …" suffix (mapping
+    errors quote the refused value) is cut, and whitespace is collapsed.
+    """
+    error = info.get("error") if isinstance(info, dict) and "error" in info else info
+    if isinstance(info, dict) and "cause" in info and "error" not in info:
+        error = info["cause"]  # a _delete_by_query failure
     if isinstance(error, dict):
         reason = error.get("reason")
         root = error.get("root_cause")
         if not reason and isinstance(root, list) and root and isinstance(root[0], dict):
             reason = root[0].get("reason")
-        return str(error.get("type", "error")), str(reason or "")[:300]
-    return "error", str(error or "")[:300]
+        return str(error.get("type", "error")), _safe_reason(reason, limit)
+    return "error", _safe_reason(error, limit)
+
+
+def _safe_reason(reason: Any, limit: int) -> str:
+    text = " ".join(str(reason or "").split())
+    cut = text.find("Preview of field's value")
+    if cut >= 0:
+        text = text[:cut].rstrip(" .:;,")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

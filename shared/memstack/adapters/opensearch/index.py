@@ -15,7 +15,12 @@ Two flavours, chosen by ``service`` (docs/opensearch.md has the details and the 
   the ids the same way. Idempotency comes from DynamoDB (the indexer's stream), not from ``_id``.
 
 A ``_bulk`` answer with item errors is never ignored: items refused with 429 or 5xx are retried (twice,
-with backoff), and what still fails raises ``Unavailable`` naming the count.
+with backoff), and what still fails raises ``Unavailable`` naming the count, the index and the first item's
+error type and reason (at most 200 characters, never document text).
+
+Timeouts: each search passes ``request_timeout=search_timeout`` (10 s by default) and each write
+``request_timeout=write_timeout`` (30 s); a timeout is not retried (see ``client``) and raises
+``Unavailable`` naming the timeout.
 
 Search: the vector list is a ``knn`` query with the resource/thread scope and the metadata filter inside
 the ``knn`` clause; the keyword list is a ``match`` on ``text`` in a ``bool`` with the same filter. Both
@@ -38,15 +43,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memstack.adapters.opensearch.client import Service, call, describe, translate
+from memstack.adapters.opensearch.client import (
+    SEARCH_TIMEOUT_SECONDS,
+    WRITE_TIMEOUT_SECONDS,
+    Service,
+    call,
+    describe,
+    translate,
+)
 from memstack.adapters.opensearch.documents import flatten
 from memstack.adapters.opensearch.query import keyword_body, scope_filter, vector_body
 from memstack.adapters.opensearch.schema import (
+    SPACE_TYPE,
     VECTOR_FIELD,
     Engine,
     index_body,
     index_name,
     stored_dimension,
+    stored_method,
 )
 from memstack.adapters.search_text import indexed_text, query_terms
 from memstack.errors import InvalidInput, Unavailable
@@ -71,6 +85,9 @@ ID_PAGE_SIZE = 1_000
 DEFAULT_BULK_RETRY_DELAYS = (0.5, 2.0)
 """Seconds to wait before each retry of the ``_bulk`` items refused with 429 or 5xx."""
 
+REASON_LIMIT = 200
+"""Most characters of an OpenSearch error reason quoted in a bulk or delete failure."""
+
 _FLOAT32_MAX = 3.4028234663852886e38
 
 
@@ -86,7 +103,11 @@ class OpenSearchIndex:
     """``SearchIndex`` over one OpenSearch index per embedding model and dimension.
 
     The index is created at start-up if missing (``PUT /<index>`` with :func:`index_body`), and an existing
-    one is checked: a ``knn_vector`` of another dimension raises ``InvalidInput`` naming both.
+    one is checked: a ``knn_vector`` of another dimension, or a space type other than ``cosinesimil``, raises
+    ``InvalidInput`` naming both; an existing index on nmslib raises ``InvalidInput`` (nmslib refuses the
+    filter inside ``knn``). An existing index on the other of lucene/faiss is used as it is: both answer the
+    same queries with the same cosine scores, so the mismatch is harmless — a WARNING names both engines and
+    :attr:`engine` reports the index's real engine.
 
     Args:
         client: an ``opensearchpy.OpenSearch`` (see :func:`memstack.adapters.opensearch.make_client`);
@@ -100,13 +121,17 @@ class OpenSearchIndex:
         refresh: make every write visible to search before it returns (``es``/``none`` only; Serverless
             has no refresh). Tests want it; the indexer does not need it.
         bulk_retry_delays: seconds before each retry of ``_bulk`` items refused with 429 or 5xx.
+        search_timeout: seconds a search (``_search``/``_msearch``) may take (``request_timeout``), > 0.
+        write_timeout: seconds a ``_bulk`` or ``_delete_by_query`` request may take, > 0.
 
     Attributes:
-        dimension: as given. name: the index name.
+        dimension: as given. name: the index name. engine: the k-NN engine of the index (the existing
+        index's, when it differs from the one asked for).
 
     Raises:
-        InvalidInput: a bad ``dimension``/``service``/``engine``/``index_prefix``/``model_id``, or an existing
-            index whose vectors have another dimension (or no vector field).
+        InvalidInput: a bad ``dimension``/``service``/``engine``/``index_prefix``/``model_id``/timeout, or an
+            existing index whose vectors have another dimension (or no vector field), another space type
+            than ``cosinesimil`` (when the mapping names one), or the nmslib engine.
         Unavailable: OpenSearch cannot be reached or refuses the request.
     """
 
@@ -121,6 +146,8 @@ class OpenSearchIndex:
         engine: Engine = "lucene",
         refresh: bool = False,
         bulk_retry_delays: Sequence[float] = DEFAULT_BULK_RETRY_DELAYS,
+        search_timeout: float = SEARCH_TIMEOUT_SECONDS,
+        write_timeout: float = WRITE_TIMEOUT_SECONDS,
     ) -> None:
         if (
             isinstance(dimension, bool)
@@ -132,6 +159,8 @@ class OpenSearchIndex:
             raise InvalidInput("service must be 'es', 'aoss' or 'none'", field="service")
         if engine not in ("lucene", "faiss"):
             raise InvalidInput("engine must be 'lucene' or 'faiss' (nmslib is not used)", field="engine")
+        self._search_timeout = _check_timeout(search_timeout, "search_timeout")
+        self._write_timeout = _check_timeout(write_timeout, "write_timeout")
         self._client = client
         self.dimension = dimension
         self.service: Service = service
@@ -147,17 +176,17 @@ class OpenSearchIndex:
         from opensearchpy.exceptions import RequestError
 
         name = self.name
-        if not call("index check", lambda: self._client.indices.exists(index=name)):
+        if not call("index check", lambda: self._client.indices.exists(index=name), index=name):
             try:
                 self._client.indices.create(index=name, body=index_body(self.dimension, self.engine))
                 logger.info("created OpenSearch index %s (dimension %d)", name, self.dimension)
                 return
             except RequestError as exc:
                 if describe(exc.info)[0] != "resource_already_exists_exception":
-                    raise translate("index creation", exc) from exc
+                    raise translate("index creation", exc, index=name) from exc
             except Exception as exc:
-                raise translate("index creation", exc) from exc
-        mapping = call("mapping read", lambda: self._client.indices.get_mapping(index=name))
+                raise translate("index creation", exc, index=name) from exc
+        mapping = call("mapping read", lambda: self._client.indices.get_mapping(index=name), index=name)
         stored = stored_dimension(mapping, name)
         if stored is None:
             raise InvalidInput(
@@ -171,6 +200,38 @@ class OpenSearchIndex:
                 "ones were asked for; use the embedder the index was built with or another index_prefix",
                 field="dimension",
             )
+        self._check_method(stored_method(mapping, name))
+
+    def _check_method(self, method: dict[str, str]) -> None:
+        """Compare the existing index's k-NN space type and engine with this adapter's (see the class)."""
+        name = self.name
+        space = method.get("space_type")  # absent: not named in the answer; Memstack always names it
+        if space is not None and space != SPACE_TYPE:
+            raise InvalidInput(
+                f"the OpenSearch index {name} compares vectors with space type {space!r}, but Memstack needs "
+                f"{SPACE_TYPE!r} (cosine); it was not created by Memstack — use another index_prefix",
+                field="index_prefix",
+            )
+        engine = method.get("engine")
+        if engine is None or engine == self.engine:
+            return
+        if engine not in ("lucene", "faiss"):
+            raise InvalidInput(
+                f"the OpenSearch index {name} uses the k-NN engine {engine!r}, but {self.engine!r} was configured; "
+                "Memstack searches need lucene or faiss (filters inside knn) — use another index_prefix",
+                field="engine",
+            )
+        logger.warning(
+            "the OpenSearch index %s uses the k-NN engine %s, not the configured %s; using it as it is "
+            "(same queries and cosine scores); set the engine to %s, or use another index_prefix to get a "
+            "new %s index",
+            name,
+            engine,
+            self.engine,
+            engine,
+            self.engine,
+        )
+        self.engine = engine  # type: ignore[assignment]
 
     # ------------------------------------------------------------------------------------------- writes
 
@@ -303,11 +364,19 @@ class OpenSearchIndex:
             params["refresh"] = "true"
         response = call(
             "delete by query",
-            lambda: self._client.delete_by_query(index=self.name, body={"query": query}, params=params),
+            lambda: self._client.delete_by_query(
+                index=self.name, body={"query": query}, params=params, request_timeout=self._write_timeout
+            ),
+            index=self.name,
+            timeout=self._write_timeout,
         )
         failures = response.get("failures") or []
         if failures:
-            raise Unavailable(f"OpenSearch failed to delete {len(failures)} chunks (delete by query)")
+            error_type, reason = describe(failures[0], limit=REASON_LIMIT)
+            raise Unavailable(
+                f"OpenSearch failed to delete {len(failures)} chunks from index {self.name} (delete by query; "
+                f"first error: {error_type}: {reason})"
+            )
 
     def _find_ids(self, query: dict[str, Any]) -> list[str]:
         """The ``_id`` of every chunk matching ``query``, paged with ``search_after`` on ``uid``."""
@@ -322,7 +391,14 @@ class OpenSearchIndex:
             }
             if after is not None:
                 body["search_after"] = after
-            response = call("id lookup", lambda b=body: self._client.search(index=self.name, body=b))  # type: ignore[misc]
+            response = call(
+                "id lookup",
+                lambda b=body: self._client.search(  # type: ignore[misc]
+                    index=self.name, body=b, request_timeout=self._search_timeout
+                ),
+                index=self.name,
+                timeout=self._search_timeout,
+            )
             _check_shards(response, "id lookup")
             hits = response.get("hits", {}).get("hits", [])
             ids.extend(h["_id"] for h in hits)
@@ -353,7 +429,11 @@ class OpenSearchIndex:
                     body.append(doc)
             response = call(
                 "bulk write",
-                lambda b=body: self._client.bulk(body=b, params=params),  # type: ignore[misc]
+                lambda b=body: self._client.bulk(  # type: ignore[misc]
+                    body=b, params=params, request_timeout=self._write_timeout
+                ),
+                index=self.name,
+                timeout=self._write_timeout,
             )
             if not response.get("errors"):
                 return
@@ -369,16 +449,17 @@ class OpenSearchIndex:
                 else:
                     fatal.append(result)
             if fatal:
-                error_type, _ = describe(fatal[0])
+                error_type, reason = describe(fatal[0], limit=REASON_LIMIT)
                 raise Unavailable(
-                    f"{len(fatal) + len(retry)} of {total} OpenSearch bulk actions failed ({error_type})"
+                    f"{len(fatal) + len(retry)} of {total} OpenSearch bulk actions on index {self.name} failed "
+                    f"({error_type}: {reason}){_hint(reason)}"
                 )
             if not retry:
                 return
             if attempt == len(self._retry_delays):
                 raise Unavailable(
-                    f"{len(retry)} of {total} OpenSearch bulk actions failed (throttled or server errors, "
-                    f"retried {attempt} times)"
+                    f"{len(retry)} of {total} OpenSearch bulk actions on index {self.name} failed (throttled or "
+                    f"server errors, retried {attempt} times)"
                 )
             logger.warning("retrying %d of %d bulk actions refused by OpenSearch", len(retry), total)
             time.sleep(self._retry_delays[attempt])
@@ -456,13 +537,23 @@ class OpenSearchIndex:
             return {}
         if len(bodies) == 1:
             ((name, body),) = bodies.items()
-            response = call("search", lambda: self._client.search(index=self.name, body=body))
+            response = call(
+                "search",
+                lambda: self._client.search(index=self.name, body=body, request_timeout=self._search_timeout),
+                index=self.name,
+                timeout=self._search_timeout,
+            )
             _check_shards(response, "search")
             return {name: response}
         lines: list[dict[str, Any]] = []
         for body in bodies.values():
             lines.extend(({"index": self.name}, body))
-        answer = call("search", lambda: self._client.msearch(body=lines))
+        answer = call(
+            "search",
+            lambda: self._client.msearch(body=lines, request_timeout=self._search_timeout),
+            index=self.name,
+            timeout=self._search_timeout,
+        )
         responses = answer.get("responses", [])
         if len(responses) != len(bodies):
             raise Unavailable("OpenSearch answered a multi-search with the wrong number of responses")
@@ -472,8 +563,12 @@ class OpenSearchIndex:
                 status = int(response.get("status", 500))
                 error_type, reason = describe(response)
                 if status == 400:
-                    raise InvalidInput(f"OpenSearch rejected the search request (400 {error_type}: {reason})")
-                raise Unavailable(f"OpenSearch failed during search ({status} {error_type})")
+                    raise InvalidInput(
+                        f"OpenSearch rejected the search request on index {self.name} (400 {error_type}: {reason})"
+                    )
+                raise Unavailable(
+                    f"OpenSearch failed during search on index {self.name} ({status} {error_type})"
+                )
             _check_shards(response, "search")
             out[name] = response
         return out
@@ -544,6 +639,19 @@ def _check_shards(response: dict[str, Any], action: str) -> None:
             f"OpenSearch answered the {action} from only part of the index "
             f"({shards.get('failed', 0)} shards failed)"
         )
+
+
+def _hint(reason: str) -> str:
+    """A configuration hint for item errors that mean the wrong ``service`` was chosen."""
+    if "Document ID is not supported" in reason:
+        return "; the endpoint looks like an OpenSearch Serverless collection: use service 'aoss'"
+    return ""
+
+
+def _check_timeout(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise InvalidInput(f"{name} must be a positive number of seconds", field=name)
+    return float(value)
 
 
 def _check_int(value: object, path: str, *, minimum: int) -> int:

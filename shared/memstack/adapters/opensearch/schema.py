@@ -24,6 +24,7 @@ Engine = Literal["lucene", "faiss"]
 """k-NN engines this adapter creates indexes with (nmslib is deprecated upstream and never used)."""
 
 VECTOR_FIELD = "vector"
+SPACE_TYPE = "cosinesimil"
 TEXT_FIELD = "text"
 ANALYZER = "memstack_english"
 
@@ -114,7 +115,7 @@ def index_body(dimension: int, engine: Engine) -> dict[str, Any]:
                 VECTOR_FIELD: {
                     "type": "knn_vector",
                     "dimension": dimension,
-                    "method": {"name": "hnsw", "space_type": "cosinesimil", "engine": engine},
+                    "method": {"name": "hnsw", "space_type": SPACE_TYPE, "engine": engine},
                 },
                 TEXT_FIELD: {"type": "text", "analyzer": ANALYZER},
                 "message_id": keyword,
@@ -146,3 +147,25 @@ def stored_dimension(mapping_response: dict[str, Any], name: str) -> int | None:
             if isinstance(dimension, str) and dimension.isdigit():
                 return int(dimension)
     return None
+
+
+def stored_method(mapping_response: dict[str, Any], name: str) -> dict[str, str]:
+    """The ``space_type`` and ``engine`` of ``vector`` in a ``GET /<index>/_mapping`` answer, each only when
+    the mapping names it (``space_type`` may sit in ``method`` or, in newer mappings, on the field)."""
+    for index in (mapping_response.get(name), *mapping_response.values()):
+        if isinstance(index, dict):
+            field = index.get("mappings", {}).get("properties", {}).get(VECTOR_FIELD)
+            if not isinstance(field, dict):
+                continue
+            method = field.get("method")
+            if not isinstance(method, dict):
+                method = {}
+            found: dict[str, str] = {}
+            space = method.get("space_type") or field.get("space_type")
+            if isinstance(space, str):
+                found["space_type"] = space
+            engine = method.get("engine")
+            if isinstance(engine, str):
+                found["engine"] = engine
+            return found
+    return {}

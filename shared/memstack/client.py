@@ -1,0 +1,707 @@
+"""``MemstackClient``: the HTTP API (docs/api.md) with the methods of ``Memory``.
+
+    from memstack.client import MemstackClient
+
+    client = MemstackClient("http://127.0.0.1:8765", resource_id="user-42")        # memstack serve
+    client = MemstackClient("https://abc.execute-api.eu-west-1.amazonaws.com/prod",  # deployed, IAM auth
+                            resource_id="user-42", sigv4=True)
+    ctx = client.context(thread_id="trip-1", message="Any snack ideas?")
+    openai.chat.completions.create(**ctx.to_openai(), model="gpt-4o-mini")
+
+Each method takes the arguments of the ``Memory`` method of the same name; ``resource_id`` may be left out
+when the client was given a default. Answers are the library's types (``Thread``, ``Message``,
+``ThreadPage``, ``MessagePage``, ``CloneResult``, ``RecallResult``) except ``context``, which returns a
+``RemoteContext`` (the ``ModelContext`` fields the API sends, and the same ``to_openai()``).
+
+Errors are the library's: the API's ``{"error": {"code", "message", "field"}}`` becomes the
+``memstack.errors`` class of its code (``field`` kept, ``status`` set to the HTTP status); an answer without
+that shape (API Gateway's own 403/429/5xx) maps by status; a request that never got an answer (connection
+refused, timeout) raises ``Unavailable``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from pydantic_core import to_jsonable_python
+
+from memstack.context import SystemMessage
+from memstack.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    MemstackError,
+    NotFound,
+    PayloadTooLarge,
+    Throttled,
+    Unavailable,
+)
+from memstack.fusion import FusedHit
+from memstack.memory import CloneResult, Include
+from memstack.model import Message, MessagePage, Thread, ThreadPage, ToolCallPart
+from memstack.recall import RecallResult
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds per request (connect, read, write, pool) unless the constructor says otherwise."""
+
+SIGV4_SERVICE = "execute-api"
+
+_ERRORS_BY_CODE: dict[str, type[MemstackError]] = {
+    "invalid_input": InvalidInput,
+    "unsupported_media_type": InvalidInput,
+    "method_not_allowed": InvalidInput,
+    "forbidden": Forbidden,
+    "not_found": NotFound,
+    "conflict": Conflict,
+    "payload_too_large": PayloadTooLarge,
+    "throttled": Throttled,
+    "unavailable": Unavailable,
+}
+_ERRORS_BY_STATUS: dict[int, type[MemstackError]] = {
+    400: InvalidInput,
+    401: Forbidden,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+    415: InvalidInput,
+    429: Throttled,
+    502: Unavailable,
+    503: Unavailable,
+    504: Unavailable,
+}
+_MESSAGE_IN_FIELDS = ("id", "role", "parts", "created_at", "metadata", "author")
+
+
+@dataclass(frozen=True)
+class RemoteContext:
+    """The context of a turn as the API answers it: what ``Memory.context`` returns, over HTTP.
+
+    Attributes:
+        system: the system messages in layer order (instructions, working memory, recall).
+        messages: the conversation (``Message``): history with same-thread recall interleaved, call-time
+            context messages, then the new message — as ``ModelContext.messages``.
+        tools: OpenAI function tools (the working-memory tool when enabled); may be empty.
+        token_count: tokens of the OpenAI messages and tools (tiktoken ``o200k_base``), counted by the server.
+        history_ids: ids of the messages that came from the thread's history.
+        recalled_ids: ids of every message semantic recall brought in.
+        openai_messages: the chat-completions messages, rendered by the server.
+    """
+
+    system: list[SystemMessage]
+    messages: list[Message]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    token_count: int = 0
+    history_ids: list[str] = field(default_factory=list)
+    recalled_ids: list[str] = field(default_factory=list)
+    openai_messages: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def message_ids(self) -> set[str]:
+        """Ids of every stored message the model is shown (history and recall)."""
+        return set(self.history_ids) | set(self.recalled_ids)
+
+    def to_openai(self) -> dict[str, Any]:
+        """Chat-completions input, as ``ModelContext.to_openai()``: ``{"messages": [...], "tools": [...]}``
+        (``tools`` omitted when empty: the OpenAI API refuses an empty list)."""
+        out: dict[str, Any] = {"messages": [dict(m) for m in self.openai_messages]}
+        if self.tools:
+            out["tools"] = list(self.tools)
+        return out
+
+
+class SigV4Auth(httpx.Auth):
+    """httpx auth that signs each request with AWS Signature Version 4 (botocore's signer), as API Gateway's
+    IAM authorization (``AWS_IAM``) expects.
+
+    Signed: the method, the URL as sent (path and query exactly as encoded), the body's SHA-256, ``host``,
+    ``content-type`` and ``x-amz-*`` headers. Credentials are read per request, so refreshing credentials
+    (roles, SSO) keep working.
+
+    Args:
+        credentials: botocore ``Credentials``; ``None`` resolves them with botocore's default chain
+            (environment, profile, container, instance metadata).
+        region: the API's region; ``None`` is the one in an ``*.execute-api.<region>.amazonaws.com`` URL
+            (given as ``url``), else botocore's region (``AWS_REGION``, ``AWS_DEFAULT_REGION``, profile).
+        service: the signing name (``execute-api`` for API Gateway).
+        profile: a named profile for the default chain.
+        url: the API's URL, to read the region from when none is configured.
+
+    Raises:
+        InvalidInput: no credentials or no region could be found (``field`` ``sigv4``).
+    """
+
+    requires_request_body = True
+
+    def __init__(
+        self,
+        credentials: Any = None,
+        *,
+        region: str | None = None,
+        service: str = SIGV4_SERVICE,
+        profile: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        import botocore.session
+
+        if credentials is None or region is None:
+            session = botocore.session.Session(profile=profile)
+            if credentials is None:
+                credentials = session.get_credentials()
+            region = region or _region_from_url(url) or session.get_config_variable("region")
+        if credentials is None:
+            raise InvalidInput("no AWS credentials found for SigV4 signing", field="sigv4")
+        if not region:
+            raise InvalidInput("no AWS region for SigV4 signing: pass sigv4={'region': ...}", field="sigv4")
+        self.credentials = credentials
+        self.region: str = region
+        self.service = service
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        from botocore.auth import SigV4Auth as BotoSigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        frozen = self.credentials.get_frozen_credentials()
+        signed = {
+            k: v
+            for k, v in request.headers.items()
+            if k.lower() in ("host", "content-type") or k.lower().startswith("x-amz-")
+        }
+        aws = AWSRequest(method=request.method, url=str(request.url), data=request.content, headers=signed)
+        BotoSigV4Auth(frozen, self.service, self.region).add_auth(aws)
+        for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token"):
+            value = aws.headers.get(name)
+            if value is not None:
+                request.headers[name] = value
+        yield request
+
+
+def _region_from_url(url: str | None) -> str | None:
+    if not url:
+        return None
+    host = httpx.URL(url).host
+    parts = host.split(".")
+    if "execute-api" in parts:
+        i = parts.index("execute-api")
+        return parts[i + 1] if i + 1 < len(parts) else None
+    return None
+
+
+def _q(value: str) -> str:
+    """Percent-encode as SigV4's canonical form does (RFC 3986 unreserved characters kept), so the signature
+    and the server's view of the query agree."""
+    return quote(value, safe="-_.~")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(to_jsonable_python(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def _message_in(message: Message | Mapping[str, Any] | str) -> Any:
+    """A message as the API takes it (``MessageIn``: no ``thread_id``/``resource_id``/``seq``)."""
+    if isinstance(message, str):
+        return message
+    if isinstance(message, Message):
+        data = message.model_dump(mode="json", include=set(_MESSAGE_IN_FIELDS))
+        if data.get("author") is None:
+            data.pop("author", None)
+        return data
+    return to_jsonable_python(dict(message))
+
+
+def _tool_call(call: Mapping[str, Any] | ToolCallPart) -> Any:
+    if isinstance(call, ToolCallPart):
+        return {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.args, ensure_ascii=False)},
+        }
+    return to_jsonable_python(dict(call))
+
+
+def _include(item: Include | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(item, Include):
+        return {"id": item.id, "before": item.before, "after": item.after}
+    return dict(item)
+
+
+def error_from_response(response: httpx.Response) -> MemstackError:
+    """The ``memstack.errors`` exception for an error answer.
+
+    The API's ``{"error": {"code", "message", "field"?}}`` maps by ``code`` (unknown codes, e.g.
+    ``internal``, to ``MemstackError`` with that code); other bodies (API Gateway's ``{"message": ...}``,
+    proxies' HTML) map by status (5xx gateway errors → ``Unavailable``). The exception's ``status`` is the
+    HTTP status.
+    """
+    status = response.status_code
+    code: str | None = None
+    message = f"HTTP {status}"
+    field_name: str | None = None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    inner = body.get("error") if isinstance(body, dict) else None
+    if isinstance(inner, dict) and isinstance(inner.get("code"), str):
+        code = inner["code"]
+        message = str(inner.get("message") or message)
+        field_name = inner.get("field") if isinstance(inner.get("field"), str) else None
+        cls = _ERRORS_BY_CODE.get(code) or _ERRORS_BY_STATUS.get(status, MemstackError)
+    else:
+        if isinstance(body, dict) and isinstance(body.get("message"), str):
+            message = f"HTTP {status}: {body['message']}"
+        cls = _ERRORS_BY_STATUS.get(status) or (Unavailable if status >= 500 else MemstackError)
+        code = cls.code if cls is not MemstackError else ("internal" if status >= 500 else "http_error")
+    exc = cls(message, field=field_name, code=code)
+    exc.status = status
+    return exc
+
+
+class MemstackClient:
+    """A Memstack API over HTTP with the methods of ``Memory`` (thread-safe; one connection pool).
+
+    Args:
+        base_url: the API's root, without ``/v1``: ``http://127.0.0.1:8765`` (``memstack serve``) or the
+            stage URL ``https://<id>.execute-api.<region>.amazonaws.com/<stage>``.
+        resource_id: the default resource of every call (each method's ``resource_id`` overrides it).
+        timeout: seconds per request, or an ``httpx.Timeout``.
+        sigv4: ``True`` signs every request with SigV4 for ``execute-api`` (botocore's credential chain and
+            region; the region is also read from an execute-api URL); a dict passes ``SigV4Auth``'s
+            arguments (``region``, ``profile``, ``credentials``, ``service``); ``False`` does not sign.
+        headers: headers sent with every request (e.g. ``Authorization: Bearer <jwt>`` in JWT mode).
+        transport: an httpx transport (tests: ``httpx.MockTransport``).
+
+    Raises:
+        InvalidInput: ``sigv4`` asked for and no credentials or region found.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        resource_id: str | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        sigv4: bool | Mapping[str, Any] = False,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        auth: httpx.Auth | None = None
+        if sigv4:
+            options = dict(sigv4) if isinstance(sigv4, Mapping) else {}
+            options.setdefault("url", base_url)
+            auth = SigV4Auth(**options)
+        self.base_url = base_url.rstrip("/")
+        self.resource_id = resource_id
+        self._http = httpx.Client(
+            timeout=timeout,
+            headers=dict(headers or {}),
+            transport=transport,
+            auth=auth,
+        )
+
+    # plumbing ------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> MemstackClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _rid(self, resource_id: str | None) -> str:
+        rid = resource_id if resource_id is not None else self.resource_id
+        if not rid:
+            raise InvalidInput(
+                "resource_id is required (per call or as the client's default)", field="resource_id"
+            )
+        return rid
+
+    def _request(
+        self,
+        method: str,
+        path: Sequence[str],
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+    ) -> Any:
+        """Send one request and return the parsed JSON answer (``None`` for 204).
+
+        ``path``: the segments after ``/v1`` (each percent-encoded here). ``query``: values that are ``None``
+        are left out; others are sent as given (strings) or as JSON (dicts and lists).
+
+        Raises:
+            MemstackError: the API's error, mapped (``error_from_response``). Unavailable: no answer.
+        """
+        url = self.base_url + "/v1/" + "/".join(_q(p) for p in path)
+        params = []
+        for name, value in (query or {}).items():
+            if value is None:
+                continue
+            text = (
+                value
+                if isinstance(value, str)
+                else _json(value)
+                if isinstance(value, dict | list)
+                else str(value)
+            )
+            params.append(f"{_q(name)}={_q(text)}")
+        if params:
+            url += "?" + "&".join(params)
+        content = None if body is None else _json(body).encode("utf-8")
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        try:
+            response = self._http.request(method, url, content=content, headers=headers)
+        except httpx.TransportError as exc:
+            raise Unavailable(f"the Memstack API did not answer: {type(exc).__name__}") from exc
+        if response.status_code >= 400:
+            raise error_from_response(response)
+        if response.status_code == 204 or not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise Unavailable(f"the Memstack API answered {response.status_code} without JSON") from exc
+
+    # health --------------------------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """``{"status": "ok", "version": ...}`` (no store access on the server)."""
+        out: dict[str, Any] = self._request("GET", ["health"])
+        return out
+
+    # threads -------------------------------------------------------------------------------------
+
+    def create_thread(
+        self,
+        *,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+        title: str = "",
+        metadata: dict[str, Any] | None = None,
+    ) -> Thread:
+        """Create a thread (``Memory.create_thread``).
+
+        Raises:
+            InvalidInput, Conflict: as ``Memory.create_thread``.
+        """
+        body = {"id": thread_id, "title": title, "metadata": metadata}
+        data = self._request(
+            "POST",
+            ["threads"],
+            {"resource_id": self._rid(resource_id)},
+            {k: v for k, v in body.items() if v is not None},
+        )
+        return Thread.model_validate(data)
+
+    def get_thread(self, *, thread_id: str, resource_id: str | None = None) -> Thread:
+        """The thread (``Memory.get_thread``).
+
+        Raises:
+            NotFound: missing or another resource's.
+        """
+        data = self._request("GET", ["threads", thread_id], {"resource_id": self._rid(resource_id)})
+        return Thread.model_validate(data)
+
+    def list_threads(
+        self,
+        *,
+        resource_id: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        order_by: str = "created_at",
+        direction: str = "desc",
+        metadata: dict[str, Any] | None = None,
+    ) -> ThreadPage:
+        """A page of the resource's threads (``Memory.list_threads``); pass ``next_cursor`` back.
+
+        Raises:
+            InvalidInput: bad paging or filter.
+        """
+        query = {
+            "resource_id": self._rid(resource_id),
+            "limit": limit,
+            "cursor": cursor,
+            "order_by": order_by,
+            "direction": direction,
+            "metadata": metadata,
+        }
+        data = self._request("GET", ["threads"], query)
+        return ThreadPage.model_validate(data)
+
+    def update_thread(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Thread:
+        """Partial update; metadata merges (``Memory.update_thread``).
+
+        Raises:
+            NotFound, InvalidInput, PayloadTooLarge: as ``Memory.update_thread``.
+        """
+        body = {k: v for k, v in {"title": title, "metadata": metadata}.items() if v is not None}
+        data = self._request("PATCH", ["threads", thread_id], {"resource_id": self._rid(resource_id)}, body)
+        return Thread.model_validate(data)
+
+    def delete_thread(self, *, thread_id: str, resource_id: str | None = None) -> None:
+        """Delete the thread and its messages (``Memory.delete_thread``).
+
+        Raises:
+            NotFound: missing or another resource's.
+        """
+        self._request("DELETE", ["threads", thread_id], {"resource_id": self._rid(resource_id)})
+
+    def clone_thread(
+        self,
+        *,
+        source_thread_id: str,
+        resource_id: str | None = None,
+        new_thread_id: str | None = None,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        message_limit: int | None = None,
+    ) -> CloneResult:
+        """Copy a thread and its messages (``Memory.clone_thread``).
+
+        Raises:
+            NotFound: the source is missing or another resource's. Conflict: ``new_thread_id`` exists.
+        """
+        body = {
+            "new_thread_id": new_thread_id,
+            "title": title,
+            "metadata": metadata,
+            "message_limit": message_limit,
+        }
+        data = self._request(
+            "POST",
+            ["threads", source_thread_id, "clone"],
+            {"resource_id": self._rid(resource_id)},
+            {k: v for k, v in body.items() if v is not None},
+        )
+        return CloneResult(
+            thread=Thread.model_validate(data["thread"]),
+            messages=[Message.model_validate(m) for m in data["messages"]],
+            message_id_map=dict(data["message_id_map"]),
+        )
+
+    # messages ------------------------------------------------------------------------------------
+
+    def save_messages(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        messages: Sequence[Message | Mapping[str, Any] | str],
+    ) -> list[Message]:
+        """Save a batch in order (``Memory.save_messages``); returns the saved messages with ``seq``.
+
+        Raises:
+            InvalidInput, NotFound, PayloadTooLarge, Unavailable: as ``Memory.save_messages``.
+        """
+        data = self._request(
+            "POST",
+            ["threads", thread_id, "messages"],
+            {"resource_id": self._rid(resource_id)},
+            {"messages": [_message_in(m) for m in messages]},
+        )
+        return [Message.model_validate(m) for m in data["messages"]]
+
+    def list_messages(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        last: int | None = None,
+        limit: int = 40,
+        cursor: str | None = None,
+        include: Sequence[Include | Mapping[str, Any]] | None = None,
+    ) -> MessagePage:
+        """Messages of a thread in order (``Memory.list_messages``).
+
+        Raises:
+            NotFound: the thread is missing or another resource's. InvalidInput: bad arguments.
+        """
+        query = {
+            "resource_id": self._rid(resource_id),
+            "last": last,
+            "limit": limit,
+            "cursor": cursor,
+            "include": [_include(i) for i in include] if include is not None else None,
+        }
+        data = self._request("GET", ["threads", thread_id, "messages"], query)
+        return MessagePage.model_validate(data)
+
+    def delete_messages(self, *, resource_id: str | None = None, message_ids: Sequence[str]) -> int:
+        """Delete messages by id; returns how many existed for this resource (``Memory.delete_messages``).
+
+        Raises:
+            InvalidInput: an empty list or bad ids. PayloadTooLarge: over 1000 ids.
+        """
+        data = self._request(
+            "POST",
+            ["messages", "delete"],
+            {"resource_id": self._rid(resource_id)},
+            {"message_ids": list(message_ids)},
+        )
+        return int(data["deleted"])
+
+    # working memory ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _wm_path(thread_id: str, options: Mapping[str, Any] | None) -> list[str]:
+        wm = (options or {}).get("working_memory")
+        scope = wm.get("scope") if isinstance(wm, Mapping) else None
+        return ["threads", thread_id, "working-memory"] if scope == "thread" else ["working-memory"]
+
+    def get_working_memory(
+        self, *, thread_id: str, resource_id: str | None = None, options: dict[str, Any] | None = None
+    ) -> str | None:
+        """The stored working memory, or ``None`` if never written (``Memory.get_working_memory``).
+
+        The scope is ``options["working_memory"]["scope"]`` (default ``resource``, Memory's default): the
+        resource route, or the thread route for ``thread``. The route enables working memory in its scope.
+
+        Raises:
+            NotFound: thread scope and the thread is missing or another resource's.
+        """
+        data = self._request(
+            "GET",
+            self._wm_path(thread_id, options),
+            {"resource_id": self._rid(resource_id), "options": options},
+        )
+        value = data.get("working_memory")
+        return value if isinstance(value, str) else None
+
+    def update_working_memory(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        working_memory: str | dict[str, Any],
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        """Replace (markdown) or merge (schema) working memory (``Memory.update_working_memory``); the scope
+        as in ``get_working_memory``.
+
+        Raises:
+            InvalidInput, Forbidden, PayloadTooLarge, NotFound, Conflict: as ``Memory.update_working_memory``.
+        """
+        body: dict[str, Any] = {"working_memory": working_memory}
+        if options is not None:
+            body["options"] = options
+        self._request("PUT", self._wm_path(thread_id, options), {"resource_id": self._rid(resource_id)}, body)
+
+    def apply_tool_call(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        tool_call: Mapping[str, Any] | ToolCallPart,
+        options: dict[str, Any] | None = None,
+    ) -> Message:
+        """Run the model's ``updateWorkingMemory`` call (``Memory.apply_tool_call``).
+
+        Args:
+            tool_call: an OpenAI tool call ``{"id", "type": "function", "function": {"name", "arguments"}}``
+                (the SDK's object: ``call.model_dump()``) or a ``ToolCallPart``.
+
+        Returns:
+            The ``tool`` message to send back (not saved); ``memstack.context.tool_messages(message)``
+            renders it for chat completions.
+
+        Raises:
+            InvalidInput, NotFound, Conflict: as ``Memory.apply_tool_call``.
+        """
+        body: dict[str, Any] = {"tool_call": _tool_call(tool_call)}
+        if options is not None:
+            body["options"] = options
+        data = self._request(
+            "POST",
+            ["threads", thread_id, "working-memory", "tool-calls"],
+            {"resource_id": self._rid(resource_id)},
+            body,
+        )
+        return Message.model_validate(data["message"])
+
+    # context -------------------------------------------------------------------------------------
+
+    def recall(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        query: str,
+        options: dict[str, Any] | None = None,
+    ) -> RecallResult:
+        """Semantic recall alone (``Memory.recall``): hits (best first) and their neighbour windows.
+
+        Raises:
+            InvalidInput: bad arguments. Unavailable: embedder or index failed.
+        """
+        body: dict[str, Any] = {"query": query}
+        if options is not None:
+            body["options"] = options
+        data = self._request(
+            "POST", ["threads", thread_id, "recall"], {"resource_id": self._rid(resource_id)}, body
+        )
+        hits = [
+            FusedHit(
+                message_id=h["message_id"],
+                thread_id=h["thread_id"],
+                score=float(h["score"]),
+                vector_rank=h.get("vector_rank"),
+                keyword_rank=h.get("keyword_rank"),
+            )
+            for h in data["hits"]
+        ]
+        return RecallResult(hits=hits, messages=[Message.model_validate(m) for m in data["messages"]])
+
+    def context(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        message: Message | Mapping[str, Any] | str | None = None,
+        instructions: str | Sequence[str] | None = None,
+        context: Sequence[Message | Mapping[str, Any] | str] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> RemoteContext:
+        """Assemble what the model sees for a turn (``Memory.context``); nothing is saved.
+
+        Returns:
+            A ``RemoteContext``: ``.to_openai()`` → ``{"messages", "tools"}`` for chat completions;
+            ``.messages``, ``.system``, ``.tools``, ``.token_count`` as on ``ModelContext``.
+
+        Raises:
+            InvalidInput: bad input (another resource's thread id reads as an empty new thread).
+        """
+        body: dict[str, Any] = {}
+        if message is not None:
+            body["message"] = _message_in(message)
+        if instructions is not None:
+            body["instructions"] = [instructions] if isinstance(instructions, str) else list(instructions)
+        if context is not None:
+            body["context"] = [_message_in(m) for m in context]
+        if options is not None:
+            body["options"] = options
+        data = self._request(
+            "POST", ["threads", thread_id, "context"], {"resource_id": self._rid(resource_id)}, body
+        )
+        return RemoteContext(
+            system=[SystemMessage(text=s["text"], kind=s["kind"]) for s in data["system"]],
+            messages=[Message.model_validate(m) for m in data["conversation"]],
+            tools=list(data.get("tools") or []),
+            token_count=int(data["token_count"]),
+            history_ids=list(data.get("history_ids") or []),
+            recalled_ids=list(data.get("recalled_ids") or []),
+            openai_messages=list(data["messages"]),
+        )

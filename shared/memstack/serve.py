@@ -1,0 +1,327 @@
+"""``memstack serve``: the HTTP API of API Gateway on localhost, for development and end-to-end tests.
+
+A thin adapter: a stdlib ``ThreadingHTTPServer`` turns each plain HTTP request into an API Gateway REST proxy
+event and back (``memstack.api.http.handle_http``), so the routes, validation, error shape, body limit and
+auth check are the very code the Lambda functions run (docs/api.md).
+
+* Backends: the embedded default (SQLite file + local/hash/openai embedder) or ``aws`` (DynamoDB, S3 and
+  OpenSearch at the endpoints of the ``MEMSTACK_*`` settings: AWS itself, or moto and the OpenSearch test
+  double). Indexing is always **inline** here: there is no DynamoDB stream locally, so ``save_messages``
+  indexes before it answers even when ``MEMSTACK_INDEXING=stream`` is set (DESIGN.md "Local": background work
+  runs in-process).
+* Auth: ``iam`` (default) trusts ``resource_id`` as API Gateway does after checking SigV4. ``jwt`` is for
+  **local testing only**: the token claims that a JWT authorizer would put in ``requestContext.authorizer.claims``
+  are read from the request header ``X-Memstack-Claims`` (a JSON object, e.g. ``{"sub": "user-42"}``) and
+  the API's claim rule applies to them. Nothing verifies a token: never expose this server.
+* One log line per request on stderr: method, path (without the query string), status, milliseconds —
+  never bodies or query values. The API's own INFO lines are off unless ``verbose``.
+* Ctrl-C / SIGTERM: stop accepting, let requests in flight finish (up to ``SHUTDOWN_GRACE_SECONDS``),
+  close the ``Memory``, exit 0.
+
+The resolver keeps the current request on its instance, so each request thread borrows a resolver of its own
+from a small pool (all over the one ``Memory``, whose adapters are thread-safe).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+from memstack.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from memstack.api.app import MemstackResolver
+    from memstack.memory import Memory
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+CLAIMS_HEADER = "X-Memstack-Claims"
+"""The header carrying JWT claims as JSON in ``--auth jwt`` mode (local testing only)."""
+
+SHUTDOWN_GRACE_SECONDS = 10.0
+"""How long a shutdown waits for requests in flight before closing the ``Memory``."""
+
+_CHUNK = 1 << 16
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+AuthMode = Literal["iam", "jwt"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """What ``serve`` needs besides the ``Memory``.
+
+    Attributes:
+        host, port: where to listen (``port`` 0: any free port; the URL printed names it).
+        auth: ``iam`` (trust ``resource_id``) or ``jwt`` (claims from ``X-Memstack-Claims``; testing only).
+        max_body_bytes: the API's body limit (bodies over it are answered 413 without being kept in memory).
+        verbose: keep the API's JSON INFO log lines (ids and counts only) besides the access line.
+    """
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    auth: AuthMode = "iam"
+    max_body_bytes: int | None = None
+    verbose: bool = False
+
+
+class _AppPool:
+    """Resolvers over one ``Memory``, lent to one request at a time (the resolver is not re-entrant)."""
+
+    def __init__(self, factory: Callable[[], MemstackResolver]) -> None:
+        self._factory = factory
+        self._free: queue.SimpleQueue[MemstackResolver] = queue.SimpleQueue()
+        self._free.put(factory())  # the first one now: a broken set-up fails at start, not per request
+
+    @contextmanager
+    def borrow(self) -> Iterator[MemstackResolver]:
+        try:
+            app = self._free.get_nowait()
+        except queue.Empty:
+            app = self._factory()
+        try:
+            yield app
+        finally:
+            self._free.put(app)
+
+
+class LocalServer(ThreadingHTTPServer):
+    """The HTTP server: ``ThreadingHTTPServer`` plus the resolver pool, the auth mode, the access log and
+    a count of requests in flight (for a graceful shutdown)."""
+
+    daemon_threads = True  # idle keep-alive connections do not hold the process open
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], pool: _AppPool, config: ServeConfig, log: TextIO) -> None:
+        self.pool = pool
+        self.config = config
+        self.log = log
+        self.stopping = False
+        self._in_flight = 0
+        self._idle = threading.Condition()
+        self._log_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` of the listening socket."""
+        raw, port = self.server_address[:2]
+        host = raw.decode() if isinstance(raw, bytes) else str(raw)
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{port}"
+
+    @contextmanager
+    def in_flight(self) -> Iterator[None]:
+        with self._idle:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no request is in flight; ``False`` if ``timeout`` seconds passed first."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
+
+    def access(self, method: str, path: str, status: int, ms: float) -> None:
+        with self._log_lock:
+            print(f"{method} {path} {status} {ms:.1f}ms", file=self.log, flush=True)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: LocalServer
+    protocol_version = "HTTP/1.1"  # keep-alive: every response carries Content-Length
+    server_version = "memstack-serve"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        """Silenced: ``LocalServer.access`` writes the one line per request."""
+
+    def _serve(self) -> None:
+        started = time.perf_counter()
+        method = self.command
+        path, _, query = self.path.partition("?")
+        with self.server.in_flight():
+            status, headers, body = self._answer(method, path, query)
+            if self.server.stopping:
+                self.close_connection = True
+            self.send_response(status)
+            for name, value in headers:
+                if name.lower() not in ("content-length", "connection"):
+                    self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+        self.server.access(method, path, status, (time.perf_counter() - started) * 1000)
+
+    def _answer(self, method: str, path: str, query: str) -> tuple[int, list[tuple[str, str]], bytes]:
+        from memstack.api.http import handle_http
+
+        if self.headers.get("Transfer-Encoding", "").lower() not in ("", "identity"):
+            self.close_connection = True
+            return _error(411, "invalid_input", "send the body with a Content-Length", "content-length")
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length < 0:
+                raise ValueError
+        except ValueError:
+            self.close_connection = True
+            return _error(400, "invalid_input", "Content-Length is not a number", "content-length")
+        limit = self._limit()
+        if length > limit:
+            self._drain(length)
+            return _error(
+                413,
+                "payload_too_large",
+                f"the request body is larger than the limit of {limit} bytes",
+                "body",
+            )
+        body = self.rfile.read(length) if length else None
+        pairs = [(k, v) for k, v in self.headers.items() if k.lower() != CLAIMS_HEADER.lower()]
+        claims: Mapping[str, Any] | None = None
+        if self.server.config.auth == "jwt":
+            raw = self.headers.get(CLAIMS_HEADER)
+            if raw is not None:
+                try:
+                    parsed = json.loads(raw)
+                except ValueError:
+                    parsed = None
+                if not isinstance(parsed, dict):
+                    return _error(
+                        400, "invalid_input", f"{CLAIMS_HEADER} must be a JSON object", CLAIMS_HEADER.lower()
+                    )
+                claims = parsed
+        with self.server.pool.borrow() as app:
+            response = handle_http(app, method, path, query, pairs, body, claims=claims)
+        return response.status, response.headers, response.body
+
+    def _limit(self) -> int:
+        from memstack.api.app import MAX_BODY_BYTES
+
+        configured = self.server.config.max_body_bytes
+        return configured if configured is not None else MAX_BODY_BYTES
+
+    def _drain(self, length: int) -> None:
+        """Read and drop a body too large to keep, so the client reads the 413 instead of a reset."""
+        left = length
+        while left > 0:
+            chunk = self.rfile.read(min(_CHUNK, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+
+def _error(status: int, code: str, message: str, field: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    from memstack.api.errors import error_body
+
+    body = json.dumps(error_body(code, message, field), separators=(",", ":")).encode()
+    return status, [("Content-Type", "application/json")], body
+
+
+def build_memory(
+    backend: Literal["sqlite", "aws"] | None = None,
+    *,
+    db: str | None = None,
+    embedder: str | None = None,
+) -> Memory:
+    """The ``Memory`` that ``serve`` answers with, indexing inline.
+
+    Args:
+        backend: ``sqlite`` or ``aws``; ``None`` is ``MEMSTACK_BACKEND`` (default ``sqlite``).
+        db: the SQLite file (default ``MEMSTACK_DB_PATH``, ``.memstack/memory.db``); ``sqlite`` only.
+        embedder: ``local``, ``hash`` or ``openai``; ``None`` is ``MEMSTACK_EMBEDDER`` (default ``openai``
+            with a key, else ``local``).
+
+    Raises:
+        InvalidInput: ``db`` with the aws backend; bad settings (``field`` names the variable).
+        Unavailable: a backend cannot be reached at start-up (the OpenSearch index check, the SQLite file).
+    """
+    from memstack.bootstrap import build
+    from memstack.settings import load_settings
+
+    overrides: dict[str, object] = {"indexing": "inline"}  # no stream locally: index in-process
+    if backend is not None:
+        overrides["backend"] = backend
+    if db is not None:
+        overrides["db_path"] = db
+    settings = load_settings(**overrides)
+    if settings.backend == "aws" and db is not None:
+        raise InvalidInput("--db applies to the sqlite backend only", field="db")
+    return build(settings, embedder=embedder)
+
+
+def make_server(memory: Memory, config: ServeConfig, *, log: TextIO | None = None) -> LocalServer:
+    """A bound (not yet serving) ``LocalServer`` answering with ``memory``.
+
+    Raises:
+        OSError: the address cannot be bound (in use, bad host).
+    """
+    from memstack.api.app import MAX_BODY_BYTES, create_app
+    from memstack.api.auth import AuthConfig
+    from memstack.api.log import api_logger
+
+    if not config.verbose:
+        api_logger().setLevel("WARNING")  # the access line is the one line per request
+    # the claim name comes from MEMSTACK_JWT_RESOURCE_CLAIM (default sub), as on AWS; the mode from config
+    auth = AuthConfig(mode=config.auth, resource_claim=AuthConfig.from_settings().resource_claim)
+    limit = config.max_body_bytes if config.max_body_bytes is not None else MAX_BODY_BYTES
+    pool = _AppPool(lambda: create_app(memory, auth=auth, max_body_bytes=limit))
+    return LocalServer((config.host, config.port), pool, config, log if log is not None else sys.stderr)
+
+
+def serve(memory: Memory, config: ServeConfig, *, banner: str = "", out: TextIO | None = None) -> int:
+    """Serve until Ctrl-C or SIGTERM, then shut down gracefully and close ``memory``.
+
+    Prints ``memstack serve: listening on <url>`` (plus ``banner``) to ``out`` (stdout) once the socket is
+    bound, and ``memstack serve: stopped`` at the end.
+
+    Returns:
+        The exit code: 0.
+
+    Raises:
+        OSError: the address cannot be bound.
+    """
+    out = out if out is not None else sys.stdout
+    try:
+        server = make_server(memory, config)
+    except BaseException:
+        memory.close()
+        raise
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _stop_signals()}
+    loop = threading.Thread(target=server.serve_forever, args=(0.2,), name="memstack-serve", daemon=True)
+    try:
+        loop.start()
+        print(f"memstack serve: listening on {server.url}{banner}", file=out, flush=True)
+        while not stop.wait(0.5):
+            pass
+        print("memstack serve: stopping", file=out, flush=True)
+    finally:
+        server.stopping = True
+        server.shutdown()  # no new requests
+        server.wait_idle(SHUTDOWN_GRACE_SECONDS)
+        server.server_close()
+        memory.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print("memstack serve: stopped", file=out, flush=True)
+    return 0
+
+
+def _stop_signals() -> list[signal.Signals]:
+    return [signal.SIGINT] + ([signal.SIGTERM] if hasattr(signal, "SIGTERM") else [])

@@ -1,0 +1,353 @@
+"""``MemstackClient`` without a network: error mapping, URL encoding and SigV4 signing on
+``httpx.MockTransport``, and every method against the real resolver (``handle_http``) in-process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from botocore.auth import SigV4Auth as BotoSigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from memstack import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    Memory,
+    MemstackError,
+    Message,
+    NotFound,
+    PayloadTooLarge,
+    TextPart,
+    Throttled,
+    ToolCallPart,
+    Unavailable,
+)
+from memstack.api import AuthConfig, create_app, handle_http
+from memstack.client import MemstackClient, SigV4Auth, error_from_response
+
+BASE = "http://memstack.test"
+FAKE = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "session-token-example")
+
+
+def client_for(handler: Callable[[httpx.Request], httpx.Response], **kwargs: Any) -> MemstackClient:
+    return MemstackClient(BASE, resource_id="u1", transport=httpx.MockTransport(handler), **kwargs)
+
+
+def answering(status: int, body: Any, content_type: str = "application/json") -> MemstackClient:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return client_for(lambda _: httpx.Response(status, content=raw, headers={"Content-Type": content_type}))
+
+
+# --- error mapping ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "cls"),
+    [
+        (400, "invalid_input", InvalidInput),
+        (415, "unsupported_media_type", InvalidInput),
+        (403, "forbidden", Forbidden),
+        (404, "not_found", NotFound),
+        (409, "conflict", Conflict),
+        (413, "payload_too_large", PayloadTooLarge),
+        (429, "throttled", Throttled),
+        (503, "unavailable", Unavailable),
+    ],
+)
+def test_given_an_api_error_when_a_method_is_called_then_the_library_exception_of_its_code_is_raised(
+    status: int, code: str, cls: type[MemstackError]
+) -> None:
+    client = answering(status, {"error": {"code": code, "message": "what went wrong", "field": "limit"}})
+
+    with pytest.raises(cls) as raised:
+        client.get_thread(thread_id="t1")
+
+    assert type(raised.value) is cls
+    assert (raised.value.code, raised.value.message, raised.value.field) == (code, "what went wrong", "limit")
+    assert raised.value.status == status
+
+
+def test_given_an_internal_error_when_called_then_a_memstack_error_with_code_internal() -> None:
+    client = answering(500, {"error": {"code": "internal", "message": "internal error"}})
+
+    with pytest.raises(MemstackError) as raised:
+        client.health()
+
+    assert (type(raised.value), raised.value.code, raised.value.field) == (MemstackError, "internal", None)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "cls"),
+    [
+        (403, {"message": "Missing Authentication Token"}, Forbidden),  # API Gateway's own answer
+        (429, {"message": "Too Many Requests"}, Throttled),
+        (502, b"<html>Bad Gateway</html>", Unavailable),
+        (504, {"message": "Endpoint request timed out"}, Unavailable),
+    ],
+)
+def test_given_a_gateway_answer_without_the_error_shape_when_called_then_it_maps_by_status(
+    status: int, body: Any, cls: type[MemstackError]
+) -> None:
+    with pytest.raises(cls) as raised:
+        answering(status, body, "text/html" if isinstance(body, bytes) else "application/json").health()
+
+    assert raised.value.status == status
+    assert f"HTTP {status}" in raised.value.message
+
+
+def test_given_an_unknown_error_code_when_mapped_then_the_status_decides_and_the_code_is_kept() -> None:
+    response = httpx.Response(409, json={"error": {"code": "some_new_code", "message": "m"}})
+
+    exc = error_from_response(response)
+
+    assert (type(exc), exc.code) == (Conflict, "some_new_code")
+
+
+def test_given_no_server_when_called_then_unavailable() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    with pytest.raises(Unavailable, match="did not answer: ConnectError"):
+        client_for(refuse).health()
+
+
+def test_given_no_resource_when_a_resource_call_is_made_then_invalid_input_before_any_request() -> None:
+    sent: list[httpx.Request] = []
+    client = MemstackClient(
+        BASE, transport=httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200))
+    )
+
+    with pytest.raises(InvalidInput) as raised:
+        client.list_threads()
+
+    assert raised.value.field == "resource_id"
+    assert sent == []
+
+
+# --- URLs -------------------------------------------------------------------------------------------
+
+
+def test_given_json_and_odd_ids_when_sent_then_path_and_query_use_sigv4_percent_encoding() -> None:
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"working_memory": None, "scope": "thread"})
+
+    client = MemstackClient(f"{BASE}/prod/", transport=httpx.MockTransport(record))
+    client.get_working_memory(
+        thread_id="a b/c",
+        resource_id="user 1",
+        options={"working_memory": {"scope": "thread", "template": "# Notes: x+y"}},
+    )
+
+    raw = seen[0].url.raw_path.decode()
+    assert raw.startswith("/prod/v1/threads/a%20b%2Fc/working-memory?resource_id=user%201&options=%7B")
+    assert "+" not in raw, "spaces are %20 (SigV4 canonical form), a literal + is %2B"
+    assert parse_qs(urlsplit(str(seen[0].url)).query)["options"] == [
+        '{"working_memory":{"scope":"thread","template":"# Notes: x+y"}}'
+    ]
+
+
+# --- SigV4 ------------------------------------------------------------------------------------------
+
+
+def test_given_sigv4_when_a_request_is_sent_then_it_carries_an_execute_api_signature_that_verifies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_REGION", "us-east-1")  # the execute-api URL's region wins over the environment's
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"messages": []})
+
+    url = "https://abc123.execute-api.eu-west-1.amazonaws.com/prod"
+    client = MemstackClient(
+        url, resource_id="u 1", sigv4={"credentials": FAKE}, transport=httpx.MockTransport(record)
+    )
+    client.save_messages(thread_id="t1", messages=["hello"])
+
+    request = seen[0]
+    authorization = request.headers["Authorization"]
+    date = request.headers["X-Amz-Date"]
+    assert authorization.startswith(
+        f"AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/{date[:8]}/eu-west-1/execute-api/aws4_request, "
+    )
+    assert "SignedHeaders=content-type;host;x-amz-date;x-amz-security-token," in authorization
+    assert request.headers["X-Amz-Security-Token"] == "session-token-example"
+
+    # the server's check: recompute the signature over what was actually sent
+    check = AWSRequest(
+        method=request.method,
+        url=str(request.url),
+        data=request.content,
+        headers={
+            k: request.headers[k] for k in ("host", "content-type", "x-amz-date", "x-amz-security-token")
+        },
+    )
+    check.context["timestamp"] = date
+    signer = BotoSigV4Auth(FAKE.get_frozen_credentials(), "execute-api", "eu-west-1")
+    canonical = signer.canonical_request(check)
+    expected = signer.signature(signer.string_to_sign(check, canonical), check)
+    assert authorization.endswith(f"Signature={expected}")
+
+
+def test_given_sigv4_without_any_region_when_built_then_invalid_input(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+
+    with pytest.raises(InvalidInput, match="region") as raised:
+        MemstackClient("http://127.0.0.1:8765", sigv4={"credentials": FAKE})
+
+    assert raised.value.field == "sigv4"
+
+
+def test_given_an_explicit_region_and_service_when_signing_then_the_scope_names_them() -> None:
+    auth = SigV4Auth(FAKE, region="us-west-2", service="execute-api")
+    request = httpx.Request("GET", "http://127.0.0.1:8765/v1/health")
+
+    signed = next(auth.auth_flow(request))
+
+    assert "/us-west-2/execute-api/aws4_request" in signed.headers["Authorization"]
+
+
+# --- every method against the real resolver (in-process, no socket) ---------------------------------
+
+
+@pytest.fixture
+def local() -> Iterator[MemstackClient]:
+    memory = Memory.local(":memory:", embedder="hash")
+    app = create_app(memory, auth=AuthConfig())
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        url = request.url
+        answer = handle_http(
+            app,
+            request.method,
+            url.raw_path.decode().split("?")[0],
+            url.query.decode(),
+            list(request.headers.items()),
+            request.content,
+        )
+        return httpx.Response(answer.status, headers=answer.headers, content=answer.body)
+
+    with MemstackClient(BASE, resource_id="u1", transport=httpx.MockTransport(serve)) as client:
+        yield client
+    memory.close()
+
+
+def test_given_the_resolver_when_threads_are_managed_then_the_library_types_come_back(
+    local: MemstackClient,
+) -> None:
+    created = local.create_thread(thread_id="t1", title="Trip", metadata={"kind": "travel"})
+    assert (created.id, created.resource_id, created.title) == ("t1", "u1", "Trip")
+    assert local.get_thread(thread_id="t1") == created
+
+    updated = local.update_thread(thread_id="t1", metadata={"stage": 2})
+    assert updated.metadata == {"kind": "travel", "stage": 2}
+
+    local.save_messages(thread_id="t1", messages=["one", {"role": "assistant", "content": "two"}])
+    clone = local.clone_thread(source_thread_id="t1", new_thread_id="t2", message_limit=1)
+    assert clone.thread.id == "t2"
+    assert [m.text for m in clone.messages] == ["two"]
+    assert set(clone.message_id_map.values()) == {clone.messages[0].id}
+
+    page = local.list_threads(limit=1, metadata={"kind": "travel"})
+    assert len(page.threads) == 1 and page.next_cursor is not None
+    rest = local.list_threads(limit=1, cursor=page.next_cursor, metadata={"kind": "travel"})
+    assert {page.threads[0].id, rest.threads[0].id} == {"t1", "t2"}
+
+    local.delete_thread(thread_id="t2")
+    with pytest.raises(NotFound):
+        local.get_thread(thread_id="t2")
+
+
+def test_given_the_resolver_when_messages_flow_then_save_list_include_recall_and_delete_work(
+    local: MemstackClient,
+) -> None:
+    when = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    message = Message(
+        id="m1",
+        thread_id="x",
+        resource_id="x",
+        role="user",
+        parts=(TextPart(text="I keep bees"),),
+        created_at=when,
+    )
+    saved = local.save_messages(thread_id="t1", messages=[message, "my hives are in the garden", "ok"])
+    assert [(m.id == "m1", m.seq, m.thread_id) for m in saved][0] == (True, 1, "t1")
+    assert saved[0].created_at == when
+
+    last = local.list_messages(thread_id="t1", last=2)
+    assert [m.text for m in last.messages] == ["my hives are in the garden", "ok"]
+    with_neighbour = local.list_messages(thread_id="t1", last=1, include=[{"id": "m1", "after": 0}])
+    assert [m.id for m in with_neighbour.messages][0] == "m1"
+
+    found = local.recall(thread_id="t2", query="bees hives garden")
+    assert "m1" in {h.message_id for h in found.hits}
+    assert {m.id for m in found.messages} >= {"m1"}
+
+    assert local.delete_messages(message_ids=["m1", "missing"]) == 1
+    assert [m.text for m in local.list_messages(thread_id="t1").messages] == [
+        "my hives are in the garden",
+        "ok",
+    ]
+
+
+def test_given_the_resolver_when_context_is_assembled_then_to_openai_matches_the_library(
+    local: MemstackClient,
+) -> None:
+    local.save_messages(
+        thread_id="t1", messages=["I'm allergic to peanuts.", {"role": "assistant", "content": "Noted."}]
+    )
+    options = {"working_memory": {"enabled": True}}
+
+    ctx = local.context(thread_id="t1", message="Snack ideas?", instructions="Be brief.", options=options)
+
+    assert [s.kind for s in ctx.system][0] == "instructions"
+    assert [m.text for m in ctx.messages] == ["I'm allergic to peanuts.", "Noted.", "Snack ideas?"]
+    assert ctx.token_count > 0
+    rendered = ctx.to_openai()
+    assert set(rendered) == {"messages", "tools"}
+    assert rendered["messages"][0]["role"] == "system"
+    assert rendered["messages"][-1] == {"role": "user", "content": "Snack ideas?"}
+    assert [t["function"]["name"] for t in rendered["tools"]] == ["updateWorkingMemory"]
+    assert set(ctx.history_ids) <= ctx.message_ids
+
+    plain = local.context(thread_id="t9", resource_id="u2", message="hi")
+    assert plain.to_openai() == {"messages": [{"role": "user", "content": "hi"}]}, "no tools key when none"
+
+
+def test_given_the_resolver_when_working_memory_is_written_then_both_scopes_and_tool_calls_work(
+    local: MemstackClient,
+) -> None:
+    local.update_working_memory(thread_id="t1", working_memory="# User\n- name: Ada")
+    assert local.get_working_memory(thread_id="t1") == "# User\n- name: Ada"
+
+    local.create_thread(thread_id="t1")
+    thread_scope = {"working_memory": {"scope": "thread"}}
+    local.update_working_memory(thread_id="t1", working_memory="# Trip\n- to: Rome", options=thread_scope)
+    assert local.get_working_memory(thread_id="t1", options=thread_scope) == "# Trip\n- to: Rome"
+    assert local.get_working_memory(thread_id="t1") == "# User\n- name: Ada"
+
+    call = ToolCallPart(id="call_1", name="updateWorkingMemory", args={"memory": "# User\n- name: Ada L."})
+    result = local.apply_tool_call(
+        thread_id="t1", tool_call=call, options={"working_memory": {"enabled": True}}
+    )
+    assert result.role == "tool"
+    assert local.get_working_memory(thread_id="t1") == "# User\n- name: Ada L."
+
+    with pytest.raises(NotFound):
+        local.get_working_memory(thread_id="nope", options=thread_scope)
+    assert local.health()["status"] == "ok"
