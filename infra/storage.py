@@ -21,7 +21,7 @@ from memstack.adapters.dynamodb.items import BY_CREATED, BY_UPDATED
 from memstack.adapters.dynamodb.table import TTL_ATTRIBUTE
 
 BODIES_PREFIX = "messages/"
-"""Where the store writes large bodies (``messages/{thread_id}/{message_id}/{sha256}.json``)."""
+"""Where the store writes large bodies (``messages/{sha256(resource_id)}/{sha256(thread_id)}/…``)."""
 
 
 class Storage(Construct):

@@ -218,7 +218,8 @@ class Memory:
         it in the metadata; resource scope also copies it to the resource record (spec §2.7).
 
         Raises:
-            InvalidInput: bad ids, title or metadata. Conflict: the id exists (under any resource).
+            InvalidInput: bad ids, title or metadata.
+            Conflict: the resource already has a thread with this id (ids are scoped to their resource).
         """
         check_id(resource_id, "resource_id")
         tid = check_id(thread_id, "thread_id") if thread_id is not None else new_id()

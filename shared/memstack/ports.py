@@ -2,7 +2,8 @@
 
 The core (``memory.py``, ``context.py``, ``recall.py``, ``working_memory/``) imports only these, never an
 adapter. Every store and index call takes the resource it acts for, and adapters build their keys and
-filters from it, so a query that crosses resources cannot be written by accident.
+filters from it, so a query that crosses resources cannot be written by accident. Ids of threads and
+messages are scoped to their resource (the key is ``(resource_id, id)``).
 
 Each port has one conformance suite in ``tests/contract/`` that every adapter runs unchanged.
 """
@@ -43,7 +44,10 @@ class MemoryStore(Protocol):
     """
 
     def create_thread(self, thread: Thread) -> Thread:
-        """Store a new thread. Raises ``Conflict`` if the id exists (under any resource)."""
+        """Store a new thread. Raises ``Conflict`` if the resource already has a thread with this id.
+
+        Thread and message ids are scoped to their resource: two resources may use the same id for two
+        different threads (or messages), so no call can tell a tenant whether an id exists elsewhere."""
         ...
 
     def get_thread(self, resource_id: str, thread_id: str) -> Thread | None:
@@ -103,7 +107,7 @@ class MemoryStore(Protocol):
 
         Raises:
             NotFound: the thread is missing (and ``create`` is ``None``) or belongs to another resource.
-            Conflict: an id belongs to a message of another thread.
+            Conflict: an id belongs to a message of another thread of this resource.
         """
         ...
 

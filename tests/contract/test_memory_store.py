@@ -59,12 +59,33 @@ def test_given_a_thread_of_resource_a_when_got_as_resource_b_then_none(store: Me
     assert store.get_thread("r2", "t1") is None
 
 
-def test_given_an_existing_thread_id_when_created_again_even_by_another_resource_then_conflict(
+def test_given_an_existing_thread_id_when_created_again_by_its_resource_then_conflict(
     store: MemoryStore,
 ) -> None:
     store.create_thread(thread())
     with pytest.raises(Conflict):
-        store.create_thread(thread(rid="r2"))
+        store.create_thread(thread())
+
+
+def test_given_a_thread_id_of_another_resource_when_created_then_each_resource_has_its_own_thread(
+    store: MemoryStore,
+) -> None:
+    # ids are per resource: a tenant can neither see nor probe another tenant's ids (no existence leak)
+    store.create_thread(thread(title="A's"))
+    store.save_messages("r1", "t1", [msg("m1", text="a secret")])
+    store.create_thread(thread(rid="r2", title="B's"))
+    store.save_messages("r2", "t1", [msg("m1", rid="r2", text="b note"), msg("m2", rid="r2")])
+    a, b = store.get_thread("r1", "t1"), store.get_thread("r2", "t1")
+    assert a is not None and b is not None and (a.title, b.title) == ("A's", "B's")
+    assert [m.text for m in store.list_messages("r1", "t1", limit=10)] == ["a secret"]
+    assert [(m.text, m.seq) for m in store.list_messages("r2", "t1", limit=10)] == [("b note", 1), ("hello", 2)]
+    assert [m.text for m in store.get_messages("r2", ["m1"])] == ["b note"]
+    assert [m.id for m in store.delete_messages("r2", ["m1"])] == ["m1"]
+    assert [m.text for m in store.get_messages("r1", ["m1"])] == ["a secret"]
+    assert store.delete_thread("r2", "t1") is True
+    assert store.get_thread("r1", "t1") == a
+    assert [m.text for m in store.list_messages("r1", "t1", limit=10)] == ["a secret"]
+    assert list(store.list_threads("r1").threads) == [a]
 
 
 def test_given_threads_when_listed_newest_first_then_pages_cover_all_once(store: MemoryStore) -> None:
@@ -191,13 +212,16 @@ def test_given_a_missing_thread_when_saving_without_create_then_not_found(store:
         store.save_messages("r1", "t1", [msg("m1")])
 
 
-def test_given_resource_a_thread_when_resource_b_saves_into_it_then_not_found_and_nothing_written(
+def test_given_resource_a_thread_when_resource_b_saves_into_its_id_then_b_gets_its_own_thread(
     store: MemoryStore,
 ) -> None:
+    # ids are per resource: B's save (with create) makes B's own "t1" and never reaches A's
     store.create_thread(thread())
     with pytest.raises(NotFound):
-        store.save_messages("r2", "t1", [msg("m1", rid="r2")], create=thread(rid="r2"))
+        store.save_messages("r2", "t1", [msg("m1", rid="r2")])
+    store.save_messages("r2", "t1", [msg("m1", rid="r2")], create=thread(rid="r2"))
     assert store.list_messages("r1", "t1", limit=5) == []
+    assert [m.id for m in store.list_messages("r2", "t1", limit=5)] == ["m1"]
 
 
 def test_given_a_message_id_of_another_thread_when_saved_here_then_conflict_and_batch_not_written(

@@ -125,7 +125,6 @@ def test_given_the_aws_backend_when_another_resource_reaches_for_a_thread_then_4
     saved = b.post("/v1/threads/b-thread/messages", {"messages": ["B's zebra secret"]}).body["messages"]
     assert api.get("/v1/threads/b-thread").status == 404
     assert api.get("/v1/threads/b-thread/messages").status == 404
-    assert api.post("/v1/threads/b-thread/messages", {"messages": ["x"]}).status == 404
     assert api.post("/v1/messages/delete", {"message_ids": [saved[0]["id"]]}).body == {"deleted": 0}
     include = json.dumps([{"id": saved[0]["id"], "before": 1, "after": 1}])
     api.post("/v1/threads/a-thread/messages", {"messages": ["mine"]})
@@ -134,4 +133,9 @@ def test_given_the_aws_backend_when_another_resource_reaches_for_a_thread_then_4
     recall = api.post("/v1/threads/a-thread/recall", {"query": "zebra secret"})
     assert "zebra" not in recall.raw
     assert api.get("/v1/threads/b-thread/working-memory").status == 404
-    assert b.get("/v1/threads/b-thread/messages").body["messages"][0]["id"] == saved[0]["id"]
+    # ids are per resource: A saving into "b-thread" makes A's own thread and leaves B's alone
+    mine = api.post("/v1/threads/b-thread/messages", {"messages": ["x"]})
+    assert mine.status == 200 and "zebra" not in mine.raw
+    assert [m["parts"][0]["text"] for m in api.get("/v1/threads/b-thread/messages").body["messages"]] == ["x"]
+    theirs = b.get("/v1/threads/b-thread/messages").body["messages"]
+    assert [m["id"] for m in theirs] == [saved[0]["id"]]

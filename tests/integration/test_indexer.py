@@ -137,7 +137,8 @@ def test_given_opensearch_failing_when_handled_then_only_that_threads_records_ar
     t1_records = [
         r["dynamodb"]["SequenceNumber"]
         for r in event["Records"]
-        if r["dynamodb"]["Keys"]["pk"]["S"] == "T#t1" and r["dynamodb"]["Keys"]["sk"]["S"].startswith("M#")
+        if r["dynamodb"]["Keys"]["pk"]["S"] == "T#2#r1#t1"
+        and r["dynamodb"]["Keys"]["sk"]["S"].startswith("M#")
     ]
     from memstack.adapters.opensearch.client import DEFAULT_MAX_RETRIES
 
@@ -160,7 +161,7 @@ def test_given_records_of_other_items_or_malformed_when_handled_then_they_are_ig
             {"eventName": "INSERT", "dynamodb": {"Keys": {"pk": {"S": "R#r1"}, "sk": {"S": "RESOURCE"}}}},
             {
                 "eventName": "INSERT",
-                "dynamodb": {"Keys": {"pk": {"S": "T#t1"}, "sk": {"S": "M#000000000001"}}},
+                "dynamodb": {"Keys": {"pk": {"S": "T#2#r1#t1"}, "sk": {"S": "M#000000000001"}}},
             },
             {"eventName": "MODIFY"},
         ]

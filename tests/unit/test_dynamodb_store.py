@@ -356,10 +356,10 @@ def test_given_a_message_ttl_when_saving_then_messages_and_pointers_carry_expire
         store.save_messages("r1", "t1", [msg("m1")])
         model = store._model
         now = time.time()
-        for key in (("T#t1", "M#000000000001"), ("MID#m1", "MID")):
+        for key in (("T#2#r1#t1", "M#000000000001"), ("MID#2#r1#m1", "MID")):
             expires = model.get(*key, consistent_read=True).expires_at
             assert expires is not None and now + 3_500 < expires <= now + 3_601
-        assert model.get("T#t1", "THREAD").expires_at is None
+        assert model.get("T#2#r1#t1", "THREAD").expires_at is None
         client = store._table.connection.client
         ttl = client.describe_time_to_live(TableName=store.table_name)["TimeToLiveDescription"]
         assert ttl["AttributeName"] == "expires_at" and ttl["TimeToLiveStatus"] == "ENABLED"
@@ -368,7 +368,7 @@ def test_given_a_message_ttl_when_saving_then_messages_and_pointers_carry_expire
 def test_given_no_ttl_when_saving_then_no_expires_at(store: DynamoDBMemoryStore) -> None:
     store.create_thread(thread())
     store.save_messages("r1", "t1", [msg("m1")])
-    assert store._model.get("T#t1", "M#000000000001").expires_at is None
+    assert store._model.get("T#2#r1#t1", "M#000000000001").expires_at is None
 
 
 @pytest.mark.parametrize(

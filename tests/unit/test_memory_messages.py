@@ -84,14 +84,16 @@ def test_given_a_thread_of_resource_a_when_used_as_resource_b_then_not_found(mem
     with pytest.raises(NotFound):
         memory.list_messages(thread_id="t", resource_id="b")
     with pytest.raises(NotFound):
-        memory.save_messages(thread_id="t", resource_id="b", messages=["b writes"])
-    with pytest.raises(NotFound):
         memory.update_thread(thread_id="t", resource_id="b", title="x")
     with pytest.raises(NotFound):
         memory.delete_thread(thread_id="t", resource_id="b")
     assert memory.delete_messages(resource_id="b", message_ids=["whatever"]) == 0
     ctx = memory.context(thread_id="t", resource_id="b", message="a's message")
     assert ctx.message_ids == set()
+    # thread ids are scoped to their resource: saving to "t" as b makes (or uses) b's own thread "t"
+    memory.save_messages(thread_id="t", resource_id="b", messages=["b writes"])
+    assert [m.text for m in memory.list_messages(thread_id="t", resource_id="b").messages] == ["b writes"]
+    assert memory.get_thread(thread_id="t", resource_id="a").title == "secret"
     assert [m.text for m in memory.list_messages(thread_id="t", resource_id="a").messages] == ["a's message"]
 
 

@@ -50,13 +50,18 @@ def test_given_a_tool_call_part_when_applied_then_it_works_like_an_openai_call(m
     assert memory.get_working_memory(thread_id="t", resource_id="r") == "# Likes: tea"
 
 
-def test_given_another_resources_thread_when_applied_then_not_found_and_nothing_written(
+def test_given_another_resources_thread_id_when_applied_then_the_intruder_gets_its_own_and_the_owners_is_untouched(
     memory: Memory,
 ) -> None:
+    # thread ids are scoped to their resource: "t" of the intruder is a new thread of its own
     memory.create_thread(resource_id="owner", thread_id="t")
-    with pytest.raises(NotFound):
-        memory.apply_tool_call(thread_id="t", resource_id="intruder", tool_call=call({"memory": "# x"}))
-    assert memory.get_working_memory(thread_id="t", resource_id="intruder") is None
+    memory.apply_tool_call(thread_id="t", resource_id="owner", tool_call=call({"memory": "# owner's"}))
+    out = memory.apply_tool_call(thread_id="t", resource_id="intruder", tool_call=call({"memory": "# x"}))
+    assert part(out).result["success"] is True
+    assert memory.get_working_memory(thread_id="t", resource_id="intruder") == "# x"
+    assert memory.get_working_memory(thread_id="t", resource_id="owner") == "# owner's"
+    assert memory.get_thread(thread_id="t", resource_id="intruder").resource_id == "intruder"
+    assert memory.get_thread(thread_id="t", resource_id="owner").resource_id == "owner"
 
 
 def test_given_stored_data_when_the_bare_template_is_sent_then_refused_readably(memory: Memory) -> None:

@@ -1,6 +1,7 @@
 """Message bodies too large for a DynamoDB item, kept in S3 (DynamoDB items are limited to 400 KB).
 
-Objects are content-addressed: ``messages/{thread_id}/{message_id}/{sha256}.json``. Writing one before the
+Objects are content-addressed: ``messages/{sha256(resource_id)}/{sha256(thread_id)}/{sha256(message_id)}/
+{sha256(body)}.json`` (ids are per resource, so the resource is part of the key). Writing one before the
 transaction that points at it is harmless when the transaction is retried or lost (the same content gets
 the same key); reading one checks its size and SHA-256, so a body comes back byte-identical or not at all.
 """
@@ -18,6 +19,7 @@ from memstack.adapters.dynamodb.errors import translated
 from memstack.errors import Unavailable
 
 log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class BodyRef:
@@ -59,18 +61,21 @@ class BodyStore:
             )
 
     @staticmethod
-    def ref_for(thread_id: str, message_id: str, data: bytes) -> BodyRef:
+    def ref_for(resource_id: str, thread_id: str, message_id: str, data: bytes) -> BodyRef:
         """The content-addressed reference of a body:
-        ``messages/{sha256(thread_id)}/{sha256(message_id)}/{sha256(body)}.json``.
+        ``messages/{sha256(resource_id)}/{sha256(thread_id)}/{sha256(message_id)}/{sha256(body)}.json``.
 
         Ids are hashed, never spliced into the key: ids may hold ``/``, ``..`` or any character, and two
-        different (thread, message) pairs must never share an object (a delete of one would destroy the
-        other). Hex digests are fixed-width, so the key is always well under S3's 1,024 bytes.
+        different (resource, thread, message) triples must never share an object (a delete of one would
+        destroy the other; thread and message ids are per resource, so two resources may use the same
+        ones). Each id is hashed on its own into its own segment, and hex digests are fixed-width, so the
+        key is always well under S3's 1,024 bytes.
         """
         digest = _sha(data)
-        thread_hash = _sha(thread_id.encode("utf-8", "surrogatepass"))
-        message_hash = _sha(message_id.encode("utf-8", "surrogatepass"))
-        key = f"messages/{thread_hash}/{message_hash}/{digest}.json"
+        resource_hash, thread_hash, message_hash = (
+            _sha(i.encode("utf-8", "surrogatepass")) for i in (resource_id, thread_id, message_id)
+        )
+        key = f"messages/{resource_hash}/{thread_hash}/{message_hash}/{digest}.json"
         return BodyRef(key=key, size=len(data), sha256=digest)
 
     def put(self, ref: BodyRef, data: bytes) -> None:

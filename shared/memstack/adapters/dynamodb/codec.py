@@ -9,7 +9,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memstack.adapters.dynamodb.items import Item, listing_key, resource_pk, thread_key
+from memstack.adapters.dynamodb.items import (
+    Item,
+    listing_key,
+    resource_id_of,
+    resource_pk,
+    thread_id_of,
+    thread_key,
+)
 from memstack.adapters.stored import dt, dumps, ts
 from memstack.model import Author, Message, Resource, Thread
 
@@ -32,7 +39,7 @@ def message_from(item: Item, body: str) -> Message:
     return Message.model_validate(
         {
             "id": item.id,
-            "thread_id": item.pk[2:],
+            "thread_id": thread_id_of(item.pk),
             "resource_id": item.resource_id,
             "seq": int(item.seq or 0),
             "role": item.role,
@@ -46,7 +53,7 @@ def message_from(item: Item, body: str) -> Message:
 
 def thread_item(model: type[Item], thread: Thread, *, updated_at: str, last_seq: int) -> Item:
     """The meta item of a new thread (with the keys of both listing indexes)."""
-    pk, sk = thread_key(thread.id)
+    pk, sk = thread_key(thread.resource_id, thread.id)
     created = ts(thread.created_at)
     return model(
         pk,
@@ -67,7 +74,7 @@ def thread_item(model: type[Item], thread: Thread, *, updated_at: str, last_seq:
 def thread_from(item: Item) -> Thread:
     """The ``Thread`` of a thread meta item."""
     return Thread(
-        id=item.pk[2:],
+        id=thread_id_of(item.pk),
         resource_id=item.resource_id or "",
         title=item.title or "",
         metadata=json.loads(item.metadata or "{}"),
@@ -80,7 +87,7 @@ def thread_from(item: Item) -> Thread:
 def resource_from(item: Item) -> Resource:
     """The ``Resource`` of a resource item."""
     return Resource(
-        id=item.pk[2:],
+        id=resource_id_of(item.pk),
         working_memory=item.working_memory,
         metadata=json.loads(item.metadata or "{}"),
         version=int(item.version or 0),

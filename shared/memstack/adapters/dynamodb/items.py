@@ -1,12 +1,14 @@
 """The table's items as one generic PynamoDB model, built per table at run time, and their keys.
 
-Single-table design (``docs/dynamodb.md``):
+Single-table design (``docs/dynamodb.md``). Thread and message ids are scoped to their resource, so their
+partition keys carry both, length-prefixed: ``{n}`` is the resource id's length in characters (code
+points), so ``{n}#{resource_id}#{id}`` reads back one way only, whatever characters the ids hold.
 
-* thread meta   ``pk = T#{thread_id}``   ``sk = THREAD`` (sorts after ``M#…``: a descending query of the
-  partition returns the meta first, then the newest messages)
-* message       ``pk = T#{thread_id}``   ``sk = M#{seq:012d}``
-* id pointer    ``pk = MID#{message_id}`` ``sk = MID`` (message ids are global)
-* resource      ``pk = R#{resource_id}`` ``sk = RESOURCE``
+* thread meta   ``pk = T#{n}#{resource_id}#{thread_id}``    ``sk = THREAD`` (sorts after ``M#…``: a
+  descending query of the partition returns the meta first, then the newest messages)
+* message       ``pk = T#{n}#{resource_id}#{thread_id}``    ``sk = M#{seq:012d}``
+* id pointer    ``pk = MID#{n}#{resource_id}#{message_id}`` ``sk = MID``
+* resource      ``pk = R#{resource_id}``                     ``sk = RESOURCE``
 
 Thread metas also carry the keys of the two listing indexes: ``gsi1pk = R#{resource_id}`` with
 ``created_key`` (index ``by_created``) and ``updated_key`` (index ``by_updated``), each
@@ -15,15 +17,23 @@ Thread metas also carry the keys of the two listing indexes: ``gsi1pk = R#{resou
 
 from __future__ import annotations
 
+import hashlib
+
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
+
+from memstack.errors import InvalidInput
 
 THREAD_SK = "THREAD"
 POINTER_SK = "MID"
 RESOURCE_SK = "RESOURCE"
 MESSAGE_PREFIX = "M#"
 THREAD_PREFIX = "T#"
+POINTER_PREFIX = "MID#"
+RESOURCE_PREFIX = "R#"
+MAX_PARTITION_KEY_BYTES = 2048
+"""DynamoDB's limit on a partition key value (UTF-8 bytes)."""
 SEQ_WIDTH = 12
 MAX_SEQ = 10**SEQ_WIDTH - 1
 BY_CREATED = "by_created"
@@ -32,38 +42,95 @@ BY_UPDATED = "by_updated"
 Key = tuple[str, str]
 
 
-def thread_pk(thread_id: str) -> str:
-    return f"{THREAD_PREFIX}{thread_id}"
+def scoped_pk(prefix: str, resource_id: str, item_id: str) -> str:
+    """``{prefix}{len(resource_id)}#{resource_id}#{item_id}``: the partition key of an id scoped to its
+    resource. Injective: the length says where the resource id ends, so no two (resource, id) pairs
+    share a key, whatever ``#`` or other characters the ids hold.
+
+    Raises:
+        InvalidInput: the key would exceed DynamoDB's 2,048-byte partition-key limit (only ids of about
+            510 four-byte characters together reach it), so such a pair can never be stored.
+    """
+    key = f"{prefix}{len(resource_id)}#{resource_id}#{item_id}"
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_PARTITION_KEY_BYTES:
+        raise InvalidInput(
+            f"the resource id and id are too long together for a DynamoDB key ({MAX_PARTITION_KEY_BYTES} bytes)",
+            field="id",
+        )
+    return key
 
 
-def thread_key(thread_id: str) -> Key:
-    return thread_pk(thread_id), THREAD_SK
+def parse_scoped_pk(prefix: str, pk: str) -> tuple[str, str] | None:
+    """``(resource_id, id)`` of a key made by ``scoped_pk`` with this prefix, or ``None`` if it is not one."""
+    if not pk.startswith(prefix):
+        return None
+    length, sep, rest = pk[len(prefix) :].partition("#")
+    if not sep or not length.isascii() or not length.isdigit():
+        return None
+    size = int(length)
+    if len(rest) < size + 1 or rest[size] != "#":
+        return None
+    return rest[:size], rest[size + 1 :]
+
+
+def thread_pk(resource_id: str, thread_id: str) -> str:
+    return scoped_pk(THREAD_PREFIX, resource_id, thread_id)
+
+
+def thread_id_of(pk: str) -> str:
+    """The thread id of a thread partition key (of a meta or a message item)."""
+    parsed = parse_scoped_pk(THREAD_PREFIX, pk)
+    if parsed is None:
+        raise ValueError(f"not a thread partition key: {pk!r}")
+    return parsed[1]
+
+
+def thread_key(resource_id: str, thread_id: str) -> Key:
+    return thread_pk(resource_id, thread_id), THREAD_SK
 
 
 def message_sk(seq: int) -> str:
     return f"{MESSAGE_PREFIX}{seq:0{SEQ_WIDTH}d}"
 
 
-def message_key(thread_id: str, seq: int) -> Key:
-    return thread_pk(thread_id), message_sk(seq)
+def message_key(resource_id: str, thread_id: str, seq: int) -> Key:
+    return thread_pk(resource_id, thread_id), message_sk(seq)
 
 
-def pointer_key(message_id: str) -> Key:
-    return f"MID#{message_id}", POINTER_SK
+def pointer_key(resource_id: str, message_id: str) -> Key:
+    return scoped_pk(POINTER_PREFIX, resource_id, message_id), POINTER_SK
 
 
 def resource_pk(resource_id: str) -> str:
-    return f"R#{resource_id}"
+    return f"{RESOURCE_PREFIX}{resource_id}"
+
+
+def resource_id_of(pk: str) -> str:
+    """The resource id of a resource item's partition key."""
+    return pk[len(RESOURCE_PREFIX) :]
 
 
 def resource_key(resource_id: str) -> Key:
     return resource_pk(resource_id), RESOURCE_SK
 
 
+LISTING_ID_BYTES = 900
+"""Longest id (UTF-8 bytes) written whole into a listing key; index sort keys are limited to 1,024 bytes."""
+
+
 def listing_key(timestamp: str, thread_id: str) -> str:
     """The sort key of a thread in a listing index: fixed-width timestamp, ``#``, id (so string order is
-    ``(timestamp, id)`` order, the SQLite adapter's row order)."""
-    return f"{timestamp}#{thread_id}"
+    ``(timestamp, id)`` order, the SQLite adapter's row order).
+
+    An id over ``LISTING_ID_BYTES`` (up to 256 four-byte characters fit ``check_id``) is written as its
+    first 800 bytes and a SHA-256 digest: the key stays unique and under DynamoDB's 1,024-byte limit; such
+    ids sort by that prefix, then by digest, among threads of the same timestamp.
+    """
+    raw = thread_id.encode("utf-8", "surrogatepass")
+    if len(raw) <= LISTING_ID_BYTES:
+        return f"{timestamp}#{thread_id}"
+    prefix = raw[:800].decode("utf-8", "ignore")
+    return f"{timestamp}#{prefix}#{hashlib.sha256(raw).hexdigest()}"
 
 
 class ByCreated(GlobalSecondaryIndex["Item"]):  # type: ignore[no-untyped-call]

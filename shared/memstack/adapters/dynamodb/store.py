@@ -2,8 +2,10 @@
 
 The key design, every access pattern and its requests, seq assignment under concurrency, pagination,
 large messages, TTL and deletion are described in ``docs/dynamodb.md``. In short: a thread and its
-messages share one partition (``T#{thread_id}``; the meta sorts after the messages), message ids are
-global through pointer items (``MID#{message_id}``), resources are one item each (``R#{resource_id}``).
+messages share one partition (``T#{n}#{resource_id}#{thread_id}``, ``n`` the resource id's length; the meta
+sorts after the messages), message ids are found through pointer items (``MID#{n}#{resource_id}#{message_id}``)
+— thread and message ids are scoped to their resource — and resources are one item each
+(``R#{resource_id}``).
 
 No operation scans: every read is a GetItem, a Query of one partition or index key, or a BatchGetItem of
 exact keys; writes are conditional PutItem/UpdateItem/DeleteItem, TransactWriteItems, and BatchWriteItem
@@ -50,6 +52,7 @@ from memstack.adapters.dynamodb.items import (
     message_sk,
     pointer_key,
     resource_key,
+    thread_id_of,
     thread_key,
     thread_pk,
 )
@@ -97,6 +100,7 @@ class _Plan:
 
     creating: bool
     resource_id: str
+    thread_id: str
     meta: Item
     read_last_seq: int
     last_seq: int
@@ -169,8 +173,9 @@ class DynamoDBMemoryStore:
     # threads -------------------------------------------------------------------------------------
 
     def create_thread(self, thread: Thread) -> Thread:
-        """Store a new thread (PutItem, condition: the key is free). Raises ``Conflict`` if the id exists
-        under any resource."""
+        """Store a new thread (PutItem, condition: the key is free). Raises ``Conflict`` if the resource
+        already has a thread with this id (the key holds the resource: another resource's id is no
+        concern of this one)."""
         stamp = ts(thread.updated_at)
         item = thread_item(self._model, thread, updated_at=stamp, last_seq=0)
         try:
@@ -182,7 +187,7 @@ class DynamoDBMemoryStore:
 
     def get_thread(self, resource_id: str, thread_id: str) -> Thread | None:
         """One GetItem (strongly consistent); another resource's thread is ``None``."""
-        item = self._get(thread_key(thread_id))
+        item = self._get(thread_key(resource_id, thread_id))
         if item is None or item.resource_id != resource_id:
             return None
         return thread_from(item)
@@ -231,7 +236,7 @@ class DynamoDBMemoryStore:
         if len(matched) > limit:
             last = matched[limit - 1]
             stamp = last.created_at if order_by == "created_at" else last.updated_at
-            next_cursor = encode_cursor([stamp, last.pk[2:]])
+            next_cursor = encode_cursor([stamp, thread_id_of(last.pk)])
         return ThreadPage(threads=threads, next_cursor=next_cursor)
 
     def update_thread(
@@ -253,7 +258,7 @@ class DynamoDBMemoryStore:
             Conflict: the stored version differs from ``expected_version`` (nothing is written).
         """
         for attempt in range(self._max_attempts):
-            item = self._get(thread_key(thread_id))
+            item = self._get(thread_key(resource_id, thread_id))
             if item is None or item.resource_id != resource_id:
                 raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
             current = thread_from(item)
@@ -300,7 +305,7 @@ class DynamoDBMemoryStore:
         """Query the thread's partition (keys only, every page), delete its messages, their id pointers
         (BatchWriteItem) and S3 bodies, then the meta with the condition that no message arrived
         meanwhile (else loop). ``False`` if the thread is missing or another resource's."""
-        meta = self._get(thread_key(thread_id))
+        meta = self._get(thread_key(resource_id, thread_id))
         if meta is None or meta.resource_id != resource_id:
             return False
         m = self._model
@@ -308,7 +313,7 @@ class DynamoDBMemoryStore:
             with translated("delete thread"):
                 items = list(
                     m.query(
-                        thread_pk(thread_id),
+                        thread_pk(resource_id, thread_id),
                         consistent_read=True,
                         attributes_to_get=["pk", "sk", "id", "body_s3", "last_seq", "resource_id"],
                         page_size=1_000,
@@ -321,7 +326,7 @@ class DynamoDBMemoryStore:
                 return False
             messages = [i for i in items if i.sk.startswith(MESSAGE_PREFIX)]
             keys: list[Key] = [(i.pk, i.sk) for i in messages]
-            keys += [pointer_key(i.id) for i in messages if i.id]
+            keys += [pointer_key(resource_id, i.id) for i in messages if i.id]
             self._batch_delete(keys)
             if self._bodies is not None:
                 self._bodies.delete_quietly(i.body_s3 for i in messages if i.body_s3)
@@ -359,9 +364,9 @@ class DynamoDBMemoryStore:
         """
         if create is not None and create.id != thread_id:
             raise InvalidInput("create must be the thread being saved into", field="create")
-        prepared = [self._prepare(thread_id, i, m) for i, m in enumerate(messages)]
-        chunks = _chunks(prepared)
-        with self._locks[hash(thread_id) % _LOCK_STRIPES]:
+        prepared = [self._prepare(resource_id, thread_id, i, m) for i, m in enumerate(messages)]
+        chunks = _chunks(resource_id, thread_id, prepared)
+        with self._locks[hash((resource_id, thread_id)) % _LOCK_STRIPES]:
             if len(chunks) > 1:
                 self._validate(resource_id, thread_id, [p.message.id for p in prepared], create)
             saved: list[Message] = []
@@ -373,7 +378,7 @@ class DynamoDBMemoryStore:
         )
         return saved
 
-    def _prepare(self, thread_id: str, index: int, message: Message) -> _Prepared:
+    def _prepare(self, resource_id: str, thread_id: str, index: int, message: Message) -> _Prepared:
         body = message_body(message)
         data = body.encode()
         if len(data) <= self._inline_max:
@@ -384,22 +389,27 @@ class DynamoDBMemoryStore:
                 "bytes that fits in a DynamoDB item (400 KB); configure a bucket for large messages",
                 field=f"messages[{index}]",
             )
-        return _Prepared(message, body, data, BodyStore.ref_for(thread_id, message.id, data))
+        return _Prepared(message, body, data, BodyStore.ref_for(resource_id, thread_id, message.id, data))
 
     def _validate(self, resource_id: str, thread_id: str, ids: list[str], create: Thread | None) -> None:
         """The checks of a batch that spans several transactions, made before the first is written."""
-        meta, pointers = self._read_for_save(thread_id, list(dict.fromkeys(ids)))
+        meta, pointers = self._read_for_save(resource_id, thread_id, list(dict.fromkeys(ids)))
         owner = meta.resource_id if meta is not None else (create.resource_id if create else None)
         if owner != resource_id:
             raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
-        for pointer in pointers.values():
+        for mid, pointer in pointers.items():
             if pointer.thread_id != thread_id:
-                raise Conflict(f"message {pointer.pk[4:]!r} belongs to another thread", field="messages.id")
+                raise Conflict(f"message {mid!r} belongs to another thread", field="messages.id")
 
-    def _read_for_save(self, thread_id: str, ids: list[str]) -> tuple[Item | None, dict[str, Item]]:
-        got = self._batch_get([thread_key(thread_id), *(pointer_key(i) for i in ids)])
-        pointers = {key[0][4:]: item for key, item in got.items() if key[1] != THREAD_SK}
-        return got.get(thread_key(thread_id)), pointers
+    def _read_for_save(
+        self, resource_id: str, thread_id: str, ids: list[str]
+    ) -> tuple[Item | None, dict[str, Item]]:
+        """The thread meta and the id pointers (by message id) that exist among ``ids``: one BatchGetItem."""
+        meta_key = thread_key(resource_id, thread_id)
+        wanted = {pointer_key(resource_id, i): i for i in ids}
+        got = self._batch_get([meta_key, *wanted])
+        pointers = {mid: item for key, mid in wanted.items() if (item := got.get(key)) is not None}
+        return got.get(meta_key), pointers
 
     def _save_chunk(
         self, resource_id: str, thread_id: str, chunk: list[_Prepared], create: Thread | None
@@ -409,7 +419,7 @@ class DynamoDBMemoryStore:
         ids = list(dict.fromkeys(p.message.id for p in chunk))
         uploaded: set[str] = set()
         for attempt in range(self._max_attempts):
-            meta, pointers = self._read_for_save(thread_id, ids)
+            meta, pointers = self._read_for_save(resource_id, thread_id, ids)
             plan = self._plan(resource_id, thread_id, chunk, meta, pointers, create)
             self._upload(plan, uploaded)
             try:
@@ -471,14 +481,14 @@ class DynamoDBMemoryStore:
             assert create is not None
             meta_item = thread_item(m, create, updated_at=updated, last_seq=last)
         else:
-            meta_item = m(*thread_key(thread_id))
-        plan = _Plan(creating, resource_id, meta_item, read_last, last, updated, saved=saved)
+            meta_item = m(*thread_key(resource_id, thread_id))
+        plan = _Plan(creating, resource_id, thread_id, meta_item, read_last, last, updated, saved=saved)
         expires = int(time.time()) + self._ttl if self._ttl else None
         for mid, p in final.items():
             seq, created = state[mid]
             ref = p.ref
             message_item = m(
-                *message_key(thread_id, seq),
+                *message_key(resource_id, thread_id, seq),
                 id=mid,
                 resource_id=resource_id,
                 role=p.message.role,
@@ -491,7 +501,7 @@ class DynamoDBMemoryStore:
                 expires_at=expires,
             )
             pointer_item = m(
-                *pointer_key(mid),
+                *pointer_key(resource_id, mid),
                 thread_id=thread_id,
                 resource_id=resource_id,
                 seq=seq,
@@ -534,7 +544,7 @@ class DynamoDBMemoryStore:
                     [
                         m.last_seq.set(plan.last_seq),
                         m.updated_at.set(plan.updated_at),
-                        m.updated_key.set(listing_key(plan.updated_at, plan.meta.pk[2:])),
+                        m.updated_key.set(listing_key(plan.updated_at, plan.thread_id)),
                     ],
                     condition=(m.last_seq == plan.read_last_seq)
                     & (m.resource_id == plan.resource_id)
@@ -563,7 +573,7 @@ class DynamoDBMemoryStore:
         items: list[Item] = []
         with translated("list messages"):
             for item in m.query(
-                thread_pk(thread_id),
+                thread_pk(resource_id, thread_id),
                 m.sk.between(message_sk(low), message_sk(high)),
                 scan_index_forward=not newest_first,
                 consistent_read=True,
@@ -585,7 +595,7 @@ class DynamoDBMemoryStore:
         with translated("read thread history"):
             items = list(
                 self._model.query(
-                    thread_pk(thread_id),
+                    thread_pk(resource_id, thread_id),
                     scan_index_forward=False,
                     consistent_read=True,
                     limit=last + 1,
@@ -603,13 +613,16 @@ class DynamoDBMemoryStore:
     def _lookup(self, resource_id: str, message_ids: Sequence[str]) -> tuple[list[Item], list[Item]]:
         """The id pointers and message items of this resource among ``message_ids``, in id order."""
         ids = list(dict.fromkeys(message_ids))
-        got = self._batch_get([pointer_key(i) for i in ids])
-        pointers = [
-            p for i in ids if (p := got.get(pointer_key(i))) is not None and p.resource_id == resource_id
+        got = self._batch_get([pointer_key(resource_id, i) for i in ids])
+        found_pointers = [
+            (i, p)
+            for i in ids
+            if (p := got.get(pointer_key(resource_id, i))) is not None and p.resource_id == resource_id
         ]
+        pointers = [p for _, p in found_pointers]
         keys = {
-            pointer.pk[4:]: message_key(pointer.thread_id or "", int(pointer.seq or 0))
-            for pointer in pointers
+            mid: message_key(resource_id, pointer.thread_id or "", int(pointer.seq or 0))
+            for mid, pointer in found_pointers
         }
         found = self._batch_get(list(keys.values()))
         items = [
@@ -639,23 +652,25 @@ class DynamoDBMemoryStore:
         self, resource_id: str, windows: Sequence[MessageWindow], extra: list[Key]
     ) -> tuple[dict[Key, Item], list[Message]]:
         thread_ids = list(dict.fromkeys(w.thread_id for w in windows))
-        keys: list[Key] = [*extra, *(thread_key(t) for t in thread_ids)]
+        keys: list[Key] = [*extra, *(thread_key(resource_id, t) for t in thread_ids)]
         for w in windows:
             low, high = _window_range(w)
-            keys += [message_key(w.thread_id, s) for s in range(low, high + 1)]
+            keys += [message_key(resource_id, w.thread_id, s) for s in range(low, high + 1)]
         if not keys:
             return {}, []
         got = self._batch_get(list(dict.fromkeys(keys)))
         last_seq = {
             t: int(meta.last_seq or 0)
             for t in thread_ids
-            if (meta := got.get(thread_key(t))) is not None and meta.resource_id == resource_id
+            if (meta := got.get(thread_key(resource_id, t))) is not None and meta.resource_id == resource_id
         }
         found: dict[str, Item] = {}
         seqs: dict[str, set[int]] = {}
         for item in got.values():
-            tid = item.pk[2:]
-            if item.sk.startswith(MESSAGE_PREFIX) and tid in last_seq and item.resource_id == resource_id:
+            if not item.sk.startswith(MESSAGE_PREFIX):
+                continue
+            tid = thread_id_of(item.pk)
+            if tid in last_seq and item.resource_id == resource_id:
                 found.setdefault(item.id or "", item)
                 seqs.setdefault(tid, set()).add(int(item.seq or 0))
         for w in windows:
@@ -667,14 +682,14 @@ class DynamoDBMemoryStore:
                 continue
             for item in self._exact_window(resource_id, w):
                 found.setdefault(item.id or "", item)
-        ordered = sorted(found.values(), key=lambda i: (i.pk[2:], int(i.seq or 0)))
+        ordered = sorted(found.values(), key=lambda i: (thread_id_of(i.pk), int(i.seq or 0)))
         return got, self._messages(ordered)
 
     def _exact_window(self, resource_id: str, w: MessageWindow) -> list[Item]:
         """Up to ``before`` messages below the seq, and the seq itself plus up to ``after`` above it,
         skipping gaps (the SQLite adapter's exact read)."""
         m = self._model
-        pk = thread_pk(w.thread_id)
+        pk = thread_pk(resource_id, w.thread_id)
         items: list[Item] = []
         before, after = max(0, w.before), max(0, w.after)
         with translated("read message windows"):
@@ -708,9 +723,9 @@ class DynamoDBMemoryStore:
             self._bodies.delete_quietly(i.body_s3 for i in items if i.body_s3)
         stamp = ts(utcnow())
         m = self._model
-        for thread_id in dict.fromkeys(i.pk[2:] for i in items):
+        for thread_id in dict.fromkeys(thread_id_of(i.pk) for i in items):
             try:
-                m(*thread_key(thread_id)).update(
+                m(*thread_key(resource_id, thread_id)).update(
                     [m.updated_at.set(stamp), m.updated_key.set(listing_key(stamp, thread_id))],
                     condition=(m.resource_id == resource_id) & (m.updated_at < stamp),
                 )
@@ -726,11 +741,13 @@ class DynamoDBMemoryStore:
         """BatchGetItem of the id pointers; the mark lives on the pointer (every save re-puts the pointer
         whole, which clears it; a delete removes it)."""
         ids = list(dict.fromkeys(message_ids))
-        got = self._batch_get([pointer_key(i) for i in ids])
+        got = self._batch_get([pointer_key(resource_id, i) for i in ids])
         return {
             mid: p.indexed
             for mid in ids
-            if (p := got.get(pointer_key(mid))) is not None and p.resource_id == resource_id and p.indexed
+            if (p := got.get(pointer_key(resource_id, mid))) is not None
+            and p.resource_id == resource_id
+            and p.indexed
         }
 
     def set_index_marks(self, resource_id: str, marks: dict[str, str]) -> None:
@@ -738,7 +755,7 @@ class DynamoDBMemoryStore:
         condition (deleted meanwhile, another resource's) is skipped."""
         m = self._model
         for mid, fingerprint in marks.items():
-            item = m(*pointer_key(mid))
+            item = m(*pointer_key(resource_id, mid))
             try:
                 item.update(
                     [m.indexed.set(fingerprint)],
@@ -869,13 +886,16 @@ class DynamoDBMemoryStore:
         time.sleep(random.uniform(0, min(1.0, 0.01 * 2**attempt)))
 
 
-def _chunks(prepared: list[_Prepared]) -> list[list[_Prepared]]:
+def _chunks(resource_id: str, thread_id: str, prepared: list[_Prepared]) -> list[list[_Prepared]]:
     """Split a batch into transactions of at most 100 items (meta + 2 per distinct id) and ~4 MB."""
     chunks: list[list[_Prepared]] = [[]]
     ids: set[str] = set()
     size = 0
+    # the message and its pointer each hold the resource id twice (key and attribute), the thread id and
+    # the message id once
+    scope_bytes = 2 * (2 * len(resource_id.encode()) + len(thread_id.encode()) + 300)
     for p in prepared:
-        ids_bytes = 2 * (len(p.message.id.encode()) + len(p.message.thread_id.encode()) + 300)
+        ids_bytes = scope_bytes + 2 * len(p.message.id.encode())
         cost = (len(p.data) if p.ref is None else 400) + ids_bytes + 2 * _ITEM_OVERHEAD
         new_id = p.message.id not in ids
         too_many = new_id and 1 + 2 * (len(ids) + 1) > TRANSACTION_MAX_ITEMS

@@ -1,8 +1,9 @@
 """Message changes read from the table's DynamoDB stream (the indexer's input).
 
-Only message items (``pk = T#{thread_id}``, ``sk = M#{seq}``, see docs/dynamodb.md) are message changes;
-thread metas, id pointers and resources are ignored (the stack's event filter already drops them, and this
-keeps replays and local runs safe without it).
+Only message items (``pk = T#{n}#{resource_id}#{thread_id}``, ``sk = M#{seq}``, see docs/dynamodb.md) are
+message changes; thread metas, id pointers and resources are ignored (the stack's event filter already drops
+them, and this keeps replays and local runs safe without it). The resource and thread come from the key
+(ids are per resource: the pair names the thread), the message id from the item's image.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from memstack.adapters.dynamodb.items import MESSAGE_PREFIX, THREAD_PREFIX
+from memstack.adapters.dynamodb.items import MESSAGE_PREFIX, THREAD_PREFIX, parse_scoped_pk
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,20 +36,21 @@ def message_change(record: Mapping[str, Any]) -> MessageChange | None:
     keys = data.get("Keys") or {}
     pk = _string(keys.get("pk"))
     sk = _string(keys.get("sk"))
-    if not (pk.startswith(THREAD_PREFIX) and sk.startswith(MESSAGE_PREFIX)):
+    scope = parse_scoped_pk(THREAD_PREFIX, pk)
+    if scope is None or not sk.startswith(MESSAGE_PREFIX):
         return None
+    resource_id, thread_id = scope
     removed = record.get("eventName") == "REMOVE"
     image = (
         data.get("OldImage" if removed else "NewImage") or data.get("NewImage") or data.get("OldImage") or {}
     )
     message_id = _string(image.get("id"))
-    resource_id = _string(image.get("resource_id"))
     sequence = str(data.get("SequenceNumber") or "")
-    if not (message_id and resource_id and sequence):
+    if not (message_id and resource_id and thread_id and sequence):
         return None
-    return MessageChange(
-        "removed" if removed else "saved", resource_id, pk[len(THREAD_PREFIX) :], message_id, sequence
-    )
+    if _string(image.get("resource_id")) not in ("", resource_id):
+        return None  # an image that contradicts its key: not an item this store wrote
+    return MessageChange("removed" if removed else "saved", resource_id, thread_id, message_id, sequence)
 
 
 def _string(value: Any) -> str:

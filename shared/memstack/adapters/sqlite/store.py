@@ -1,12 +1,21 @@
 """``MemoryStore`` on SQLite: threads, messages and resources in one file.
 
-Key design (mirrors what the DynamoDB adapter does with keys):
-* ``threads``: primary key ``id``; index ``(resource_id, created_at, id)`` and ``(resource_id, updated_at, id)``
-  for cursor pages; ``next_seq`` hands out per-thread sequence numbers inside the save transaction.
-* ``messages``: primary key ``id``; unique ``(thread_id, seq)`` serves last-N, pages and neighbour windows.
+Key design (mirrors what the DynamoDB adapter does with keys). Thread and message ids are scoped to their
+resource, so every key starts with ``resource_id``:
+
+* ``threads``: primary key ``(resource_id, id)``; indexes ``(resource_id, created_at, id)`` and
+  ``(resource_id, updated_at, id)`` for cursor pages; ``next_seq`` hands out per-thread sequence numbers
+  inside the save transaction.
+* ``messages``: primary key ``(resource_id, id)``; unique ``(resource_id, thread_id, seq)`` serves last-N,
+  pages and neighbour windows; foreign key ``(resource_id, thread_id)`` → ``threads`` (``ON DELETE
+  CASCADE``).
 * ``resources``: primary key ``id`` with a ``version`` for compare-and-set writes.
 
-Every statement carries the ``resource_id`` it acts for, so one resource can never read another's rows.
+Every statement carries the ``resource_id`` it acts for and matches rows on it together with the id, so
+one resource can never read, change or even detect another's rows.
+
+The layout's version is ``PRAGMA user_version`` (``SCHEMA_VERSION``). Files made before it (version 0,
+``id`` primary keys, ids unique across resources) are rebuilt in place, in one transaction, when opened.
 """
 
 from __future__ import annotations
@@ -22,46 +31,55 @@ from memstack.adapters.stored import dt as _dt
 from memstack.adapters.stored import dumps as _dumps
 from memstack.adapters.stored import ts as _ts
 from memstack.cursors import decode_cursor, encode_cursor
-from memstack.errors import Conflict, NotFound
+from memstack.errors import Conflict, NotFound, Unavailable
 from memstack.model import Author, Message, Resource, Thread, ThreadPage, utcnow
 from memstack.ports import Direction, MessageWindow, ThreadOrder
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS threads (
-  id TEXT PRIMARY KEY,
+SCHEMA_VERSION = 2
+"""Layout of the store's tables, recorded as ``PRAGMA user_version`` (0: ``id`` primary keys, before ids
+were scoped to their resource; 2: ``(resource_id, id)`` keys). The search index keeps its own version in
+``search_meta``."""
+
+_THREADS = """CREATE TABLE IF NOT EXISTS {name} (
   resource_id TEXT NOT NULL,
+  id TEXT NOT NULL,
   title TEXT NOT NULL DEFAULT '',
-  metadata TEXT NOT NULL DEFAULT '{}',
+  metadata TEXT NOT NULL DEFAULT '{{}}',
   created_at TEXT NOT NULL,
   updated_at TEXT NOT NULL,
   next_seq INTEGER NOT NULL DEFAULT 1,
-  version INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS threads_by_created ON threads(resource_id, created_at, id);
-CREATE INDEX IF NOT EXISTS threads_by_updated ON threads(resource_id, updated_at, id);
-CREATE TABLE IF NOT EXISTS messages (
-  id TEXT PRIMARY KEY,
-  thread_id TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+  version INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (resource_id, id)
+)"""
+_MESSAGES = """CREATE TABLE IF NOT EXISTS {name} (
   resource_id TEXT NOT NULL,
+  id TEXT NOT NULL,
+  thread_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
   role TEXT NOT NULL,
   parts TEXT NOT NULL,
-  metadata TEXT NOT NULL DEFAULT '{}',
+  metadata TEXT NOT NULL DEFAULT '{{}}',
   author TEXT,
   created_at TEXT NOT NULL,
   indexed TEXT,
-  UNIQUE(thread_id, seq)
-);
-CREATE INDEX IF NOT EXISTS messages_by_resource ON messages(resource_id, id);
-CREATE TABLE IF NOT EXISTS resources (
+  PRIMARY KEY (resource_id, id),
+  UNIQUE (resource_id, thread_id, seq),
+  FOREIGN KEY (resource_id, thread_id) REFERENCES threads (resource_id, id) ON DELETE CASCADE
+)"""
+_SCHEMA = (
+    _THREADS.format(name="threads"),
+    "CREATE INDEX IF NOT EXISTS threads_by_created ON threads(resource_id, created_at, id)",
+    "CREATE INDEX IF NOT EXISTS threads_by_updated ON threads(resource_id, updated_at, id)",
+    _MESSAGES.format(name="messages"),
+    """CREATE TABLE IF NOT EXISTS resources (
   id TEXT PRIMARY KEY,
   working_memory TEXT,
   metadata TEXT NOT NULL DEFAULT '{}',
   version INTEGER NOT NULL,
   created_at TEXT NOT NULL,
   updated_at TEXT NOT NULL
-);
-"""
+)""",
+)
 
 _MSG_COLS = "id, thread_id, resource_id, seq, role, parts, metadata, author, created_at"
 _THREAD_COLS = "id, resource_id, title, metadata, created_at, updated_at, version"
@@ -115,14 +133,7 @@ class SqliteMemoryStore:
 
     def __init__(self, db: SqliteDatabase) -> None:
         self.db = db
-        with db.lock:
-            db.conn.executescript(_SCHEMA)
-            columns = {row[1] for row in db.conn.execute("PRAGMA table_info(threads)")}
-            if "version" not in columns:  # files made before threads had versions
-                db.conn.execute("ALTER TABLE threads ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
-            columns = {row[1] for row in db.conn.execute("PRAGMA table_info(messages)")}
-            if "indexed" not in columns:  # files made before index marks
-                db.conn.execute("ALTER TABLE messages ADD COLUMN indexed TEXT")
+        _open_schema(db)
 
     # threads -------------------------------------------------------------------------------------
 
@@ -133,7 +144,9 @@ class SqliteMemoryStore:
 
     @staticmethod
     def _insert_thread(conn: Any, thread: Thread) -> None:
-        exists = conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread.id,)).fetchone()
+        exists = conn.execute(
+            "SELECT 1 FROM threads WHERE resource_id = ? AND id = ?", (thread.resource_id, thread.id)
+        ).fetchone()
         if exists:
             raise Conflict(f"thread {thread.id!r} already exists", field="thread_id")
         conn.execute(
@@ -151,7 +164,7 @@ class SqliteMemoryStore:
 
     def get_thread(self, resource_id: str, thread_id: str) -> Thread | None:
         rows = self.db.query(
-            f"SELECT {_THREAD_COLS} FROM threads WHERE id = ? AND resource_id = ?", (thread_id, resource_id)
+            f"SELECT {_THREAD_COLS} FROM threads WHERE resource_id = ? AND id = ?", (resource_id, thread_id)
         )
         return _thread(rows[0]) if rows else None
 
@@ -203,8 +216,8 @@ class SqliteMemoryStore:
     ) -> Thread:
         with self.db.transaction() as conn:
             row = conn.execute(
-                f"SELECT {_THREAD_COLS} FROM threads WHERE id = ? AND resource_id = ?",
-                (thread_id, resource_id),
+                f"SELECT {_THREAD_COLS} FROM threads WHERE resource_id = ? AND id = ?",
+                (resource_id, thread_id),
             ).fetchone()
             if row is None:
                 raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
@@ -217,8 +230,9 @@ class SqliteMemoryStore:
             merged = {**current.metadata, **metadata} if metadata is not None else current.metadata
             new_title = current.title if title is None else title
             conn.execute(
-                "UPDATE threads SET title = ?, metadata = ?, updated_at = ?, version = version + 1 WHERE id = ?",
-                (new_title, _dumps(merged), _ts(updated_at), thread_id),
+                "UPDATE threads SET title = ?, metadata = ?, updated_at = ?, version = version + 1 "
+                "WHERE resource_id = ? AND id = ?",
+                (new_title, _dumps(merged), _ts(updated_at), resource_id, thread_id),
             )
         return current.model_copy(
             update={
@@ -232,10 +246,10 @@ class SqliteMemoryStore:
     def delete_thread(self, resource_id: str, thread_id: str) -> bool:
         with self.db.transaction() as conn:
             conn.execute(
-                "DELETE FROM messages WHERE thread_id = ? AND resource_id = ?", (thread_id, resource_id)
+                "DELETE FROM messages WHERE resource_id = ? AND thread_id = ?", (resource_id, thread_id)
             )
             cur = conn.execute(
-                "DELETE FROM threads WHERE id = ? AND resource_id = ?", (thread_id, resource_id)
+                "DELETE FROM threads WHERE resource_id = ? AND id = ?", (resource_id, thread_id)
             )
             return bool(cur.rowcount)
 
@@ -247,22 +261,28 @@ class SqliteMemoryStore:
         saved: list[Message] = []
         with self.db.transaction() as conn:
             row = conn.execute(
-                "SELECT resource_id, next_seq, updated_at FROM threads WHERE id = ?", (thread_id,)
+                "SELECT next_seq, updated_at FROM threads WHERE resource_id = ? AND id = ?",
+                (resource_id, thread_id),
             ).fetchone()
-            if row is None and create is not None:
+            if (
+                row is None
+                and create is not None
+                and (create.resource_id, create.id) == (resource_id, thread_id)
+            ):
                 self._insert_thread(conn, create)
-                row = (create.resource_id, 1, _ts(create.updated_at))
-            if row is None or row[0] != resource_id:
+                row = (1, _ts(create.updated_at))
+            if row is None:
                 raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
-            next_seq: int = row[1]
-            latest: str = row[2]
+            next_seq: int = row[0]
+            latest: str = row[1]
             ids = [m.id for m in messages]
             existing: dict[str, tuple[str, int, str]] = {}
             for chunk_start in range(0, len(ids), 500):
                 chunk = ids[chunk_start : chunk_start + 500]
                 marks = ",".join("?" * len(chunk))
                 for mid, tid, seq, created in conn.execute(
-                    f"SELECT id, thread_id, seq, created_at FROM messages WHERE id IN ({marks})", chunk
+                    f"SELECT id, thread_id, seq, created_at FROM messages WHERE resource_id = ? AND id IN ({marks})",
+                    (resource_id, *chunk),
                 ):
                     existing[mid] = (tid, seq, created)
             for message in messages:
@@ -272,12 +292,14 @@ class SqliteMemoryStore:
                 if old is not None:
                     seq, created = old[1], old[2]
                     conn.execute(
-                        "UPDATE messages SET role = ?, parts = ?, metadata = ?, author = ?, indexed = NULL WHERE id = ?",
+                        "UPDATE messages SET role = ?, parts = ?, metadata = ?, author = ?, indexed = NULL "
+                        "WHERE resource_id = ? AND id = ?",
                         (
                             message.role,
                             _parts_json(message),
                             _dumps(message.metadata),
                             message.author.model_dump_json() if message.author else None,
+                            resource_id,
                             message.id,
                         ),
                     )
@@ -305,7 +327,8 @@ class SqliteMemoryStore:
             # activity time: when the messages were saved (their created_at may lie in the past or future)
             latest = max(latest, _ts(utcnow()))
             conn.execute(
-                "UPDATE threads SET next_seq = ?, updated_at = ? WHERE id = ?", (next_seq, latest, thread_id)
+                "UPDATE threads SET next_seq = ?, updated_at = ? WHERE resource_id = ? AND id = ?",
+                (next_seq, latest, resource_id, thread_id),
             )
         return saved
 
@@ -319,8 +342,8 @@ class SqliteMemoryStore:
         before_seq: int | None = None,
         newest_first: bool = False,
     ) -> list[Message]:
-        where = ["thread_id = ?", "resource_id = ?"]
-        params: list[Any] = [thread_id, resource_id]
+        where = ["resource_id = ?", "thread_id = ?"]
+        params: list[Any] = [resource_id, thread_id]
         if after_seq is not None:
             where.append("seq > ?")
             params.append(after_seq)
@@ -363,15 +386,15 @@ class SqliteMemoryStore:
         with self.db.lock:
             # Seqs are gap-free until a message is deleted, so plain seq ranges are tried first (one
             # statement); a window that comes back short may have a gap and is read exactly below.
-            # one range per window, each answered by the (thread_id, seq) index (an OR of ranges made
+            # one range per window, each answered by the (resource_id, thread_id, seq) index (an OR of ranges made
             # SQLite scan the whole resource instead)
-            one = f"SELECT {_MSG_COLS} FROM messages WHERE thread_id = ? AND seq BETWEEN ? AND ? AND resource_id = ?"
+            one = f"SELECT {_MSG_COLS} FROM messages WHERE resource_id = ? AND thread_id = ? AND seq BETWEEN ? AND ?"
             rows: list[Any] = []
             for start in range(0, len(windows), 400):  # SQLite allows 500 terms in a compound SELECT
                 chunk = windows[start : start + 400]
                 params: list[Any] = []
                 for w in chunk:
-                    params += [w.thread_id, w.seq - max(0, w.before), w.seq + max(0, w.after), resource_id]
+                    params += [resource_id, w.thread_id, w.seq - max(0, w.before), w.seq + max(0, w.after)]
                 rows += self.db.conn.execute(" UNION ALL ".join([one] * len(chunk)), params).fetchall()
             by_thread: dict[str, set[int]] = {}
             for r in rows:
@@ -418,7 +441,7 @@ class SqliteMemoryStore:
         """Rows of each window, skipping gaps: up to ``before`` rows below the seq, and the seq itself plus
         up to ``after`` rows above it."""
         half = (
-            "SELECT * FROM (SELECT {cols} FROM messages WHERE thread_id = ? AND resource_id = ? "
+            "SELECT * FROM (SELECT {cols} FROM messages WHERE resource_id = ? AND thread_id = ? "
             "AND seq {op} ? ORDER BY seq {order} LIMIT ?)"
         )
         rows: list[Any] = []
@@ -428,9 +451,9 @@ class SqliteMemoryStore:
             params: list[Any] = []
             for w in chunk:
                 parts.append(half.format(cols=_MSG_COLS, op="<", order="DESC"))
-                params += [w.thread_id, resource_id, w.seq, max(0, w.before)]
+                params += [resource_id, w.thread_id, w.seq, max(0, w.before)]
                 parts.append(half.format(cols=_MSG_COLS, op=">=", order="ASC"))
-                params += [w.thread_id, resource_id, w.seq, max(0, w.after) + 1]
+                params += [resource_id, w.thread_id, w.seq, max(0, w.after) + 1]
             rows += self.db.conn.execute(" UNION ALL ".join(parts), params).fetchall()
         return rows
 
@@ -448,7 +471,10 @@ class SqliteMemoryStore:
                 )
             now = _ts(utcnow())
             for tid in {m.thread_id for m in found}:
-                conn.execute("UPDATE threads SET updated_at = max(updated_at, ?) WHERE id = ?", (now, tid))
+                conn.execute(
+                    "UPDATE threads SET updated_at = max(updated_at, ?) WHERE resource_id = ? AND id = ?",
+                    (now, resource_id, tid),
+                )
         return found
 
     # resources -----------------------------------------------------------------------------------
@@ -502,6 +528,84 @@ class SqliteMemoryStore:
 
     def close(self) -> None:
         self.db.close()
+
+
+def _open_schema(db: SqliteDatabase) -> None:
+    """Create the tables, or bring an earlier file's tables to ``SCHEMA_VERSION``.
+
+    A current file costs one pragma read. Otherwise the work runs in one ``BEGIN IMMEDIATE`` transaction
+    that reads the version again, so processes opening the same old file at once migrate it exactly once
+    (the others wait for the lock, then find it current). Foreign keys are off while tables are rebuilt
+    (dropping the old ``threads`` would otherwise cascade into the old ``messages``), and checked before
+    the commit.
+
+    Raises:
+        Unavailable: the file was made by a newer version, or its messages do not match their threads.
+    """
+    conn = db.conn
+    with db.lock:
+        if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+            return
+        conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction, so set before it
+        try:
+            with db.transaction():
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version == SCHEMA_VERSION:
+                    return
+                if version > SCHEMA_VERSION:
+                    raise Unavailable(
+                        f"SQLite database {db.path!r} has store layout {version}, newer than this version of "
+                        f"memstack understands ({SCHEMA_VERSION}); upgrade memstack"
+                    )
+                if _primary_key(conn, "threads") == ["id"]:
+                    _migrate_global_ids(conn)
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                orphans = conn.execute("PRAGMA foreign_key_check(messages)").fetchall()
+                if orphans:
+                    raise Unavailable(
+                        f"SQLite database {db.path!r}: {len(orphans)} message(s) do not belong to a thread of "
+                        "their resource; the file was left unchanged"
+                    )
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        finally:
+            conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _columns(conn: Any, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _primary_key(conn: Any, table: str) -> list[str]:
+    """The primary key's columns in key order (``[]`` when the table does not exist)."""
+    rows = [row for row in conn.execute(f"PRAGMA table_info({table})") if row[5]]
+    return [row[1] for row in sorted(rows, key=lambda row: row[5])]
+
+
+def _migrate_global_ids(conn: Any) -> None:
+    """Rebuild version-0 tables (``id`` primary keys) with ``(resource_id, id)`` keys, inside the caller's
+    transaction: create the new tables, copy every row, drop the old tables (their indexes go with them),
+    rename the new ones. Columns that version-0 files gained later by ``ALTER`` (``threads.version``,
+    ``messages.indexed``) are copied when present and defaulted when not. Indexes are created by the
+    caller's ``_SCHEMA`` run."""
+    version = "version" if "version" in _columns(conn, "threads") else "0"
+    conn.execute(_THREADS.format(name="threads_v2"))
+    conn.execute(
+        "INSERT INTO threads_v2 (resource_id, id, title, metadata, created_at, updated_at, next_seq, version) "
+        f"SELECT resource_id, id, title, metadata, created_at, updated_at, next_seq, {version} FROM threads"
+    )
+    has_messages = bool(_columns(conn, "messages"))
+    if has_messages:
+        indexed = "indexed" if "indexed" in _columns(conn, "messages") else "NULL"
+        conn.execute(_MESSAGES.format(name="messages_v2"))
+        conn.execute(
+            f"INSERT INTO messages_v2 ({_MSG_COLS}, indexed) SELECT {_MSG_COLS}, {indexed} FROM messages"
+        )
+        conn.execute("DROP TABLE messages")
+    conn.execute("DROP TABLE threads")
+    conn.execute("ALTER TABLE threads_v2 RENAME TO threads")
+    if has_messages:
+        conn.execute("ALTER TABLE messages_v2 RENAME TO messages")
 
 
 def _parts_json(message: Message) -> str:
