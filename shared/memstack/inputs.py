@@ -16,7 +16,10 @@ from memstack.model import (
     Message,
     Part,
     TextPart,
+    ToolCallPart,
+    ToolResultPart,
     check_id,
+    check_json_depth,
     check_metadata,
     new_id,
 )
@@ -144,7 +147,12 @@ def coerce_message(
 
 def _parts_size(parts: tuple[Any, ...], field: str) -> int:
     """Characters of the parts as JSON; refuses what JSON cannot hold exactly (NaN, sets, bytes, cycles,
-    lone surrogates, nesting too deep)."""
+    lone surrogates, nesting deeper than ``MAX_JSON_DEPTH``)."""
+    for n, part in enumerate(parts):
+        if isinstance(part, ToolCallPart):
+            check_json_depth(part.args, f"{field}[{n}].args")
+        elif isinstance(part, ToolResultPart):
+            check_json_depth(part.result, f"{field}[{n}].result")
     try:
         encoded = json.dumps(
             [p.model_dump(mode="python") for p in parts], allow_nan=False, ensure_ascii=False, default=_refuse

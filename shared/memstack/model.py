@@ -22,6 +22,10 @@ ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
 MAX_ID_LENGTH = 256
 """Longest accepted thread, resource or message id, in characters."""
 
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of objects and arrays accepted in metadata, tool arguments and tool results: deeper
+values serialise and validate by recursion (pydantic, json) and would fail on the way out, not in."""
+
 MAX_METADATA_BYTES = 64 * 1024
 """Largest accepted metadata object, as compact JSON in UTF-8 bytes."""
 
@@ -69,6 +73,38 @@ def check_text(value: str, field: str) -> str:
     return value
 
 
+def json_depth(value: object) -> int:
+    """Nesting depth of a JSON-like value: 0 for a scalar, 1 for a flat object or array (iterative)."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            return deepest
+        stack.extend((child, depth) for child in children)
+    return deepest
+
+
+def check_json_depth(value: object, field: str) -> None:
+    """Refuse values nested deeper than ``MAX_JSON_DEPTH``.
+
+    Raises:
+        InvalidInput: naming ``field`` and the limit.
+    """
+    from memstack.errors import InvalidInput
+
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise InvalidInput(f"{field} is nested deeper than the limit of {MAX_JSON_DEPTH} levels", field=field)
+
+
 def check_metadata(value: object, field: str = "metadata") -> dict[str, Any]:
     """Validate metadata: a JSON object, serialisable, at most ``MAX_METADATA_BYTES`` as JSON.
 
@@ -82,6 +118,7 @@ def check_metadata(value: object, field: str = "metadata") -> dict[str, Any]:
         return {}
     if not isinstance(value, dict):
         raise InvalidInput(f"{field} must be a JSON object", field=field)
+    check_json_depth(value, field)
     try:
         encoded = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
         encoded.encode("utf-8")

@@ -11,7 +11,8 @@ from typing import Any
 def ts(value: datetime) -> str:
     """Fixed-width ISO-8601 UTC with microseconds (``2024-05-01T12:00:00.000000Z``): text order is time
     order, and aware UTC datetimes round-trip exactly."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat pads the year to four digits; strftime("%Y") does not on every platform (year 999 → "999")
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def dt(value: str) -> datetime:
