@@ -16,20 +16,25 @@ when the client was given a default. Answers are the library's types (``Thread``
 Errors are the library's: the API's ``{"error": {"code", "message", "field"}}`` becomes the
 ``memstack.errors`` class of its code (``field`` kept, ``status`` set to the HTTP status); an answer without
 that shape (API Gateway's own 403/429/5xx) maps by status; a request that never got an answer (connection
-refused, timeout) raises ``Unavailable``.
+refused, timeout) raises ``Unavailable``, and so does an answer of an unexpected shape. Thread ids go in the
+URL percent-encoded; an id the API cannot route (``memstack.api.ids``: e.g. with ``/``, ``#``, ``?``, or
+``.``/``..``) raises ``InvalidInput`` (field ``thread_id``) before anything is sent. No httpx or pydantic
+exception escapes: every failure is a ``memstack.errors`` class.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic_core import to_jsonable_python
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from memstack.api.ids import RULE, is_routable
 from memstack.context import SystemMessage
 from memstack.errors import (
     Conflict,
@@ -59,6 +64,7 @@ _ERRORS_BY_CODE: dict[str, type[MemstackError]] = {
     "not_found": NotFound,
     "conflict": Conflict,
     "payload_too_large": PayloadTooLarge,
+    "request_timeout": Unavailable,
     "throttled": Throttled,
     "unavailable": Unavailable,
 }
@@ -67,7 +73,10 @@ _ERRORS_BY_STATUS: dict[int, type[MemstackError]] = {
     401: Forbidden,
     403: Forbidden,
     404: NotFound,
+    405: InvalidInput,
+    408: Unavailable,
     409: Conflict,
+    411: InvalidInput,
     413: PayloadTooLarge,
     415: InvalidInput,
     429: Throttled,
@@ -76,6 +85,8 @@ _ERRORS_BY_STATUS: dict[int, type[MemstackError]] = {
     504: Unavailable,
 }
 _MESSAGE_IN_FIELDS = ("id", "role", "parts", "created_at", "metadata", "author")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -199,7 +210,41 @@ def _q(value: str) -> str:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(to_jsonable_python(value), ensure_ascii=False, separators=(",", ":"))
+    """``value`` as compact JSON text.
+
+    Raises:
+        InvalidInput: a value JSON cannot hold (``field`` ``body``).
+    """
+    try:
+        return json.dumps(to_jsonable_python(value), ensure_ascii=False, separators=(",", ":"))
+    except (PydanticSerializationError, TypeError, ValueError) as exc:
+        raise InvalidInput(
+            f"the request cannot be sent as JSON: {type(exc).__name__}", field="body"
+        ) from None
+
+
+def _routable(thread_id: Any, field_name: str = "thread_id") -> str:
+    """``thread_id`` if the API can address it in a path.
+
+    Raises:
+        InvalidInput: not a non-empty string the API's routes match (``field_name``).
+    """
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidInput(f"{field_name} must be a non-empty string", field=field_name)
+    if not is_routable(thread_id):
+        raise InvalidInput(f"{field_name} {RULE}", field=field_name)
+    return thread_id
+
+
+def _parse(build: Callable[[], T]) -> T:
+    """``build()`` over an answer's JSON; a shape the client cannot read raises ``Unavailable`` (never
+    pydantic's or a ``KeyError``)."""
+    try:
+        return build()
+    except (ValidationError, KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, MemstackError):
+            raise
+        raise Unavailable(f"the Memstack API answered an unexpected shape: {type(exc).__name__}") from None
 
 
 def _message_in(message: Message | Mapping[str, Any] | str) -> Any:
@@ -333,7 +378,8 @@ class MemstackClient:
     ) -> Any:
         """Send one request and return the parsed JSON answer (``None`` for 204).
 
-        ``path``: the segments after ``/v1`` (each percent-encoded here). ``query``: values that are ``None``
+        ``path``: the segments after ``/v1`` (each percent-encoded here; thread ids checked by the caller
+        with ``_routable``). ``query``: values that are ``None``
         are left out; others are sent as given (strings) or as JSON (dicts and lists).
 
         Raises:
@@ -358,7 +404,9 @@ class MemstackClient:
         headers = {"Content-Type": "application/json"} if content is not None else None
         try:
             response = self._http.request(method, url, content=content, headers=headers)
-        except httpx.TransportError as exc:
+        except httpx.InvalidURL as exc:
+            raise InvalidInput(f"the request URL is invalid: {exc}", field="base_url") from None
+        except (httpx.HTTPError, httpx.StreamError) as exc:  # transport, timeout, decoding, redirects
             raise Unavailable(f"the Memstack API did not answer: {type(exc).__name__}") from exc
         if response.status_code >= 400:
             raise error_from_response(response)
@@ -373,7 +421,9 @@ class MemstackClient:
 
     def health(self) -> dict[str, Any]:
         """``{"status": "ok", "version": ...}`` (no store access on the server)."""
-        out: dict[str, Any] = self._request("GET", ["health"])
+        out = self._request("GET", ["health"])
+        if not isinstance(out, dict):
+            raise Unavailable("the Memstack API answered an unexpected shape: health")
         return out
 
     # threads -------------------------------------------------------------------------------------
@@ -391,6 +441,8 @@ class MemstackClient:
         Raises:
             InvalidInput, Conflict: as ``Memory.create_thread``.
         """
+        if thread_id is not None:
+            _routable(thread_id)
         body = {"id": thread_id, "title": title, "metadata": metadata}
         data = self._request(
             "POST",
@@ -398,7 +450,7 @@ class MemstackClient:
             {"resource_id": self._rid(resource_id)},
             {k: v for k, v in body.items() if v is not None},
         )
-        return Thread.model_validate(data)
+        return _parse(lambda: Thread.model_validate(data))
 
     def get_thread(self, *, thread_id: str, resource_id: str | None = None) -> Thread:
         """The thread (``Memory.get_thread``).
@@ -406,8 +458,10 @@ class MemstackClient:
         Raises:
             NotFound: missing or another resource's.
         """
-        data = self._request("GET", ["threads", thread_id], {"resource_id": self._rid(resource_id)})
-        return Thread.model_validate(data)
+        data = self._request(
+            "GET", ["threads", _routable(thread_id)], {"resource_id": self._rid(resource_id)}
+        )
+        return _parse(lambda: Thread.model_validate(data))
 
     def list_threads(
         self,
@@ -433,7 +487,7 @@ class MemstackClient:
             "metadata": metadata,
         }
         data = self._request("GET", ["threads"], query)
-        return ThreadPage.model_validate(data)
+        return _parse(lambda: ThreadPage.model_validate(data))
 
     def update_thread(
         self,
@@ -449,8 +503,10 @@ class MemstackClient:
             NotFound, InvalidInput, PayloadTooLarge: as ``Memory.update_thread``.
         """
         body = {k: v for k, v in {"title": title, "metadata": metadata}.items() if v is not None}
-        data = self._request("PATCH", ["threads", thread_id], {"resource_id": self._rid(resource_id)}, body)
-        return Thread.model_validate(data)
+        data = self._request(
+            "PATCH", ["threads", _routable(thread_id)], {"resource_id": self._rid(resource_id)}, body
+        )
+        return _parse(lambda: Thread.model_validate(data))
 
     def delete_thread(self, *, thread_id: str, resource_id: str | None = None) -> None:
         """Delete the thread and its messages (``Memory.delete_thread``).
@@ -458,7 +514,7 @@ class MemstackClient:
         Raises:
             NotFound: missing or another resource's.
         """
-        self._request("DELETE", ["threads", thread_id], {"resource_id": self._rid(resource_id)})
+        self._request("DELETE", ["threads", _routable(thread_id)], {"resource_id": self._rid(resource_id)})
 
     def clone_thread(
         self,
@@ -475,6 +531,8 @@ class MemstackClient:
         Raises:
             NotFound: the source is missing or another resource's. Conflict: ``new_thread_id`` exists.
         """
+        if new_thread_id is not None:
+            _routable(new_thread_id, "new_thread_id")
         body = {
             "new_thread_id": new_thread_id,
             "title": title,
@@ -483,14 +541,16 @@ class MemstackClient:
         }
         data = self._request(
             "POST",
-            ["threads", source_thread_id, "clone"],
+            ["threads", _routable(source_thread_id), "clone"],
             {"resource_id": self._rid(resource_id)},
             {k: v for k, v in body.items() if v is not None},
         )
-        return CloneResult(
-            thread=Thread.model_validate(data["thread"]),
-            messages=[Message.model_validate(m) for m in data["messages"]],
-            message_id_map=dict(data["message_id_map"]),
+        return _parse(
+            lambda: CloneResult(
+                thread=Thread.model_validate(data["thread"]),
+                messages=[Message.model_validate(m) for m in data["messages"]],
+                message_id_map=dict(data["message_id_map"]),
+            )
         )
 
     # messages ------------------------------------------------------------------------------------
@@ -509,11 +569,11 @@ class MemstackClient:
         """
         data = self._request(
             "POST",
-            ["threads", thread_id, "messages"],
+            ["threads", _routable(thread_id), "messages"],
             {"resource_id": self._rid(resource_id)},
             {"messages": [_message_in(m) for m in messages]},
         )
-        return [Message.model_validate(m) for m in data["messages"]]
+        return _parse(lambda: [Message.model_validate(m) for m in data["messages"]])
 
     def list_messages(
         self,
@@ -537,8 +597,8 @@ class MemstackClient:
             "cursor": cursor,
             "include": [_include(i) for i in include] if include is not None else None,
         }
-        data = self._request("GET", ["threads", thread_id, "messages"], query)
-        return MessagePage.model_validate(data)
+        data = self._request("GET", ["threads", _routable(thread_id), "messages"], query)
+        return _parse(lambda: MessagePage.model_validate(data))
 
     def delete_messages(self, *, resource_id: str | None = None, message_ids: Sequence[str]) -> int:
         """Delete messages by id; returns how many existed for this resource (``Memory.delete_messages``).
@@ -552,7 +612,7 @@ class MemstackClient:
             {"resource_id": self._rid(resource_id)},
             {"message_ids": list(message_ids)},
         )
-        return int(data["deleted"])
+        return _parse(lambda: int(data["deleted"]))
 
     # working memory ------------------------------------------------------------------------------
 
@@ -560,7 +620,9 @@ class MemstackClient:
     def _wm_path(thread_id: str, options: Mapping[str, Any] | None) -> list[str]:
         wm = (options or {}).get("working_memory")
         scope = wm.get("scope") if isinstance(wm, Mapping) else None
-        return ["threads", thread_id, "working-memory"] if scope == "thread" else ["working-memory"]
+        return (
+            ["threads", _routable(thread_id), "working-memory"] if scope == "thread" else ["working-memory"]
+        )
 
     def get_working_memory(
         self, *, thread_id: str, resource_id: str | None = None, options: dict[str, Any] | None = None
@@ -578,7 +640,7 @@ class MemstackClient:
             self._wm_path(thread_id, options),
             {"resource_id": self._rid(resource_id), "options": options},
         )
-        value = data.get("working_memory")
+        value = _parse(lambda: data.get("working_memory"))
         return value if isinstance(value, str) else None
 
     def update_working_memory(
@@ -626,11 +688,11 @@ class MemstackClient:
             body["options"] = options
         data = self._request(
             "POST",
-            ["threads", thread_id, "working-memory", "tool-calls"],
+            ["threads", _routable(thread_id), "working-memory", "tool-calls"],
             {"resource_id": self._rid(resource_id)},
             body,
         )
-        return Message.model_validate(data["message"])
+        return _parse(lambda: Message.model_validate(data["message"]))
 
     # context -------------------------------------------------------------------------------------
 
@@ -651,19 +713,24 @@ class MemstackClient:
         if options is not None:
             body["options"] = options
         data = self._request(
-            "POST", ["threads", thread_id, "recall"], {"resource_id": self._rid(resource_id)}, body
+            "POST", ["threads", _routable(thread_id), "recall"], {"resource_id": self._rid(resource_id)}, body
         )
-        hits = [
-            FusedHit(
-                message_id=h["message_id"],
-                thread_id=h["thread_id"],
-                score=float(h["score"]),
-                vector_rank=h.get("vector_rank"),
-                keyword_rank=h.get("keyword_rank"),
+        return _parse(
+            lambda: RecallResult(
+                hits=[
+                    FusedHit(
+                        message_id=str(h["message_id"]),
+                        thread_id=str(h["thread_id"]),
+                        score=float(h["score"]),
+                        vector_rank=h.get("vector_rank"),
+                        keyword_rank=h.get("keyword_rank"),
+                        seq=int(h.get("seq") or 0),
+                    )
+                    for h in data["hits"]
+                ],
+                messages=[Message.model_validate(m) for m in data["messages"]],
             )
-            for h in data["hits"]
-        ]
-        return RecallResult(hits=hits, messages=[Message.model_validate(m) for m in data["messages"]])
+        )
 
     def context(
         self,
@@ -694,14 +761,19 @@ class MemstackClient:
         if options is not None:
             body["options"] = options
         data = self._request(
-            "POST", ["threads", thread_id, "context"], {"resource_id": self._rid(resource_id)}, body
+            "POST",
+            ["threads", _routable(thread_id), "context"],
+            {"resource_id": self._rid(resource_id)},
+            body,
         )
-        return RemoteContext(
-            system=[SystemMessage(text=s["text"], kind=s["kind"]) for s in data["system"]],
-            messages=[Message.model_validate(m) for m in data["conversation"]],
-            tools=list(data.get("tools") or []),
-            token_count=int(data["token_count"]),
-            history_ids=list(data.get("history_ids") or []),
-            recalled_ids=list(data.get("recalled_ids") or []),
-            openai_messages=list(data["messages"]),
+        return _parse(
+            lambda: RemoteContext(
+                system=[SystemMessage(text=s["text"], kind=s["kind"]) for s in data["system"]],
+                messages=[Message.model_validate(m) for m in data["conversation"]],
+                tools=list(data.get("tools") or []),
+                token_count=int(data["token_count"]),
+                history_ids=list(data.get("history_ids") or []),
+                recalled_ids=list(data.get("recalled_ids") or []),
+                openai_messages=list(data["messages"]),
+            )
         )

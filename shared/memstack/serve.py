@@ -14,7 +14,15 @@ auth check are the very code the Lambda functions run (docs/api.md).
   are read from the request header ``X-Memstack-Claims`` (a JSON object, e.g. ``{"sub": "user-42"}``) and
   the API's claim rule applies to them. Nothing verifies a token: never expose this server.
 * One log line per request on stderr: method, path (without the query string), status, milliseconds —
-  never bodies or query values. The API's own INFO lines are off unless ``verbose``.
+  never bodies or query values. The API's own INFO lines are off unless ``verbose``. A client that hangs
+  up (``BrokenPipeError``, ``ConnectionResetError``) costs one DEBUG line of the ``memstack.serve`` logger,
+  never a traceback.
+* Every method gets the API's JSON error shape: HEAD is answered as GET without the body; OPTIONS and any
+  other method reach the resolver, which answers 405 ``method_not_allowed`` (with ``Allow``) on a known path
+  and 404 elsewhere; malformed requests the stdlib refuses (bad request line, header limits) get JSON too.
+* Bodies: a declared ``Content-Length`` over the limit is answered 413 at once, without reading the body,
+  and the connection is closed. Every connection has a socket read timeout (``read_timeout``, 30 s): a
+  client that declares more than it sends is answered 408 and closed, so no thread waits forever.
 * Ctrl-C / SIGTERM: stop accepting, let requests in flight finish (up to ``SHUTDOWN_GRACE_SECONDS``),
   close the ``Memory``, exit 0.
 
@@ -25,8 +33,10 @@ from a small pool (all over the one ``Memory``, whose adapters are thread-safe).
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import signal
+import socket
 import sys
 import threading
 import time
@@ -50,8 +60,16 @@ CLAIMS_HEADER = "X-Memstack-Claims"
 SHUTDOWN_GRACE_SECONDS = 10.0
 """How long a shutdown waits for requests in flight before closing the ``Memory``."""
 
+READ_TIMEOUT_SECONDS = 30.0
+"""Default socket read timeout of a connection: an idle keep-alive connection is closed after it, and a
+request whose body does not arrive in time is answered 408."""
+
+LINGER_SECONDS = 1.0
+"""After refusing a body unread (413, 408), how long the input is drained before the socket closes, so
+the client reads the answer rather than a connection reset (bounded: nothing is kept)."""
+
 _CHUNK = 1 << 16
-_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+_log = logging.getLogger("memstack.serve")
 
 AuthMode = Literal["iam", "jwt"]
 
@@ -63,8 +81,9 @@ class ServeConfig:
     Attributes:
         host, port: where to listen (``port`` 0: any free port; the URL printed names it).
         auth: ``iam`` (trust ``resource_id``) or ``jwt`` (claims from ``X-Memstack-Claims``; testing only).
-        max_body_bytes: the API's body limit (bodies over it are answered 413 without being kept in memory).
+        max_body_bytes: the API's body limit (a declared length over it is answered 413 without reading).
         verbose: keep the API's JSON INFO log lines (ids and counts only) besides the access line.
+        read_timeout: the socket read timeout of every connection, in seconds (408 when a body is late).
     """
 
     host: str = DEFAULT_HOST
@@ -72,6 +91,7 @@ class ServeConfig:
     auth: AuthMode = "iam"
     max_body_bytes: int | None = None
     verbose: bool = False
+    read_timeout: float = READ_TIMEOUT_SECONDS
 
 
 class _AppPool:
@@ -136,35 +156,95 @@ class LocalServer(ThreadingHTTPServer):
             return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
 
     def access(self, method: str, path: str, status: int, ms: float) -> None:
+        """Write the one access line of a request."""
         with self._log_lock:
             print(f"{method} {path} {status} {ms:.1f}ms", file=self.log, flush=True)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (reset, broken pipe, timeout) is one DEBUG line; anything else keeps the
+        stdlib's report."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            _log.debug("connection from %s ended: %s", client_address[0], type(exc).__name__)
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: LocalServer
     protocol_version = "HTTP/1.1"  # keep-alive: every response carries Content-Length
     server_version = "memstack-serve"
+    error_content_type = "application/json"
+
+    def setup(self) -> None:
+        """The socket read timeout of this connection (``ServeConfig.read_timeout``), then the streams."""
+        self._linger = False
+        super().setup()
+        self.connection.settimeout(self.server.config.read_timeout)
+
+    def __getattr__(self, name: str) -> Any:
+        """``do_<METHOD>`` for every method (OPTIONS, TRACE, anything): the resolver answers it (405 with
+        ``Allow`` on a known path, 404 elsewhere) instead of the stdlib's HTML 501 page."""
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         """Silenced: ``LocalServer.access`` writes the one line per request."""
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The stdlib's own refusals (malformed request line, too many or too long headers, …) in the API's
+        JSON error shape, and the connection closed."""
+        from http import HTTPStatus
+
+        from memstack.api.errors import error_body
+
+        try:
+            phrase = HTTPStatus(code).phrase
+        except ValueError:
+            phrase = "error"
+        status, headers, body = _error(
+            code, _STDLIB_CODES.get(code, "invalid_input"), message or phrase, None
+        )
+        if code >= 500 and code not in _STDLIB_CODES:
+            body = json.dumps(error_body("internal", message or phrase), separators=(",", ":")).encode()
+        self.close_connection = True
+        self.send_response(status, message)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD" and code >= 200 and code not in (204, 304):
+            self.wfile.write(body)
+        path = (getattr(self, "path", "") or "").partition("?")[0]
+        self.server.access(getattr(self, "command", None) or "-", path or "-", code, 0.0)
 
     def _serve(self) -> None:
         started = time.perf_counter()
         method = self.command
         path, _, query = self.path.partition("?")
         with self.server.in_flight():
-            status, headers, body = self._answer(method, path, query)
+            status, headers, body = self._answer("GET" if method == "HEAD" else method, path, query)
             if self.server.stopping:
                 self.close_connection = True
-            self.send_response(status)
-            for name, value in headers:
-                if name.lower() not in ("content-length", "connection"):
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            if self.close_connection:
-                self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.send_response(status)
+                for name, value in headers:
+                    if name.lower() not in ("content-length", "connection"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                if self.close_connection:
+                    self.send_header("Connection", "close")
+                self.end_headers()
+                if method != "HEAD":  # HEAD: GET's status and headers, no body
+                    self.wfile.write(body)
+                self.wfile.flush()
+                if self._linger:
+                    self._lingering_close()
+            except (ConnectionError, TimeoutError) as exc:  # the client went away: no traceback
+                self.close_connection = True
+                _log.debug("client went away during the response: %s", type(exc).__name__)
         self.server.access(method, path, status, (time.perf_counter() - started) * 1000)
 
     def _answer(self, method: str, path: str, query: str) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -181,15 +261,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return _error(400, "invalid_input", "Content-Length is not a number", "content-length")
         limit = self._limit()
-        if length > limit:
-            self._drain(length)
+        if length > limit:  # answered at once, the body unread; the connection cannot be reused
+            self.close_connection = self._linger = True
             return _error(
                 413,
                 "payload_too_large",
                 f"the request body is larger than the limit of {limit} bytes",
                 "body",
             )
-        body = self.rfile.read(length) if length else None
+        try:
+            body = self._read_body(length) if length else None
+        except TimeoutError:
+            self.close_connection = self._linger = True
+            return _error(
+                408,
+                "request_timeout",
+                f"the request body did not arrive within {self.server.config.read_timeout:g} s",
+                "body",
+            )
         pairs = [(k, v) for k, v in self.headers.items() if k.lower() != CLAIMS_HEADER.lower()]
         claims: Mapping[str, Any] | None = None
         if self.server.config.auth == "jwt":
@@ -214,19 +303,49 @@ class _Handler(BaseHTTPRequestHandler):
         configured = self.server.config.max_body_bytes
         return configured if configured is not None else MAX_BODY_BYTES
 
-    def _drain(self, length: int) -> None:
-        """Read and drop a body too large to keep, so the client reads the 413 instead of a reset."""
-        left = length
-        while left > 0:
-            chunk = self.rfile.read(min(_CHUNK, left))
-            if not chunk:
-                break
-            left -= len(chunk)
+    def _read_body(self, length: int) -> bytes:
+        """Exactly ``length`` bytes of body.
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+        Raises:
+            TimeoutError: the socket read timeout passed, or the client closed before sending them all.
+        """
+        body = self.rfile.read(length)
+        if len(body) < length:  # the peer half-closed early: it will never send the rest
+            raise TimeoutError("short body")
+        return body
+
+    def _lingering_close(self) -> None:
+        """Close our side for writing, then read and drop what the client still sends for at most
+        ``LINGER_SECONDS``, so it reads the answer instead of a reset; the socket is closed after."""
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + LINGER_SECONDS
+            self.connection.settimeout(LINGER_SECONDS)
+            while time.monotonic() < deadline and self.connection.recv(_CHUNK):
+                pass
+        except OSError:  # the client already went away: nothing to wait for
+            pass
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _serve
 
 
-def _error(status: int, code: str, message: str, field: str) -> tuple[int, list[tuple[str, str]], bytes]:
+_STDLIB_CODES = {
+    400: "invalid_input",
+    404: "not_found",
+    405: "method_not_allowed",
+    408: "request_timeout",
+    413: "payload_too_large",
+    414: "invalid_input",
+    431: "invalid_input",
+    501: "method_not_allowed",
+    505: "invalid_input",
+}
+"""Error codes for the statuses the stdlib's request parsing may answer (``send_error``)."""
+
+
+def _error(
+    status: int, code: str, message: str, field: str | None
+) -> tuple[int, list[tuple[str, str]], bytes]:
     from memstack.api.errors import error_body
 
     body = json.dumps(error_body(code, message, field), separators=(",", ":")).encode()
@@ -273,10 +392,6 @@ def make_server(memory: Memory, config: ServeConfig, *, log: TextIO | None = Non
     """
     from memstack.api.app import MAX_BODY_BYTES, create_app
     from memstack.api.auth import AuthConfig
-    from memstack.api.log import api_logger
-
-    if not config.verbose:
-        api_logger().setLevel("WARNING")  # the access line is the one line per request
     # the claim name comes from MEMSTACK_JWT_RESOURCE_CLAIM (default sub), as on AWS; the mode from config
     auth = AuthConfig(mode=config.auth, resource_claim=AuthConfig.from_settings().resource_claim)
     limit = config.max_body_bytes if config.max_body_bytes is not None else MAX_BODY_BYTES
@@ -296,7 +411,13 @@ def serve(memory: Memory, config: ServeConfig, *, banner: str = "", out: TextIO 
     Raises:
         OSError: the address cannot be bound.
     """
+    from memstack.api.log import api_logger
+
     out = out if out is not None else sys.stdout
+    if not config.verbose:
+        # this process is the server: the access line is its one line per request (make_server, used
+        # in-process by tests and embedders, leaves the process's logging alone)
+        api_logger().setLevel("WARNING")
     try:
         server = make_server(memory, config)
     except BaseException:

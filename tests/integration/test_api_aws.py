@@ -139,3 +139,13 @@ def test_given_the_aws_backend_when_another_resource_reaches_for_a_thread_then_4
     assert [m["parts"][0]["text"] for m in api.get("/v1/threads/b-thread/messages").body["messages"]] == ["x"]
     theirs = b.get("/v1/threads/b-thread/messages").body["messages"]
     assert [m["id"] for m in theirs] == [saved[0]["id"]]
+
+
+def test_given_the_aws_backend_when_cloning_onto_an_existing_thread_id_then_409(api: Api) -> None:
+    assert api.post("/v1/threads/t/messages", {"messages": ["one"]}).status == 200
+    assert api.post("/v1/threads", {"id": "t2"}).status == 201
+
+    reply = api.post("/v1/threads/t/clone", {"new_thread_id": "t2"})
+
+    assert (reply.status, reply.error["code"], reply.error["field"]) == (409, "conflict", "thread_id")
+    assert api.get("/v1/threads/t2/messages").body["messages"] == []

@@ -119,7 +119,27 @@ def test_given_a_missing_thread_when_read_then_404(api: Api) -> None:
 
 def test_given_an_unknown_route_when_called_then_404_in_the_same_shape(api: Api) -> None:
     assert_error(api.get("/v2/threads"), 404, "not_found")
-    assert_error(api.delete("/v1/threads"), 404, "not_found")
+    assert_error(api("OPTIONS", "/v2/threads"), 404, "not_found")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("DELETE", "/v1/threads", "GET, POST"),
+        ("PUT", "/v1/threads/t1", "DELETE, GET, PATCH"),
+        ("HEAD", "/v1/threads/t1/messages", "GET, POST"),
+        ("OPTIONS", "/v1/working-memory", "GET, PUT"),
+        ("GET", "/v1/threads/t1/context", "POST"),
+        ("POST", "/v1/health", "GET"),
+        ("BREW", "/v1/messages/delete", "POST"),
+    ],
+)
+def test_given_a_route_called_with_another_method_then_405_with_allow(
+    api: Api, method: str, path: str, allowed: str
+) -> None:
+    reply = api(method, path)
+    assert_error(reply, 405, "method_not_allowed")
+    assert reply.headers["Allow"] == [allowed]
 
 
 def test_given_an_existing_thread_id_when_created_again_then_409(api: Api) -> None:

@@ -35,9 +35,16 @@ def test_given_the_document_then_every_route_but_health_takes_resource_id_and_er
             if path != "/v1/health":
                 assert params["resource_id"]["required"] is True, (method, path)
             assert "422" not in operation["responses"]
-            for status in ("400", "403", "404", "413", "429", "500", "503"):
+            for status in ("400", "403", "404", "405", "409", "413", "415", "429", "500", "503"):
                 schema = operation["responses"][status]["content"]["application/json"]["schema"]
                 assert schema == {"$ref": "#/components/schemas/ErrorOut"}
+
+
+def test_given_the_document_then_recall_hits_carry_seq_and_thread_ids_state_the_routing_rule() -> None:
+    schemas = json.loads(render())["components"]["schemas"]
+    assert "seq" in schemas["RecallHit"]["required"]
+    create_id = schemas["CreateThreadBody"]["properties"]["id"]
+    assert "'..'" in json.dumps(create_id)
 
 
 def test_given_the_module_when_run_then_it_prints_the_document() -> None:

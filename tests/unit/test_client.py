@@ -143,13 +143,15 @@ def test_given_json_and_odd_ids_when_sent_then_path_and_query_use_sigv4_percent_
 
     client = MemstackClient(f"{BASE}/prod/", transport=httpx.MockTransport(record))
     client.get_working_memory(
-        thread_id="a b/c",
+        thread_id="a b%c+é",
         resource_id="user 1",
         options={"working_memory": {"scope": "thread", "template": "# Notes: x+y"}},
     )
 
     raw = seen[0].url.raw_path.decode()
-    assert raw.startswith("/prod/v1/threads/a%20b%2Fc/working-memory?resource_id=user%201&options=%7B")
+    assert raw.startswith(
+        "/prod/v1/threads/a%20b%25c%2B%C3%A9/working-memory?resource_id=user%201&options=%7B"
+    )
     assert "+" not in raw, "spaces are %20 (SigV4 canonical form), a literal + is %2B"
     assert parse_qs(urlsplit(str(seen[0].url)).query)["options"] == [
         '{"working_memory":{"scope":"thread","template":"# Notes: x+y"}}'
@@ -351,3 +353,101 @@ def test_given_the_resolver_when_working_memory_is_written_then_both_scopes_and_
     with pytest.raises(NotFound):
         local.get_working_memory(thread_id="nope", options=thread_scope)
     assert local.health()["status"] == "ok"
+
+
+@pytest.mark.parametrize("thread_id", ["a/b", "a#b", "a?b", "a\\b", "a€b", "a\u200bb", ".", "..", ""])
+def test_given_a_thread_id_the_api_cannot_route_when_called_then_invalid_input_before_any_request(
+    thread_id: str,
+) -> None:
+    sent: list[httpx.Request] = []
+    client = client_for(lambda r: sent.append(r) or httpx.Response(200, json={}))
+    calls = [
+        lambda: client.get_thread(thread_id=thread_id),
+        lambda: client.create_thread(thread_id=thread_id),
+        lambda: client.save_messages(thread_id=thread_id, messages=["hi"]),
+        lambda: client.context(thread_id=thread_id, message="hi"),
+        lambda: client.recall(thread_id=thread_id, query="q"),
+        lambda: client.clone_thread(source_thread_id=thread_id),
+        lambda: client.get_working_memory(
+            thread_id=thread_id, options={"working_memory": {"scope": "thread"}}
+        ),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidInput) as raised:
+            call()
+        assert raised.value.field == "thread_id"
+    with pytest.raises(InvalidInput) as clone:
+        client.clone_thread(source_thread_id="ok", new_thread_id=thread_id)
+    assert clone.value.field == "new_thread_id"
+    assert sent == []
+
+
+def test_given_every_character_the_routes_take_when_a_thread_is_used_then_it_round_trips(
+    local: MemstackClient,
+) -> None:
+    from memstack.api.ids import ROUTABLE_SPECIALS
+
+    thread_id = "t" + ROUTABLE_SPECIALS + "ü"
+    assert local.create_thread(thread_id=thread_id).id == thread_id
+    assert local.get_thread(thread_id=thread_id).id == thread_id
+    assert [m.thread_id for m in local.save_messages(thread_id=thread_id, messages=["hi"])] == [thread_id]
+    assert local.clone_thread(source_thread_id=thread_id, new_thread_id=thread_id + "2").thread.id == (
+        thread_id + "2"
+    )
+    local.delete_thread(thread_id=thread_id)
+    with pytest.raises(NotFound):
+        local.get_thread(thread_id=thread_id)
+
+
+@pytest.mark.parametrize(
+    ("answer", "call"),
+    [
+        ({"id": 5}, lambda c: c.get_thread(thread_id="t")),
+        ({"hits": [{"message_id": "m"}], "messages": []}, lambda c: c.recall(thread_id="t", query="q")),
+        ([1, 2], lambda c: c.list_threads()),
+        ({"messages": "nope"}, lambda c: c.save_messages(thread_id="t", messages=["x"])),
+        ({"system": None}, lambda c: c.context(thread_id="t")),
+        ("text", lambda c: c.health()),
+        ({"deleted": "many"}, lambda c: c.delete_messages(message_ids=["m"])),
+    ],
+)
+def test_given_an_answer_of_an_unexpected_shape_then_unavailable_not_a_pydantic_or_key_error(
+    answer: Any, call: Callable[[MemstackClient], Any]
+) -> None:
+    with pytest.raises(Unavailable, match="unexpected shape"):
+        call(answering(200, answer))
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        httpx.ReadTimeout("slow"),
+        httpx.RemoteProtocolError("garbled"),
+        httpx.DecodingError("bad gzip"),
+        httpx.TooManyRedirects("loop"),
+    ],
+)
+def test_given_any_httpx_failure_when_called_then_unavailable(failure: Exception) -> None:
+    def fail(request: httpx.Request) -> httpx.Response:
+        raise failure
+
+    with pytest.raises(Unavailable):
+        client_for(fail).list_threads()
+
+
+def test_given_values_json_cannot_hold_when_sent_then_invalid_input_naming_the_body() -> None:
+    client = client_for(lambda r: httpx.Response(201, json={}))
+    with pytest.raises(InvalidInput) as raised:
+        client.create_thread(thread_id="t", metadata={"when": object()})
+    assert raised.value.field == "body"
+
+
+def test_given_recall_over_the_resolver_then_hits_carry_seq(local: MemstackClient) -> None:
+    local.save_messages(thread_id="t1", messages=["filler", "I keep bees in the garden"])
+    hits = local.recall(thread_id="t2", query="bees garden").hits
+    assert hits and {h.message_id: h.seq for h in hits} == {
+        m.id: m.seq
+        for m in local.list_messages(thread_id="t1").messages
+        if m.id in {h.message_id for h in hits}
+    }
+    assert all(h.seq >= 1 for h in hits)

@@ -4,18 +4,22 @@ error mapping, the body size limit and the auth check — shared by the Lambda f
 Request pipeline (``MemstackResolver.resolve``), in order:
 
 1. the body size limit (``max_body_bytes``, checked on the raw event, before anything is parsed) → 413;
-2. a body that is not JSON by its ``Content-Type`` → 415;
-3. the auth check of ``resource_id`` (``AuthConfig``; not on ``/v1/health``) → 403;
-4. route matching (→ 404), request validation (→ 400 naming the field), the route: one ``Memory`` call;
-5. any error → ``memstack.api.errors`` (the one place that maps errors to HTTP).
+2. a body that is not JSON by its ``Content-Type`` (media types compared case-insensitively) → 415;
+3. ``resource_id`` given more than once → 400; the auth check of a non-empty ``resource_id``
+   (``AuthConfig``; not on ``/v1/health``) → 403 (a missing or empty one is left to step 5: 400);
+4. route matching: no route for the path → 404; a route for the path but not the method → 405 with
+   ``Allow``; then the query's names against the route's declared parameters: an unknown or a repeated
+   single-valued parameter → 400 naming it (``_check_query``, one place for every route but health);
+5. request validation (→ 400 naming the field), the route: one ``Memory`` call;
+6. any error → ``memstack.api.errors`` (the one place that maps errors to HTTP).
 """
 
 from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, get_origin
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder
@@ -25,6 +29,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestValidationError,
     ResponseValidationError,
 )
+from pydantic import BaseModel
 
 from memstack.api import errors
 from memstack.api.auth import AuthConfig, auth_from_env
@@ -101,24 +106,105 @@ class MemstackResolver(APIGatewayRestResolver):
         if rejected is not None:
             builder: ResponseBuilder[Any] = ResponseBuilder(rejected, serializer=self._serializer)
             return builder.build(self._to_proxy_event(dict(event)), self._cors)
-        return super().resolve(event, context)  # type: ignore[arg-type]
+        return super().resolve(_json_content_type(event), context)  # type: ignore[arg-type]
 
     def _precheck(self, event: Mapping[str, Any]) -> Response[Any] | None:
         try:
             _check_body(event, self.max_body_bytes)
-            if event.get("path") == HEALTH_PATH:
-                return None
-            resource_id = _single_query_value(event, "resource_id")
-            if resource_id is None:
-                return None  # validation answers 400 resource_id is required
-            try:
-                auth = self._auth_provider()
-            except MemstackError as exc:
-                raise ServerMisconfigured(type(exc).__name__) from exc
-            auth.authorize(event, resource_id)
+            path = str(event.get("path") or "/")
+            health = path.rstrip("/") == HEALTH_PATH  # liveness: no resource, no auth, any query
+            resource_id = None if health else _single_query_value(event, "resource_id")
+            if resource_id is not None:  # a missing or empty one: validation answers 400 (required)
+                try:
+                    auth = self._auth_provider()
+                except MemstackError as exc:
+                    raise ServerMisconfigured(type(exc).__name__) from exc
+                auth.authorize(event, resource_id)
+            method = str(event.get("httpMethod") or "").upper()
+            matching = [r for r in self._routes() if r.rule.match(path)]
+            route = next((r for r in matching if r.method == method), None)
+            if route is None:
+                if matching:
+                    allowed = sorted({r.method for r in matching})
+                    return errors.method_not_allowed(method, allowed)
+                return None  # no route: Powertools answers 404 through the NotFoundError handler
+            if not health:
+                _check_query(event, _query_names(route))
         except MemstackError as exc:
             return errors.from_memstack_error(exc)
         return None
+
+    def _routes(self) -> list[Any]:
+        """The registered Powertools routes (``Route``: ``method``, compiled ``rule``, ``dependant``), as
+        Powertools' own ``_resolve`` walks them."""
+        return list(getattr(self, "_static_routes", [])) + list(getattr(self, "_dynamic_routes", []))
+
+
+def _query_names(route: Any) -> dict[str, bool]:
+    """The query parameters ``route`` declares, each with whether it takes several values (a list)."""
+    names: dict[str, bool] = {}
+    for param in route.dependant.query_params:
+        annotation = param.field_info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            for name, info in annotation.model_fields.items():
+                names[info.alias or name] = _is_multi(info.annotation)
+        else:
+            names[param.alias] = _is_multi(annotation)
+    return names
+
+
+def _is_multi(annotation: Any) -> bool:
+    if get_origin(annotation) in (list, tuple, set, frozenset):
+        return True
+    args = getattr(annotation, "__args__", ()) or ()
+    return any(get_origin(a) in (list, tuple, set, frozenset) for a in args)
+
+
+def _check_query(event: Mapping[str, Any], declared: Mapping[str, bool]) -> None:
+    """Refuse query parameters the route does not declare, and repeated single-valued ones.
+
+    Raises:
+        InvalidInput: naming the first such parameter (in the order given).
+    """
+    multi = event.get("multiValueQueryStringParameters") or {}
+    single = event.get("queryStringParameters") or {}
+    names: Iterable[str] = list(dict.fromkeys([*multi, *single]))
+    for name in names:
+        if name not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise InvalidInput(f"unknown query parameter {name!r} (this route takes: {known})", field=name)
+        values = multi.get(name)
+        if not declared[name] and isinstance(values, list) and len(values) > 1:
+            raise InvalidInput(f"{name} must be given once", field=name)
+
+
+def _json_content_type(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``event`` with a JSON ``Content-Type`` spelt ``application/json``: media types are case-insensitive
+    (RFC 9110) and ``+json`` types are JSON, but Powertools compares the header case-sensitively with
+    ``application/json`` before parsing the body."""
+    renamed: dict[str, Any] = {}
+    for key in ("headers", "multiValueHeaders"):
+        headers = event.get(key)
+        if not isinstance(headers, Mapping):
+            continue
+        for name, value in headers.items():
+            if str(name).lower() != "content-type":
+                continue
+            raw = value[-1] if isinstance(value, list) and value else value
+            if not isinstance(raw, str) or raw.startswith("application/json") or not _is_json(raw):
+                continue
+            fixed = "application/json"
+            renamed[key] = {**headers, name: [fixed] if isinstance(value, list) else fixed}
+    return {**event, **renamed} if renamed else event
+
+
+def _media(content_type: str) -> str:
+    return content_type.split(";")[0].strip().lower()
+
+
+def _is_json(content_type: str) -> bool:
+    media = _media(content_type)
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 def _check_body(event: Mapping[str, Any], limit: int) -> None:
@@ -138,9 +224,9 @@ def _check_body(event: Mapping[str, Any], limit: int) -> None:
         except (ValueError, TypeError):  # binascii.Error and UnicodeDecodeError are ValueErrors
             raise InvalidInput("the request body is not UTF-8 JSON", field="body") from None
     headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
-    media = str(headers.get("content-type") or "").split(";")[0].strip().lower()
-    if media and media != "application/json" and not media.endswith("+json"):
-        raise _UnsupportedMedia(media)
+    content_type = str(headers.get("content-type") or "")
+    if _media(content_type) and not _is_json(content_type):
+        raise _UnsupportedMedia(_media(content_type))
 
 
 class _UnsupportedMedia(InvalidInput):
@@ -218,7 +304,9 @@ def _register_error_handlers(app: MemstackResolver) -> None:
         return errors.from_validation_errors(list(exc.errors()), QUERY_MODEL_PARAMS)
 
     def unsupported_media(exc: RequestUnsupportedContentType) -> Response[Any]:
-        return errors.error_response(415, "unsupported_media_type", "request bodies are application/json")
+        return errors.error_response(
+            415, "unsupported_media_type", "request bodies are application/json", "content-type"
+        )
 
     def no_route(exc: NotFoundError) -> Response[Any]:
         event = app.current_event

@@ -6,9 +6,10 @@ raised                                 status  ``error.code``
 ``InvalidInput``, request validation   400     ``invalid_input``
 ``Forbidden`` (JWT claim mismatch)     403     ``forbidden``
 ``NotFound``, no such route            404     ``not_found``
+a route, but not for this method       405     ``method_not_allowed`` (``Allow`` header)
 ``Conflict``                           409     ``conflict``
 ``PayloadTooLarge``, body over limit   413     ``payload_too_large``
-unsupported ``Content-Type``           415     ``unsupported_media_type``
+unsupported ``Content-Type``           415     ``unsupported_media_type`` (field ``content-type``)
 ``Throttled``                          429     ``throttled``
 anything else                          500     ``internal`` (no details)
 ``Unavailable``                        503     ``unavailable``
@@ -57,12 +58,32 @@ def error_body(code: str, message: str, field: str | None = None) -> dict[str, A
     return {"error": inner}
 
 
-def error_response(status: int, code: str, message: str, field: str | None = None) -> Response[Any]:
-    """A JSON error ``Response`` with ``status`` and the error document."""
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response[Any]:
+    """A JSON error ``Response`` with ``status``, the error document and any extra ``headers``."""
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
         body=json.dumps(error_body(code, message, field), ensure_ascii=False, separators=(",", ":")),
+        headers=headers,
+    )
+
+
+def method_not_allowed(method: str, allowed: Sequence[str]) -> Response[Any]:
+    """405 ``method_not_allowed`` for a route that exists with other methods, naming them in ``Allow``."""
+    listed = ", ".join(allowed)
+    api_logger().info("request failed", extra={"status": 405, "code": "method_not_allowed"})
+    return error_response(
+        405,
+        "method_not_allowed",
+        f"{method} is not allowed here (allowed: {listed})",
+        None,
+        {"Allow": listed},
     )
 
 

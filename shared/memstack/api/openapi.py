@@ -26,12 +26,14 @@ DESCRIPTION = (
 )
 
 ERROR_RESPONSES = {
-    "400": "invalid_input: the request is malformed (field names the offending part)",
+    "400": "invalid_input: the request is malformed, or names an unknown or repeated query parameter "
+    "(field names the offending part)",
     "403": "forbidden: resource_id differs from the token's claim (JWT mode)",
     "404": "not_found: no such thread for this resource, or no such route",
+    "405": "method_not_allowed: the path exists for other methods (listed in the Allow header)",
     "409": "conflict: the id exists, or a concurrent write won every retry",
     "413": "payload_too_large: a body, count or size limit",
-    "415": "unsupported_media_type: the body is not application/json",
+    "415": "unsupported_media_type: the body is not application/json (field content-type)",
     "429": "throttled: a backend throttled the request; retry with backoff",
     "500": "internal: an unexpected error (no details)",
     "503": "unavailable: a backend failed; retry later",

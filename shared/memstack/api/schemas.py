@@ -9,11 +9,30 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Json, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Json, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
+from memstack.api import ids
 from memstack.model import MAX_ID_LENGTH, Author, Message, Part, Role, Thread
 
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
+
+
+def _routable(value: str) -> str:
+    if not ids.is_routable(value):
+        raise PydanticCustomError("thread_id_not_routable", ids.RULE)
+    return value
+
+
+ThreadId = Annotated[
+    Id,
+    AfterValidator(_routable),
+    Field(
+        description="A thread id the API can route: Unicode letters and digits, '_' and "
+        f"{ids.ROUTABLE_SPECIALS!r}; not '.' or '..' (docs/api.md).",
+    ),
+]
+"""A thread id that enters through a body: the API must be able to address it in a path later (``ids``)."""
 Options = Annotated[
     dict[str, Any] | None,
     Field(
@@ -118,7 +137,7 @@ MessageInput = Annotated[MessageIn, BeforeValidator(_text_message)]
 class CreateThreadBody(_Request):
     """``POST /v1/threads``."""
 
-    id: Id | None = Field(None, description="The thread id; generated when omitted.")
+    id: ThreadId | None = Field(None, description="The thread id; generated when omitted.")
     title: str = ""
     metadata: dict[str, Any] | None = None
 
@@ -133,7 +152,7 @@ class UpdateThreadBody(_Request):
 class CloneThreadBody(_Request):
     """``POST /v1/threads/{thread_id}/clone``."""
 
-    new_thread_id: Id | None = None
+    new_thread_id: ThreadId | None = Field(None, description="The clone's id; generated when omitted.")
     title: str | None = None
     metadata: dict[str, Any] | None = None
     message_limit: int | None = Field(None, ge=0, le=1_000_000, description="Keep the newest N messages.")
@@ -290,6 +309,7 @@ class RecallHit(BaseModel):
 
     message_id: str
     thread_id: str
+    seq: int = Field(description="The message's position in its thread (as on ``Message``).")
     score: float
     vector_rank: int | None = None
     keyword_rank: int | None = None

@@ -75,6 +75,7 @@ def register(app: MemstackResolver) -> None:
                 RecallHit(
                     message_id=h.message_id,
                     thread_id=h.thread_id,
+                    seq=h.seq,
                     score=h.score,
                     vector_rank=h.vector_rank,
                     keyword_rank=h.keyword_rank,

@@ -1,0 +1,207 @@
+"""``memstack serve``'s HTTP handling in-process (``make_server`` on a loopback port, SQLite in memory),
+driven with raw sockets: every method answers JSON, a declared but unsent body never holds a thread, and a
+client that hangs up leaves no traceback."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from memstack import Memory
+from memstack.serve import LocalServer, ServeConfig, make_server
+
+READ_TIMEOUT = 0.5
+
+
+@dataclass
+class Raw:
+    """An HTTP answer as read off the socket."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> dict[str, object]:
+        data: dict[str, object] = json.loads(self.body)
+        return data
+
+
+@pytest.fixture
+def server() -> Iterator[LocalServer]:
+    memory = Memory.local(":memory:", embedder="hash")
+    config = ServeConfig(host="127.0.0.1", port=0, max_body_bytes=1000, read_timeout=READ_TIMEOUT)
+    srv = make_server(memory, config, log=io.StringIO())
+    loop = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    loop.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+    memory.close()
+
+
+def connect(server: LocalServer) -> socket.socket:
+    host, port = server.server_address[:2]
+    sock = socket.create_connection((str(host), int(port)), timeout=5)
+    return sock
+
+
+def read_answer(sock: socket.socket, *, head: bool = False) -> Raw:
+    """One response (status line, headers, ``Content-Length`` bytes of body unless ``head``)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    top, _, rest = data.partition(b"\r\n\r\n")
+    lines = top.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    length = 0 if head else int(headers.get("content-length", "0"))
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return Raw(status, headers, rest[:length])
+
+
+def request(server: LocalServer, raw: bytes, *, head: bool = False) -> Raw:
+    with connect(server) as sock:
+        sock.sendall(raw)
+        return read_answer(sock, head=head)
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    sock.settimeout(5)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+# --- item 3: every method answers JSON ---------------------------------------------------------------
+
+
+def test_given_head_on_a_get_route_then_gets_status_and_headers_without_a_body(server: LocalServer) -> None:
+    get = request(server, b"GET /v1/threads?resource_id=u HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    with connect(server) as sock:
+        sock.sendall(b"HEAD /v1/threads?resource_id=u HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = read_answer(sock, head=True)
+        sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        after = read_answer(sock)  # no stray body bytes on the kept-alive connection
+
+    assert (head.status, head.headers["content-type"]) == (200, "application/json")
+    assert head.headers["content-length"] == get.headers["content-length"]
+    assert head.body == b""
+    assert after.status == 200 and after.json()["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("OPTIONS", "/v1/threads", "GET, POST"),
+        ("TRACE", "/v1/threads/t1", "DELETE, GET, PATCH"),
+        ("BREW", "/v1/health", "GET"),
+        ("HEAD", "/v1/threads/t1/context", "POST"),
+    ],
+)
+def test_given_any_other_method_on_a_known_path_then_405_json_with_allow(
+    server: LocalServer, method: str, path: str, allowed: str
+) -> None:
+    raw = f"{method} {path}?resource_id=u HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    answer = request(server, raw)
+    assert answer.status == 405
+    assert answer.headers["allow"] == allowed
+    if method != "HEAD":
+        assert answer.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_given_a_malformed_request_line_then_the_refusal_is_json_too(server: LocalServer) -> None:
+    answer = request(server, b"GET /v1/health HTTP/1.1\r\nX-Long: " + b"a" * 70_000 + b"\r\n\r\n")
+    assert answer.status == 431
+    assert answer.headers["content-type"] == "application/json"
+    assert "error" in answer.json()
+
+
+# --- item 4: declared but unsent bodies ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("declared", [99999999999, 1001])
+def test_given_a_declared_length_over_the_limit_then_413_at_once_and_the_connection_closes(
+    server: LocalServer, declared: int
+) -> None:
+    started = time.monotonic()
+    with connect(server) as sock:
+        sock.sendall(
+            f"POST /v1/threads?resource_id=u HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {declared}\r\n\r\n{{}}".encode()
+        )
+        answer = read_answer(sock)
+        assert closed_by_server(sock)
+    assert time.monotonic() - started < READ_TIMEOUT + 1.5
+    assert (answer.status, answer.json()["error"]["code"]) == (413, "payload_too_large")  # type: ignore[index]
+
+
+def test_given_a_body_shorter_than_declared_then_408_after_the_read_timeout_and_closed(
+    server: LocalServer,
+) -> None:
+    started = time.monotonic()
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST /v1/threads?resource_id=u HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{}"
+        )
+        answer = read_answer(sock)
+        assert closed_by_server(sock)
+    assert READ_TIMEOUT <= time.monotonic() - started < READ_TIMEOUT + 3
+    error = answer.json()["error"]
+    assert (answer.status, error["code"], error["field"]) == (408, "request_timeout", "body")  # type: ignore[index]
+
+
+def test_given_requests_after_a_slow_client_then_the_server_still_answers(server: LocalServer) -> None:
+    idle = [connect(server) for _ in range(3)]  # connections that never send a byte
+    try:
+        answer = request(server, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert answer.status == 200
+        for sock in idle:
+            assert closed_by_server(sock), "an idle connection is closed after the read timeout"
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+# --- item 5: clients that hang up --------------------------------------------------------------------
+
+
+def test_given_clients_that_reset_the_connection_then_no_traceback_is_printed(
+    server: LocalServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import struct
+
+    body = json.dumps({"messages": ["x" * 200]}).encode()
+    for _ in range(5):
+        sock = connect(server)
+        sock.sendall(
+            b"POST /v1/threads/t1/messages?resource_id=u HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # RST before the answer is written
+        sock = connect(server)
+        sock.sendall(b"GET /v1/thr")  # a request cut off mid-line, then a reset
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+    time.sleep(0.3)
+    assert request(server, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").status == 200
+
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "ConnectionResetError" not in err

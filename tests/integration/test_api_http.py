@@ -1,0 +1,232 @@
+"""HTTP rules of the API through ``handle_http`` (plain HTTP, percent-encoded paths): which thread ids the
+routes can address, clone conflicts, ``seq`` in recall hits, case-insensitive media types and the query
+parameters each route declares."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from memstack import Memory
+from memstack.api import AuthConfig, HttpResponse, MemstackResolver, create_app, handle_http
+from memstack.api.ids import ROUTABLE_SPECIALS
+
+JSON = {"Content-Type": "application/json"}
+EVERY_SPECIAL = "id" + ROUTABLE_SPECIALS + "é字٣_"
+"""A thread id with every character the routes accept besides ASCII letters and digits."""
+
+
+@pytest.fixture
+def memory() -> Iterator[Memory]:
+    with Memory.local(":memory:", embedder="hash") as m:
+        yield m
+
+
+@pytest.fixture
+def app(memory: Memory) -> MemstackResolver:
+    return create_app(memory, auth=AuthConfig())
+
+
+def call(
+    app: MemstackResolver,
+    method: str,
+    path: str,
+    body: Any = None,
+    query: str = "resource_id=u1",
+    headers: dict[str, str] | None = None,
+) -> tuple[HttpResponse, Any]:
+    """One request; the answer and its decoded JSON body (``None`` when empty)."""
+    raw = json.dumps(body).encode() if body is not None else None
+    answer = handle_http(app, method, path, query, headers or JSON, raw)
+    return answer, json.loads(answer.body) if answer.body else None
+
+
+def thread_path(thread_id: str, *rest: str) -> str:
+    """``/v1/threads/<thread_id>/...`` with the id percent-encoded as one path segment."""
+    return "/".join(["/v1/threads", quote(thread_id, safe=""), *rest])
+
+
+def error_of(answer: HttpResponse, data: Any, status: int, code: str) -> dict[str, Any]:
+    assert answer.status == status, data
+    assert data["error"]["code"] == code, data
+    error: dict[str, Any] = data["error"]
+    return error
+
+
+# --- 1. thread ids the routes can address ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("thread_id", [EVERY_SPECIAL, "a%41b", "a b", "~", "...", "x.", "ÄÖü"])
+def test_given_a_routable_thread_id_when_created_then_every_thread_route_reaches_it(
+    app: MemstackResolver, thread_id: str
+) -> None:
+    created, body = call(app, "POST", "/v1/threads", {"id": thread_id})
+    assert (created.status, body["id"]) == (201, thread_id)
+
+    got, body = call(app, "GET", thread_path(thread_id))
+    assert (got.status, body["id"]) == (200, thread_id)
+    saved, body = call(app, "POST", thread_path(thread_id, "messages"), {"messages": ["hello there"]})
+    assert (saved.status, body["messages"][0]["thread_id"]) == (200, thread_id)
+    context, body = call(app, "POST", thread_path(thread_id, "context"), {"message": "and now?"})
+    assert context.status == 200
+    assert [m["thread_id"] for m in body["conversation"]][0] == thread_id
+    cloned, body = call(app, "POST", thread_path(thread_id, "clone"), {"new_thread_id": thread_id + "(copy)"})
+    assert (cloned.status, body["thread"]["id"]) == (201, thread_id + "(copy)")
+    assert call(app, "GET", thread_path(thread_id + "(copy)"))[0].status == 200
+    assert call(app, "DELETE", thread_path(thread_id))[0].status == 204
+    assert call(app, "GET", thread_path(thread_id))[0].status == 404
+
+
+REFUSED = {
+    "slash": "a/b",
+    "hash": "a#b",
+    "question mark": "a?b",
+    "double quote": 'a"b',
+    "backslash": "a\\b",
+    "backtick": "a`b",
+    "currency sign": "a€b",
+    "emoji": "a\U0001f600b",
+    "zero-width space": "a\u200bb",
+    "control character": "a\nb",
+    "dot segment": ".",
+    "dot-dot segment": "..",
+}
+
+
+@pytest.mark.parametrize("thread_id", list(REFUSED.values()), ids=list(REFUSED))
+def test_given_an_id_the_routes_cannot_address_when_creating_or_cloning_then_400_naming_the_rule(
+    app: MemstackResolver, thread_id: str
+) -> None:
+    created, body = call(app, "POST", "/v1/threads", {"id": thread_id})
+    error = error_of(created, body, 400, "invalid_input")
+    assert error["field"] == "id"
+    assert ROUTABLE_SPECIALS in error["message"] and "'..'" in error["message"]
+
+    assert call(app, "POST", "/v1/threads", {"id": "source"})[0].status == 201
+    cloned, body = call(app, "POST", thread_path("source", "clone"), {"new_thread_id": thread_id})
+    assert error_of(cloned, body, 400, "invalid_input")["field"] == "new_thread_id"
+    listed, body = call(app, "GET", "/v1/threads")
+    assert [t["id"] for t in body["threads"]] == ["source"], "nothing unreachable was created"
+
+
+def test_given_the_library_when_an_unroutable_id_is_used_then_it_is_still_accepted(memory: Memory) -> None:
+    assert memory.create_thread(resource_id="u1", thread_id="a/b#c").id == "a/b#c"
+
+
+# --- 2. clone onto an existing thread ---------------------------------------------------------------
+
+
+def test_given_an_existing_thread_id_when_cloning_onto_it_then_409_and_both_threads_are_unchanged(
+    app: MemstackResolver,
+) -> None:
+    call(app, "POST", thread_path("t", "messages"), {"messages": ["one", "two"]})
+    call(app, "POST", thread_path("t2", "messages"), {"messages": ["other"]})
+
+    for body in (
+        {"new_thread_id": "t2"},
+        {"new_thread_id": "t2", "message_limit": 1},
+        {"new_thread_id": "t"},
+    ):
+        answer, data = call(app, "POST", thread_path("t", "clone"), body)
+        assert error_of(answer, data, 409, "conflict")["field"] == "thread_id"
+
+    _, page = call(app, "GET", thread_path("t2", "messages"))
+    assert [m["content"] if "content" in m else m["parts"][0]["text"] for m in page["messages"]] == ["other"]
+
+
+# --- 6. seq in recall hits --------------------------------------------------------------------------
+
+
+def test_given_saved_messages_when_recalled_over_http_then_each_hit_has_the_messages_seq(
+    app: MemstackResolver, memory: Memory
+) -> None:
+    call(app, "POST", thread_path("t1", "messages"), {"messages": ["filler", "I keep bees in my garden"]})
+
+    answer, body = call(app, "POST", thread_path("t2", "recall"), {"query": "bees garden"})
+
+    assert answer.status == 200 and body["hits"]
+    direct = memory.recall(thread_id="t2", resource_id="u1", query="bees garden")
+    assert [(h["message_id"], h["seq"]) for h in body["hits"]] == [(h.message_id, h.seq) for h in direct.hits]
+    seqs = {m["id"]: m["seq"] for m in body["messages"]}
+    assert all(h["seq"] == seqs[h["message_id"]] >= 1 for h in body["hits"])
+
+
+# --- 7. media types ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "APPLICATION/JSON",
+        "Application/Json; Charset=UTF-8",
+        "application/json;charset=utf-8",
+        "application/vnd.x+JSON",
+    ],
+)
+def test_given_a_json_media_type_in_any_case_when_posting_then_the_body_is_read(
+    app: MemstackResolver, content_type: str
+) -> None:
+    answer, body = call(app, "POST", "/v1/threads", {"id": "t1"}, headers={"content-type": content_type})
+    assert (answer.status, body["id"]) == (201, "t1")
+
+
+@pytest.mark.parametrize("raw", [b"id=t1", None])
+def test_given_a_media_type_that_is_not_json_then_415_naming_content_type(
+    app: MemstackResolver, raw: bytes | None
+) -> None:
+    answer = handle_http(app, "POST", "/v1/threads", "resource_id=u1", {"Content-Type": "text/plain"}, raw)
+    error = error_of(answer, json.loads(answer.body), 415, "unsupported_media_type")
+    assert error["field"] == "content-type"
+
+
+# --- 8. query parameters ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "field"),
+    [
+        ("GET", "/v1/threads", "resource_id=u1&limt=5", "limt"),
+        ("GET", "/v1/threads/t1", "resource_id=u1&limit=5", "limit"),
+        ("POST", "/v1/threads/t1/context", "resource_id=u1&options=%7B%7D", "options"),
+        ("GET", "/v1/working-memory", "resource_id=u1&scope=thread", "scope"),
+        ("DELETE", "/v1/threads/t1", "resource_id=u1&force=1", "force"),
+    ],
+)
+def test_given_a_query_parameter_the_route_does_not_declare_then_400_naming_it(
+    app: MemstackResolver, method: str, path: str, query: str, field: str
+) -> None:
+    body = {"message": "hi"} if method == "POST" else None
+    answer, data = call(app, method, path, body, query=query)
+    error = error_of(answer, data, 400, "invalid_input")
+    assert error["field"] == field and "unknown query parameter" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "field"),
+    [
+        ("/v1/threads", "resource_id=u1&limit=1&limit=2", "limit"),
+        ("/v1/threads", "resource_id=u1&order_by=created_at&order_by=updated_at", "order_by"),
+        ("/v1/threads/t1/messages", "resource_id=u1&last=1&last=1", "last"),
+        ("/v1/working-memory", "resource_id=u1&options=%7B%7D&options=%7B%7D", "options"),
+    ],
+)
+def test_given_a_single_valued_query_parameter_twice_then_400_naming_it(
+    app: MemstackResolver, path: str, query: str, field: str
+) -> None:
+    call(app, "POST", "/v1/threads", {"id": "t1"})
+    answer, data = call(app, "GET", path, query=query)
+    assert error_of(answer, data, 400, "invalid_input")["field"] == field
+
+
+def test_given_declared_query_parameters_when_listing_then_they_are_taken_and_health_ignores_any(
+    app: MemstackResolver,
+) -> None:
+    listed, _ = call(
+        app, "GET", "/v1/threads", query="resource_id=u1&limit=5&direction=asc&order_by=updated_at"
+    )
+    assert listed.status == 200
+    assert call(app, "GET", "/v1/health", query="probe=1&probe=2")[0].status == 200
