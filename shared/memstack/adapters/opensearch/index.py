@@ -40,9 +40,9 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from memstack.adapters.index_input import MAX_TOP_K, check_entry, check_top_k
 from memstack.adapters.opensearch.client import (
     SEARCH_TIMEOUT_SECONDS,
     WRITE_TIMEOUT_SECONDS,
@@ -65,7 +65,7 @@ from memstack.adapters.opensearch.schema import (
 from memstack.adapters.search_text import indexed_text, query_terms
 from memstack.errors import InvalidInput, Unavailable
 from memstack.filters import validate_filter
-from memstack.model import check_id, check_metadata
+from memstack.model import check_id
 from memstack.ports import IndexEntry, IndexHit, SearchResults, Vector
 
 logger = logging.getLogger(__name__)
@@ -73,8 +73,6 @@ logger = logging.getLogger(__name__)
 MAX_DIMENSION = 16_000
 """Largest ``knn_vector`` dimension OpenSearch accepts."""
 
-MAX_TOP_K = 10_000
-"""Largest ``top_k`` (and ``k``): OpenSearch's limit for ``k`` and its default ``index.max_result_window``."""
 
 BULK_ACTIONS_PER_REQUEST = 500
 """Most actions in one ``_bulk`` request (keeps payloads well under the 10 MiB that Serverless advises)."""
@@ -275,36 +273,24 @@ class OpenSearchIndex:
         logger.debug("indexed %d chunks of %d resources", len(chunks), len(messages))
 
     def _chunk(self, entry: IndexEntry, path: str) -> _Chunk:
-        resource_id = check_id(entry.resource_id, f"{path}.resource_id")
-        message_id = check_id(entry.message_id, f"{path}.message_id")
-        thread_id = check_id(entry.thread_id, f"{path}.thread_id")
-        chunk = _check_int(entry.chunk, f"{path}.chunk", minimum=0)
-        seq = _check_int(entry.seq, f"{path}.seq", minimum=0)
-        if not isinstance(entry.role, str) or not entry.role:
-            raise InvalidInput(f"{path}.role must be a non-empty string", field=f"{path}.role")
-        if not isinstance(entry.text, str):
-            raise InvalidInput(f"{path}.text must be a string", field=f"{path}.text")
-        if not isinstance(entry.created_at, datetime):
-            raise InvalidInput(f"{path}.created_at must be a datetime", field=f"{path}.created_at")
-        created = entry.created_at
-        created = created.replace(tzinfo=UTC) if created.tzinfo is None else created.astimezone(UTC)
-        metadata = check_metadata(entry.metadata, f"{path}.metadata")
+        e = check_entry(entry, path)
+        resource_id, message_id, chunk = e.resource_id, e.message_id, e.chunk
         vector = self._vector(entry.vector, f"{path}.vector", allow_zero=True)
         uid = chunk_id(resource_id, message_id, chunk) if self.service != "aoss" else uuid.uuid4().hex
         doc: dict[str, Any] = {
             "uid": uid,
             "resource_id": resource_id,
-            "thread_id": thread_id,
+            "thread_id": e.thread_id,
             "message_id": message_id,
             "chunk": chunk,
-            "role": entry.role,
-            "seq": seq,
-            "created_at": created.isoformat(),
-            "text": indexed_text(entry.text),
+            "role": e.role,
+            "seq": e.seq,
+            "created_at": e.created_at.isoformat(),
+            "text": indexed_text(e.text),
         }
         if any(vector):
             doc[VECTOR_FIELD] = vector
-        doc.update(flatten(metadata))
+        doc.update(flatten(e.metadata))
         return _Chunk(resource_id, message_id, chunk, doc)
 
     def _vector(self, vector: object, path: str, *, allow_zero: bool = False) -> list[float]:
@@ -499,8 +485,7 @@ class OpenSearchIndex:
         check_id(resource_id, "resource_id")
         if thread_id is not None:
             check_id(thread_id, "thread_id")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-            raise InvalidInput(f"top_k must be an integer from 1 to {MAX_TOP_K}", field="top_k")
+        check_top_k(top_k)
         checked = validate_filter(filter) or None
         query = None if vector is None else self._vector(vector, "vector")
         if text is not None and not isinstance(text, str):
@@ -652,9 +637,3 @@ def _check_timeout(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise InvalidInput(f"{name} must be a positive number of seconds", field=name)
     return float(value)
-
-
-def _check_int(value: object, path: str, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInput(f"{path} must be an integer >= {minimum}", field=path)
-    return value

@@ -68,17 +68,17 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from memstack.adapters.index_input import check_entry, check_top_k
 from memstack.adapters.search_text import indexed_text, query_terms
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.errors import InvalidInput
 from memstack.filters import kind, validate_filter
-from memstack.model import check_id, check_metadata
+from memstack.model import check_id
 from memstack.ports import IndexEntry, IndexHit, SearchResults, Vector
 
 SCHEMA_VERSION = 1
@@ -87,9 +87,6 @@ SCHEMA_VERSION = 1
 MAX_DIMENSION = 8192
 """Largest accepted embedding dimension (sqlite-vec's limit for vector functions)."""
 
-MAX_TOP_K = 10_000
-"""Largest accepted ``top_k``: OpenSearch's limit for ``k`` and its default ``index.max_result_window``, so
-every adapter accepts the same range (hybrid recall asks for up to ``top_k × candidates`` = 2,000)."""
 
 
 
@@ -277,31 +274,18 @@ class SqliteSearchIndex:
                 self._cache.patch(resource_id, generation, messages=replaced, added=added)
 
     def _row(self, entry: IndexEntry, path: str) -> _Row:
-        resource_id = check_id(entry.resource_id, f"{path}.resource_id")
-        message_id = check_id(entry.message_id, f"{path}.message_id")
-        thread_id = check_id(entry.thread_id, f"{path}.thread_id")
-        chunk = _check_int(entry.chunk, f"{path}.chunk", minimum=0)
-        seq = _check_int(entry.seq, f"{path}.seq", minimum=0)
-        if not isinstance(entry.role, str) or not entry.role:
-            raise InvalidInput(f"{path}.role must be a non-empty string", field=f"{path}.role")
-        if not isinstance(entry.text, str):
-            raise InvalidInput(f"{path}.text must be a string", field=f"{path}.text")
-        if not isinstance(entry.created_at, datetime):
-            raise InvalidInput(f"{path}.created_at must be a datetime", field=f"{path}.created_at")
-        created = entry.created_at
-        created = created.replace(tzinfo=UTC) if created.tzinfo is None else created.astimezone(UTC)
-        metadata = check_metadata(entry.metadata, f"{path}.metadata")
+        e = check_entry(entry, path)
         return _Row(
-            resource_id=resource_id,
-            thread_id=thread_id,
-            message_id=message_id,
-            chunk=chunk,
-            role=entry.role,
-            seq=seq,
-            created_at=created.isoformat(),
-            metadata=json.dumps(metadata, ensure_ascii=False, separators=(",", ":")),
+            resource_id=e.resource_id,
+            thread_id=e.thread_id,
+            message_id=e.message_id,
+            chunk=e.chunk,
+            role=e.role,
+            seq=e.seq,
+            created_at=e.created_at.isoformat(),
+            metadata=json.dumps(e.metadata, ensure_ascii=False, separators=(",", ":")),
             vector=self._vector(entry.vector, f"{path}.vector", allow_zero=True),
-            fts=fts_text(entry.text),
+            fts=fts_text(e.text),
         )
 
     def _vector(self, vector: object, path: str, *, allow_zero: bool = False) -> _Floats:
@@ -392,8 +376,7 @@ class SqliteSearchIndex:
         check_id(resource_id, "resource_id")
         if thread_id is not None:
             check_id(thread_id, "thread_id")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-            raise InvalidInput(f"top_k must be an integer from 1 to {MAX_TOP_K}", field="top_k")
+        check_top_k(top_k)
         checked = validate_filter(filter) or None
         query = None if vector is None else self._vector(vector, "vector")
         if text is not None and not isinstance(text, str):
@@ -481,12 +464,6 @@ class SqliteSearchIndex:
         """Drop the vector cache. The shared ``SqliteDatabase`` is closed by whoever opened it."""
         with self._db.lock:
             self._cache.clear()
-
-
-def _check_int(value: object, path: str, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInput(f"{path} must be an integer >= {minimum}", field=path)
-    return value
 
 
 def _bump(conn: Any, resource_ids: Iterable[str]) -> dict[str, int]:
