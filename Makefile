@@ -11,7 +11,9 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 SAM_VENV := .venv-sam
 TEMPLATE := cdk.out/Memstack.template.json
 
-.PHONY: demo test lint typecheck install clean synth bundle sam-check cdk-cli
+BENCH_STAMP := $(VENV)/.installed-bench
+
+.PHONY: bench demo test lint typecheck install clean synth bundle sam-check cdk-cli
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,6 +24,15 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The benchmarks need matplotlib (the optional `bench` group), kept out of `make test`'s install.
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+# Every benchmark -> benchmarks/results/ (README.md, Markdown, JSON, PNG); ARGS="--quick" for a fast run.
+bench: $(BENCH_STAMP)
+	$(BIN)/python benchmarks/run_all.py $(ARGS)
 
 demo: $(STAMP)
 	$(BIN)/memstack demo $(ARGS)

@@ -1,0 +1,215 @@
+"""``make bench``: every benchmark in one run, written to ``benchmarks/results/``.
+
+Runs, in order: recall quality (recall_quality.py), speed side by side with Mastra (speed.py), requests per
+turn on the AWS path under moto (aws_requests.py, its own process), cold start (cold_start.py, its own
+process), answer quality (answer_quality.py; skipped without an OpenAI key or endpoint). Each writes its
+Markdown and JSON (and PNG plots); this script then writes ``benchmarks/results/README.md``: the headline
+table (Memstack vs Mastra, measured side by side in this run), the machine, and links to every result.
+
+``--quick``: one conversation for recall and answers, sizes 0 and 1k for speed with one run each (a few
+minutes). The full run takes about 15 minutes on the 2-core build machine (most of it Mastra: its growth
+to 10k messages and its per-conversation processes, and the local embedder's ~35 ms per text).
+
+Usage: ``python benchmarks/run_all.py [--quick] [--no-mastra] [--skip recall,speed,aws,cold,answers]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import answer_quality, recall_quality, speed  # noqa: E402
+from benchmarks.common import RESULTS, MastraPeer, machine, machine_line, markdown_table, write_json  # noqa: E402
+
+STEPS = ("recall", "speed", "aws", "cold", "answers")
+
+
+def _section(title: str) -> None:
+    sys.stderr.write(f"\n=== {title} ({time.strftime('%H:%M:%S')}) ===\n")
+    sys.stderr.flush()
+
+
+def _run_script(args: list[str]) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True)
+    sys.stderr.write(done.stderr[-2000:])
+    return done.returncode, done.stdout
+
+
+def aws_summary_table(stdout: str) -> str:
+    """The ``summary`` block aws_requests.py prints (its last lines), as a fenced block."""
+    lines = stdout.splitlines()
+    start = max((i for i, line in enumerate(lines) if line.strip() == "summary"), default=None)
+    if start is None:
+        return "(no summary printed)"
+    return "```\n" + "\n".join(lines[start:]).rstrip() + "\n```"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from memstack.demo import default_data_path
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-mastra", action="store_true")
+    parser.add_argument("--skip", default="", help=f"comma-separated steps to skip: {','.join(STEPS)}")
+    parser.add_argument("--data", type=Path, default=None)
+    args = parser.parse_args(argv)
+    skip = {s for s in args.skip.split(",") if s}
+    data = args.data or default_data_path()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    peer = MastraPeer()
+    started = time.perf_counter()
+    headline: list[list[str]] = []
+    sections: list[str] = []
+    status: dict[str, Any] = {}
+
+    if "recall" not in skip:
+        _section("recall quality")
+        import json
+
+        indexes = [0] if args.quick else list(range(len(json.loads(data.read_text()))))
+        rq = recall_quality.run(
+            data=data,
+            indexes=indexes,
+            embedders=["hash", "local", "openai"],
+            top_ks=[4, 8, 16],
+            local_top_ks=[4, 8, 16],
+            mastra=not args.no_mastra,
+            peer=peer,
+        )
+        png = recall_quality.plot(rq, RESULTS / "recall_quality.png")
+        rq["plot"] = png.name if png else None
+        (RESULTS / "recall_quality.md").write_text(recall_quality.render(rq))
+        write_json(RESULTS / "recall_quality.json", rq)
+        headline += recall_quality.headline(rq)
+        best = {
+            c["embedder"]: c
+            for c in rq["configs"]
+            if c["system"] == "memstack" and c["mode"] == "hybrid" and c["top_k"] == 4
+        }
+        summary = ", ".join(f"{e} {c['groups']['all']['evidence_recall']:.3f}" for e, c in best.items())
+        sections.append(
+            f"* [Recall quality](recall_quality.md) ([JSON](recall_quality.json), [plot](recall_quality.png)): "
+            f"{rq['conversations']} conversation(s), {rq['questions']} questions; hybrid top_k 4: {summary}."
+        )
+        status["recall"] = "ok"
+
+    if "speed" not in skip:
+        _section("speed side by side")
+        sp = speed.run(
+            data=data,
+            sizes=[0, 1000] if args.quick else [0, 1000, 10_000, 100_000],
+            runs=1 if args.quick else 3,
+            mastra=not args.no_mastra,
+            mastra_max=10_000,
+            peer=peer,
+        )
+        png = speed.plot(sp, RESULTS / "speed.png")
+        sp["plot"] = png.name if png else None
+        (RESULTS / "speed.md").write_text(speed.render(sp))
+        write_json(RESULTS / "speed.json", sp)
+        headline += speed.headline(sp)
+        sections.append(
+            f"* [Speed side by side](speed.md) ([JSON](speed.json), [plot](speed.png)): {sp['runs']} run(s) per size."
+        )
+        status["speed"] = "ok"
+
+    if "aws" not in skip:
+        _section("AWS path under moto")
+        code, out = _run_script(["benchmarks/aws_requests.py", "--json", str(RESULTS / "aws_requests.json")])
+        body = aws_summary_table(out) if code == 0 else f"failed (exit {code})"
+        (RESULTS / "aws_requests.md").write_text(
+            "# Requests per turn on the AWS path (moto + the OpenSearch double)\n\n"
+            + machine_line(machine())
+            + " 1 run (counts are deterministic).\n\n`python benchmarks/aws_requests.py` summary "
+            "(ctx = one `context()`; overlap = pairs of requests in flight at once):\n\n"
+            + body
+            + "\n\nFull output:\n\n```\n"
+            + out.strip()
+            + "\n```\n"
+        )
+        sections.append(
+            f"* [AWS requests per turn](aws_requests.md) ([JSON](aws_requests.json)):\n\n{body}\n"
+        )
+        status["aws"] = "ok" if code == 0 else f"exit {code}"
+
+    if "cold" not in skip:
+        _section("cold start")
+        code, out = _run_script(
+            [
+                "benchmarks/cold_start.py",
+                "--runs",
+                "3" if args.quick else "7",
+                "--out",
+                str(RESULTS / "cold_start"),
+            ]
+        )
+        table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
+        sections.append(f"* [Cold start](cold_start.md) ([JSON](cold_start.json)):\n\n{table}\n")
+        status["cold"] = "ok" if code == 0 else f"exit {code}"
+
+    if "answers" not in skip:
+        _section("answer quality")
+        aq = answer_quality.run(
+            data=data,
+            longmemeval=None,
+            indexes=[0] if args.quick else None,
+            limit=None,
+            embedder="hash",
+            top_k=4,
+        )
+        (RESULTS / "answer_quality.md").write_text(answer_quality.render(aq))
+        write_json(RESULTS / "answer_quality.json", aq)
+        if aq.get("skipped"):
+            sections.append(f"* Answer quality: skipped — {aq['skipped']}.")
+        else:
+            g = aq["groups"]["all"]
+            sections.append(
+                f"* [Answer quality](answer_quality.md): accuracy {g['accuracy']:.3f} over {g['questions']} questions ({aq['chat_model']})."
+            )
+        status["answers"] = "skipped" if aq.get("skipped") else "ok"
+
+    info = machine(peer.node_version)
+    minutes = (time.perf_counter() - started) / 60
+    readme = [
+        "# Benchmark results",
+        "",
+        f"Written by `make bench` (`python benchmarks/run_all.py{' --quick' if args.quick else ''}`) in {minutes:.1f} minutes. "
+        + machine_line(info),
+        "",
+        "## Headline: Memstack vs Mastra 1.x, same hash embedder, measured side by side in this run",
+        "",
+        markdown_table(["figure", "Memstack", "Mastra 1.x", "ratio", "target"], headline)
+        if headline
+        else "(no side-by-side figures: Mastra not run)",
+        "",
+        "Timings are medians over runs of each run's p50, with min–max and the run count; see each file for p95.",
+        "",
+    ]
+    if (RESULTS / "speed.png").exists() and "speed" not in skip:
+        readme += ["![context and save p50 vs stored messages](speed.png)", ""]
+    readme += ["## Results", ""] + sections + [""]
+    (RESULTS / "README.md").write_text("\n".join(readme))
+    write_json(
+        RESULTS / "run_all.json",
+        {
+            "machine": info,
+            "quick": args.quick,
+            "minutes": round(minutes, 1),
+            "status": status,
+            "headline": headline,
+        },
+    )
+    print("\n".join(readme))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

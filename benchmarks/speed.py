@@ -1,0 +1,426 @@
+"""Speed side by side: Memstack embedded (SQLite, hash embedder) vs Mastra 1.x (LibSQL, the same hash embedder)
+on the Mastra peer's workload, in one run, on a fresh store and as the store grows.
+
+The workload (the peer's, mirrored): replay one LoCoMo conversation (conversation 0: 419 messages) on a fresh
+resource, one ``save_messages`` per message (timed: save ms per message), then ask each of its questions in a
+fresh thread of that resource (timed: Memstack ``context()`` — history + semantic recall, hybrid, top_k 4 —
+against Mastra ``memory.recall()`` — history + vector recall, topK 4). p50 and p95 are nearest-rank within a
+run; each size is measured ``--runs`` times on fresh resources and reported as the median of the runs' p50 (and
+p95) with min–max.
+
+Growth: before measuring at a size, the store is filled to that many messages by replaying all conversations
+under new resources (``grow-<k>-<sample>``), one batched save per session — on both sides (Mastra through
+``benchmarks/mastra/locomo-peer-growth.mjs``, GROW=N). Sizes: 0 (one conversation), 1k, 10k, 100k; Mastra's
+growth costs ~13 ms per message on this machine (1.5 s per 100 messages), so by default it is grown to 10k
+only (``--mastra-max`` to change it). Both sides run sequentially (never at the same time: 2 cores).
+
+Targets (issue 7): save and context >= 3x faster than Mastra at p50; context p50 grows sublinearly from 1k to
+100k stored messages.
+
+Usage: ``python benchmarks/speed.py [--quick] [--runs 3] [--sizes 0,1000,10000,100000] [--mastra-max 10000]
+[--no-mastra] [--out benchmarks/results/speed]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import (  # noqa: E402
+    RESULTS,
+    MastraPeer,
+    PeerUnavailable,
+    fmt_spread,
+    machine,
+    machine_line,
+    markdown_table,
+    percentile,
+    spread,
+    write_json,
+)
+
+MEASURED = 0
+"""The conversation replayed at every size (the peer's default)."""
+
+
+class MemstackSide:
+    """One growing Memstack store (SQLite file, hash embedder, Mastra's defaults + hybrid recall)."""
+
+    def __init__(self, folder: Path, conversations: list[Any]) -> None:
+        from memstack import Memory
+
+        self.memory = Memory.local(folder / "speed.db", embedder="hash")
+        self.conversations = conversations
+        self.stored = 0
+        self._next = 0
+        self.grow_s = 0.0
+
+    def grow_to(self, size: int) -> None:
+        """Add whole sessions (batched) under new resources until ``size`` messages are stored (the measured
+        runs' messages count too)."""
+        t0 = time.perf_counter()
+        while self.stored < size:
+            conv = self.conversations[self._next % len(self.conversations)]
+            resource = f"grow-{self._next}-{conv.resource_id}"
+            self._next += 1
+            for thread, turns in conv.sessions.items():
+                if self.stored >= size:
+                    break
+                batch = turns[: size - self.stored]
+                self.memory.save_messages(
+                    thread_id=f"grow-{self._next}-{thread}",
+                    resource_id=resource,
+                    messages=[
+                        {"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}
+                        for t in batch
+                    ],
+                )
+                self.stored += len(batch)
+        self.grow_s += time.perf_counter() - t0
+
+    def run(self, conv: Any, label: str) -> dict[str, float]:
+        """The peer's workload on a fresh resource; returns p50/p95 of save (per message) and context."""
+        resource = f"{conv.resource_id}-{label}"
+        save_ms: list[float] = []
+        for thread, turns in conv.sessions.items():
+            for t in turns:
+                t0 = time.perf_counter()
+                self.memory.save_messages(
+                    thread_id=f"{resource}-{thread}",
+                    resource_id=resource,
+                    messages=[
+                        {"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}
+                    ],
+                )
+                save_ms.append((time.perf_counter() - t0) * 1000)
+        self.stored += len(save_ms)
+        context_ms: list[float] = []
+        for q in conv.questions:
+            t0 = time.perf_counter()
+            self.memory.context(thread_id=f"{resource}-questions", resource_id=resource, message=q.text)
+            context_ms.append((time.perf_counter() - t0) * 1000)
+        return {
+            "save_ms_p50": percentile(save_ms, 0.5),
+            "save_ms_p95": percentile(save_ms, 0.95),
+            "context_ms_p50": percentile(context_ms, 0.5),
+            "context_ms_p95": percentile(context_ms, 0.95),
+        }
+
+
+def summarise(runs: Sequence[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per figure (save/context p50/p95): the median over runs with min–max and run count."""
+    return {key: spread([r[key] for r in runs]) for key in runs[0]} if runs else {}
+
+
+def render(result: dict[str, Any]) -> str:
+    """The Markdown report."""
+    lines = [
+        "# Speed side by side: Memstack embedded vs Mastra 1.x (LibSQL), same hash embedder",
+        "",
+        machine_line(result["machine"]),
+        f"Workload: LoCoMo conversation {MEASURED} ({result['messages']} messages saved one per call, "
+        f"{result['questions']} questions) on a fresh resource, after growing the store to each size. "
+        "Figures: median over runs of each run's p50 / p95 (nearest rank), with min–max and run count. "
+        "Memstack context = `context()` (history + hybrid recall, top_k 4); Mastra = `memory.recall()` "
+        "(history + vector recall, topK 4). Lower is faster.",
+        "",
+    ]
+    rows = []
+    for s in result["sizes"]:
+        m, p = s["memstack"], s.get("mastra")
+        for system, figures in (("Memstack", m), ("Mastra 1.x", p)):
+            if system == "Mastra 1.x" and not figures:
+                rows.append([s["stored_before"], system, s.get("mastra_note", "not run"), "", "", ""])
+                continue
+            rows.append(
+                [
+                    s["stored_before"],
+                    system,
+                    fmt_spread(figures["save_ms_p50"]),
+                    fmt_spread(figures["save_ms_p95"]),
+                    fmt_spread(figures["context_ms_p50"]),
+                    fmt_spread(figures["context_ms_p95"]),
+                ]
+            )
+    lines += [
+        markdown_table(
+            ["stored before", "system", "save ms p50", "save ms p95", "context ms p50", "context ms p95"],
+            rows,
+        ),
+        "",
+        "## Ratios (Mastra p50 / Memstack p50, medians of the same run; target >= 3x)",
+        "",
+    ]
+    ratio_rows = [
+        [
+            r["stored_before"],
+            f"{r['save']:.1f}x",
+            f"{r['context']:.1f}x",
+            "yes" if min(r["save"], r["context"]) >= 3 else "no",
+        ]
+        for r in result["ratios"]
+    ]
+    lines += [
+        markdown_table(["stored before", "save", "context", "both >= 3x"], ratio_rows)
+        if ratio_rows
+        else "No ratio: Mastra not run.",
+        "",
+    ]
+    for system, g in result["growth"].items():
+        if g:
+            lines.append(
+                f"* {system}: context p50 {g['from_ms']:.2f} ms at {g['from']} stored → {g['to_ms']:.2f} ms at {g['to']} "
+                f"stored: x{g['factor']:.2f} for x{g['size_factor']:.0f} the messages (exponent {g['exponent']:.2f}; "
+                f"sublinear: {'yes' if g['sublinear'] else 'no'})."
+            )
+    for note in result["notes"]:
+        lines.append(f"* {note}")
+    if result.get("plot"):
+        lines += ["", f"![context p50 vs stored messages]({result['plot']})"]
+    return "\n".join(lines) + "\n"
+
+
+def growth(points: Sequence[tuple[int, float]]) -> dict[str, Any] | None:
+    """How context p50 grows from the smallest to the largest non-empty store size: factor, the size factor
+    and the exponent ``log(factor)/log(size factor)`` (< 1: sublinear)."""
+    pts = sorted((n, v) for n, v in points if n > 0)
+    if len(pts) < 2:
+        return None
+    (n0, v0), (n1, v1) = pts[0], pts[-1]
+    factor, size_factor = v1 / v0, n1 / n0
+    exponent = math.log(factor) / math.log(size_factor) if factor > 0 else 0.0
+    return {
+        "from": n0,
+        "to": n1,
+        "from_ms": v0,
+        "to_ms": v1,
+        "factor": factor,
+        "size_factor": size_factor,
+        "exponent": exponent,
+        "sublinear": exponent < 1,
+    }
+
+
+def plot(result: dict[str, Any], path: Path) -> Path | None:
+    """Context p50 (and save p50) against messages stored, log x, both systems (PNG)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, key, title in (
+        (axes[0], "context_ms_p50", "context / recall p50"),
+        (axes[1], "save_ms_p50", "save p50 (per message)"),
+    ):
+        for system, label, marker in (
+            ("memstack", "Memstack (SQLite)", "o"),
+            ("mastra", "Mastra 1.x (LibSQL)", "s"),
+        ):
+            pts = [
+                (s["stored_before"] + result["messages"], s[system][key])
+                for s in result["sizes"]
+                if s.get(system)
+            ]
+            if not pts:
+                continue
+            xs = [x for x, _ in pts]
+            ys = [f["median"] for _, f in pts]
+            lo = [f["median"] - f["min"] for _, f in pts]
+            hi = [f["max"] - f["median"] for _, f in pts]
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker=marker, capsize=3, label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel("messages stored when measured")
+        ax.set_ylabel("ms (median of runs; bars: min–max)")
+        ax.set_title(title)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Memstack vs Mastra, same hash embedder, LoCoMo conv. 0 workload")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run(
+    *,
+    data: Path,
+    sizes: Sequence[int],
+    runs: int,
+    mastra: bool,
+    mastra_max: int,
+    peer: MastraPeer | None = None,
+    log: Any = sys.stderr,
+) -> dict[str, Any]:
+    """Measure both systems at every size; returns the result (the JSON)."""
+    from memstack import locomo
+
+    conversations = locomo.load(data)
+    conv = conversations[MEASURED]
+    peer = peer or MastraPeer()
+    notes: list[str] = []
+    out_sizes: list[dict[str, Any]] = []
+    memstack_grow_s = 0.0
+    for size in sorted(sizes):
+        tmp = tempfile.TemporaryDirectory(prefix="memstack-speed-")
+        ours = MemstackSide(Path(tmp.name), conversations)  # a fresh store per size, as the peer's process is
+        ours.grow_to(size)
+        memstack_grow_s += ours.grow_s
+        log.write(
+            f"size {size}: memstack store holds {ours.stored} messages (grown in {ours.grow_s:.1f} s)\n"
+        )
+        m_runs = []
+        for r in range(runs):
+            m_runs.append(ours.run(conv, f"s{size}-run{r}"))
+        entry: dict[str, Any] = {
+            "stored_before": size,
+            "memstack": summarise(m_runs),
+            "memstack_runs": m_runs,
+            "memstack_grow_s": round(ours.grow_s, 1),
+        }
+        log.write(
+            f"  memstack: save p50 {entry['memstack']['save_ms_p50']['median']:.2f} ms, context p50 {entry['memstack']['context_ms_p50']['median']:.2f} ms\n"
+        )
+        if not mastra:
+            entry["mastra_note"] = "not run (--no-mastra)"
+        elif size > mastra_max:
+            entry["mastra_note"] = f"not run: growth above --mastra-max {mastra_max} (~13 ms/message to grow)"
+        else:
+            t0 = time.perf_counter()
+            try:
+                p = peer.run(data, MEASURED, {"GROW": str(size), "RUNS": str(runs)})
+                p_runs = [
+                    {
+                        "save_ms_p50": r["save_ms_p50"],
+                        "save_ms_p95": r["save_ms_p95"],
+                        "context_ms_p50": r["recall_ms_p50"],
+                        "context_ms_p95": r["recall_ms_p95"],
+                    }
+                    for r in p["runs"]
+                ]
+                entry["mastra"] = summarise(p_runs)
+                entry["mastra_runs"] = p_runs
+                entry["mastra_grow_s"] = p["grow_s"]
+                log.write(
+                    f"  mastra: save p50 {entry['mastra']['save_ms_p50']['median']:.2f} ms, recall p50 {entry['mastra']['context_ms_p50']['median']:.2f} ms ({time.perf_counter() - t0:.0f} s)\n"
+                )
+            except PeerUnavailable as exc:
+                entry["mastra_note"] = f"not run: {exc}"
+                notes.append(f"Mastra at {size}: not run — {exc}")
+        out_sizes.append(entry)
+        ours.memory.close()
+        tmp.cleanup()
+    ratios = [
+        {
+            "stored_before": s["stored_before"],
+            "save": s["mastra"]["save_ms_p50"]["median"] / s["memstack"]["save_ms_p50"]["median"],
+            "context": s["mastra"]["context_ms_p50"]["median"] / s["memstack"]["context_ms_p50"]["median"],
+        }
+        for s in out_sizes
+        if s.get("mastra")
+    ]
+    grow = {
+        system: growth(
+            [(s["stored_before"], s[system]["context_ms_p50"]["median"]) for s in out_sizes if s.get(system)]
+        )
+        for system in ("memstack", "mastra")
+    }
+    notes.append(
+        f"Memstack growth: {memstack_grow_s:.1f} s in total (batched saves, one per session; a fresh store per size, "
+        "as each Mastra size is a fresh process and file). Runs at one size share the grown store, each on its own fresh resource."
+    )
+    if mastra and any(s > mastra_max for s in sizes):
+        notes.append(
+            f"Mastra was grown to {mastra_max} messages at most (--mastra-max): growing it costs ~13 ms per message here."
+        )
+    return {
+        "benchmark": "speed",
+        "machine": machine(peer.node_version),
+        "data": str(data),
+        "conversation": conv.resource_id,
+        "messages": conv.turn_count,
+        "questions": len(conv.questions),
+        "runs": runs,
+        "sizes": out_sizes,
+        "ratios": ratios,
+        "growth": grow,
+        "notes": notes,
+    }
+
+
+def headline(result: dict[str, Any]) -> list[list[str]]:
+    """Rows for the results README: p50s on a fresh store and at the largest size both ran, with ratios."""
+    rows = []
+    both = [s for s in result["sizes"] if s.get("mastra")]
+    for s in both[:1] + both[-1:] if len(both) > 1 else both:
+        for key, name in (("save_ms_p50", "save ms p50"), ("context_ms_p50", "context ms p50")):
+            a, b = s["memstack"][key], s["mastra"][key]
+            rows.append(
+                [
+                    f"{name}, {s['stored_before']} stored",
+                    fmt_spread(a),
+                    fmt_spread(b),
+                    f"{b['median'] / a['median']:.1f}x faster",
+                    ">= 3x",
+                ]
+            )
+    big = result["sizes"][-1]
+    g = result["growth"].get("memstack")
+    if g:
+        rows.append(
+            [
+                f"Memstack context p50 growth {g['from']}→{g['to']} stored",
+                f"x{g['factor']:.2f} (exponent {g['exponent']:.2f})",
+                "–" if not big.get("mastra") else "",
+                "sublinear" if g["sublinear"] else "not sublinear",
+                "sublinear",
+            ]
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    from memstack.demo import default_data_path
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument("--quick", action="store_true", help="sizes 0 and 1000, 1 run")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sizes", default="0,1000,10000,100000")
+    parser.add_argument("--mastra-max", type=int, default=10_000, help="largest size Mastra is grown to")
+    parser.add_argument("--no-mastra", action="store_true")
+    parser.add_argument("--out", type=Path, default=RESULTS / "speed")
+    args = parser.parse_args(argv)
+    sizes = [0, 1000] if args.quick else [int(x) for x in args.sizes.split(",")]
+    result = run(
+        data=args.data or default_data_path(),
+        sizes=sizes,
+        runs=1 if args.quick else args.runs,
+        mastra=not args.no_mastra,
+        mastra_max=args.mastra_max,
+    )
+    png = plot(result, args.out.with_suffix(".png"))
+    result["plot"] = png.name if png else None
+    report = render(result)
+    print(report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".md").write_text(report)
+    write_json(args.out.with_suffix(".json"), result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

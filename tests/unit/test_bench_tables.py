@@ -1,0 +1,57 @@
+"""Result rendering of the benchmarks: recall groups (per category, multi-session) and the speed growth check."""
+
+from __future__ import annotations
+
+import pytest
+from benchmarks.recall_quality import CachingEmbedder, Scored, group_scores
+from benchmarks.speed import growth
+
+
+def test_given_scored_questions_when_grouped_then_all_each_category_and_multi_session() -> None:
+    rows = [
+        Scored("c", 1, True, 1.0, 10),
+        Scored("c", 1, False, 0.0, 12),
+        Scored("c", 4, True, 0.5, 8),
+    ]
+    g = group_scores(rows)
+    assert g["all"] == {"evidence_recall": 0.5, "mean_context_messages": 10.0, "questions": 3}
+    assert g["multi-hop"]["evidence_recall"] == 0.5
+    assert g["single-hop"]["questions"] == 1
+    assert g["multi-session"]["evidence_recall"] == 0.75
+    assert "temporal" not in g, "a category without questions has no row"
+
+
+def test_given_p50s_at_sizes_when_growth_then_factor_and_exponent_from_smallest_non_empty_size() -> None:
+    g = growth([(0, 1.0), (1000, 2.0), (100_000, 4.0)])
+    assert g is not None
+    assert (g["from"], g["to"], g["factor"], g["size_factor"]) == (1000, 100_000, 2.0, 100.0)
+    assert g["exponent"] == pytest.approx(0.1505, abs=1e-3)
+    assert g["sublinear"]
+    linear = growth([(1000, 1.0), (100_000, 100.0)])
+    assert linear is not None and not linear["sublinear"]
+    assert growth([(0, 1.0), (1000, 2.0)]) is None, "one non-empty size gives no growth"
+
+
+class _Counting:
+    model_id, dimension, symmetric = "count-2", 2, True
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += texts
+        return [[float(len(t)), 0.0] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.calls.append(f"q:{text}")
+        return [0.0, float(len(text))]
+
+
+def test_given_repeated_texts_when_caching_embedder_then_each_text_embedded_once() -> None:
+    inner = _Counting()
+    cached = CachingEmbedder(inner)
+    assert cached.embed_documents(["ab", "abc", "ab"]) == [[2.0, 0.0], [3.0, 0.0], [2.0, 0.0]]
+    cached.embed_documents(["abc"])
+    assert cached.embed_query("ab") == [0.0, 2.0]
+    cached.embed_query("ab")
+    assert inner.calls == ["ab", "abc", "q:ab"]
