@@ -45,6 +45,8 @@ class Call:
     start_ms: float
     end_ms: float
     thread: str
+    request_bytes: int = 0
+    response_bytes: int = 0
 
 
 class Recorder:
@@ -60,10 +62,19 @@ class Recorder:
             self.calls = []
             self._t0 = time.perf_counter()
 
-    def wrap(self, service: str, operation: Callable[[], str], fn: Callable[[], Any]) -> Any:
+    def wrap(
+        self,
+        service: str,
+        operation: Callable[[], str],
+        fn: Callable[[], Any],
+        request_bytes: int = 0,
+        response_bytes: Callable[[Any], int] = lambda _: 0,
+    ) -> Any:
         start = time.perf_counter()
+        result: Any = None
         try:
-            return fn()
+            result = fn()
+            return result
         finally:
             end = time.perf_counter()
             with self._lock:
@@ -74,26 +85,46 @@ class Recorder:
                         (start - self._t0) * 1000,
                         (end - self._t0) * 1000,
                         threading.current_thread().name,
+                        request_bytes,
+                        response_bytes(result) if result is not None else 0,
                     )
                 )
 
 
 @contextmanager
 def count_botocore(rec: Recorder) -> Iterator[None]:
-    """Record every botocore API call (DynamoDB via PynamoDB, S3 via boto3)."""
-    import botocore.client
+    """Record every botocore request (DynamoDB via PynamoDB, S3 via boto3) with its serialised request body
+    and raw response body sizes, at the endpoint (what goes over the wire; retries count once each)."""
+    import botocore.endpoint
 
-    original = botocore.client.BaseClient._make_api_call
+    original = botocore.endpoint.Endpoint.make_request
 
-    def patched(self: Any, operation_name: str, api_params: Any) -> Any:
-        service = self.meta.service_model.service_name
-        return rec.wrap(service, lambda: operation_name, lambda: original(self, operation_name, api_params))
+    def patched(self: Any, operation_model: Any, request_dict: Any) -> Any:
+        body = request_dict.get("body") or b""
+        size = len(body.encode() if isinstance(body, str) else body) if isinstance(body, str | bytes) else 0
+        return rec.wrap(
+            operation_model.service_model.service_name,
+            lambda: str(operation_model.name),
+            lambda: original(self, operation_model, request_dict),
+            size,
+            lambda result: len(getattr(result[0], "content", b"") or b""),
+        )
 
-    botocore.client.BaseClient._make_api_call = patched  # type: ignore[method-assign]
+    botocore.endpoint.Endpoint.make_request = patched  # type: ignore[method-assign]
     try:
         yield
     finally:
-        botocore.client.BaseClient._make_api_call = original  # type: ignore[method-assign]
+        botocore.endpoint.Endpoint.make_request = original  # type: ignore[method-assign]
+
+
+def _json_size(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bytes):
+        return len(value)
+    if isinstance(value, str):
+        return len(value.encode())
+    return len(json.dumps(value, default=str).encode())
 
 
 def count_opensearch(rec: Recorder, client: Any) -> None:
@@ -102,7 +133,14 @@ def count_opensearch(rec: Recorder, client: Any) -> None:
     original = transport.perform_request
 
     def patched(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        return rec.wrap("opensearch", lambda: f"{method} {url}", lambda: original(method, url, *args, **kwargs))
+        body = kwargs.get("body", args[2] if len(args) > 2 else None)
+        return rec.wrap(
+            "opensearch",
+            lambda: f"{method} {url}",
+            lambda: original(method, url, *args, **kwargs),
+            _json_size(body),
+            _json_size,
+        )
 
     transport.perform_request = patched
 
@@ -119,11 +157,16 @@ class CountingEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return self.rec.wrap(  # type: ignore[no-any-return]
-            "embedding", lambda: f"documents x{len(texts)}", lambda: self.inner.embed_documents(texts)
+            "embedding",
+            lambda: f"documents x{len(texts)}",
+            lambda: self.inner.embed_documents(texts),
+            sum(len(t.encode()) for t in texts),
         )
 
     def embed_query(self, text: str) -> list[float]:
-        return self.rec.wrap("embedding", lambda: "query", lambda: self.inner.embed_query(text))  # type: ignore[no-any-return]
+        return self.rec.wrap(  # type: ignore[no-any-return]
+            "embedding", lambda: "query", lambda: self.inner.embed_query(text), len(text.encode())
+        )
 
 
 def concurrent_pairs(calls: list[Call]) -> int:
@@ -148,18 +191,25 @@ def summary(calls: list[Call]) -> dict[str, Any]:
         "opensearch": by.get("opensearch", 0),
         "embedding": by.get("embedding", 0),
         "concurrent_pairs": concurrent_pairs(calls),
+        "request_bytes": sum(c.request_bytes for c in calls),
+        "response_bytes": sum(c.response_bytes for c in calls),
     }
 
 
 def print_calls(title: str, calls: list[Call], wall_ms: float) -> None:
     print(f"\n{title}  (wall {wall_ms:.1f} ms)")
-    print(f"  {'service':<11}{'operation':<44}{'start':>8}{'end':>8}  thread")
+    print(f"  {'service':<11}{'operation':<40}{'start':>8}{'end':>8}{'req B':>9}{'resp B':>9}  thread")
     for c in sorted(calls, key=lambda c: c.start_ms):
-        print(f"  {c.service:<11}{c.operation[:43]:<44}{c.start_ms:>8.1f}{c.end_ms:>8.1f}  {c.thread}")
+        print(
+            f"  {c.service:<11}{c.operation[:39]:<40}{c.start_ms:>8.1f}{c.end_ms:>8.1f}"
+            f"{c.request_bytes:>9}{c.response_bytes:>9}  {c.thread}"
+        )
     s = summary(calls)
     print(
         f"  → DynamoDB {s['dynamodb']} (writes {s['dynamodb_writes']}), S3 {s['s3']}, "
-        f"OpenSearch {s['opensearch']}, embedding {s['embedding']}; overlapping pairs {s['concurrent_pairs']}"
+        f"OpenSearch {s['opensearch']}, embedding {s['embedding']}; overlapping pairs {s['concurrent_pairs']}; "
+        f"payload {s['request_bytes']} B sent, {s['response_bytes']} B received "
+        "(embedding: text bytes sent; responses of the local embedder are not on a wire)"
     )
 
 
@@ -185,7 +235,9 @@ def run(warm_turns: int, data: Path, working_memory: bool) -> dict[str, Any]:
     turns = [t for ts in conv.sessions.values() for t in ts]
     thread_id = turns[0].thread_id
     turns = [t for t in turns if t.thread_id == thread_id][: warm_turns + 2]
-    options: dict[str, Any] = {"working_memory": {"enabled": True, "scope": "resource"}} if working_memory else {}
+    options: dict[str, Any] = (
+        {"working_memory": {"enabled": True, "scope": "resource"}} if working_memory else {}
+    )
     with OpenSearchDouble(mode="serverless") as double, moto.mock_aws(), count_botocore(rec):
         settings = load_settings(
             backend="aws",
@@ -204,7 +256,9 @@ def run(warm_turns: int, data: Path, working_memory: bool) -> dict[str, Any]:
             memory.save_messages(
                 thread_id=thread_id,
                 resource_id=conv.resource_id,
-                messages=[{"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}],
+                messages=[
+                    {"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}
+                ],
             )
         user, reply = turns[-2], turns[-1]
         rec.reset()
@@ -229,7 +283,9 @@ def run(warm_turns: int, data: Path, working_memory: bool) -> dict[str, Any]:
     print_calls(f"context() — {label}; {len(ctx.messages)} messages shown", context_calls, context_wall)
     print_calls("save_messages(one turn: user + assistant) incl. indexing", save_calls, save_wall)
     save_store = [c for c in save_calls if c.service == "dynamodb"]
-    embedded = sum(int(c.operation.split("x")[1]) for c in save_calls if c.operation.startswith("documents x"))
+    embedded = sum(
+        int(c.operation.split("x")[1]) for c in save_calls if c.operation.startswith("documents x")
+    )
     print(f"  texts embedded by the save: {embedded} of 2 (the user message's query embedding is reused)")
     return {
         "options": label,
@@ -246,7 +302,9 @@ def run(warm_turns: int, data: Path, working_memory: bool) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--warm-turns", type=int, default=40)
-    parser.add_argument("--data", type=Path, help="LoCoMo JSON (default: ../shared/data/locomo/locomo-dev.json)")
+    parser.add_argument(
+        "--data", type=Path, help="LoCoMo JSON (default: ../shared/data/locomo/locomo-dev.json)"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     from memstack.demo import default_data_path
@@ -254,12 +312,17 @@ def main() -> int:
     data = args.data or default_data_path()
     results = [run(args.warm_turns, data, working_memory=wm) for wm in (False, True)]
     print("\nsummary")
-    print(f"  {'options':<40}{'ctx ddb':>8}{'ctx os':>8}{'ctx emb':>8}{'overlap':>8}{'save ddb writes':>16}{'save emb':>9}")
+    print(
+        f"  {'options':<40}{'ctx ddb':>8}{'ctx os':>8}{'ctx emb':>8}{'overlap':>8}{'ctx B out/in':>14}"
+        f"{'save ddb writes':>16}{'save emb':>9}{'save B out/in':>15}"
+    )
     for r in results:
         c, s = r["context"], r["save"]
         print(
             f"  {r['options']:<40}{c['dynamodb']:>8}{c['opensearch']:>8}{c['embedding']:>8}"
-            f"{c['concurrent_pairs']:>8}{s['dynamodb_writes']:>16}{s['embedding']:>9}"
+            f"{c['concurrent_pairs']:>8}{str(c['request_bytes']) + '/' + str(c['response_bytes']):>14}"
+            f"{s['dynamodb_writes']:>16}{s['embedding']:>9}"
+            f"{str(s['request_bytes']) + '/' + str(s['response_bytes']):>15}"
         )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
