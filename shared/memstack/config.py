@@ -11,6 +11,7 @@ Per-call overrides are deep-merged over the configured options (Mastra's per-req
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -195,6 +196,300 @@ class ToolCallFilterOptions(_Options):
     exclude: list[str] | None = None
 
 
+class ModelSettings(_Options):
+    """Sampling settings of the Observer's or Reflector's model calls (spec §2.9.1 ``modelSettings``).
+
+    Attributes:
+        temperature: 0..2; Mastra sends it only to models that accept a temperature.
+        max_output_tokens: most tokens of one answer (1..1,000,000).
+    """
+
+    temperature: float = Field(0.3, ge=0, le=2)
+    max_output_tokens: int = Field(100_000, ge=1, le=1_000_000)
+
+
+class ContinuationHints(_Options):
+    """Which continuation hints the agent extracts (spec §2.9.1 ``continuationHints``; both on)."""
+
+    current_task: bool = True
+    suggested_response: bool = True
+
+
+def _hints(value: Any) -> Any:
+    if isinstance(value, bool):
+        return {"current_task": value, "suggested_response": value}
+    return value
+
+
+_IDLE = re.compile(r"^(\d{1,9})(ms|s|m|min|h|hr)$")
+_IDLE_MS = {"ms": 1, "s": 1_000, "m": 60_000, "min": 60_000, "h": 3_600_000, "hr": 3_600_000}
+
+
+class ObservationOptions(_Options):
+    """The Observer's options (spec §2.9.1 ``observation.*``), with Mastra's defaults.
+
+    Attributes:
+        model: the Observer's model id; ``None`` falls back to ``reflection.model``, then to the
+            top-level ``model``, then to the configured chat model (spec: "top-level model → own
+            sub-model → the other sub-model → default").
+        message_tokens: observe when the unobserved messages reach this many tokens (30,000).
+        buffer_tokens: async buffering interval: a fraction of ``message_tokens`` in (0, 1) (0.2, i.e.
+            6,000 tokens), an absolute token count ≥ 1, or ``False`` to disable all async buffering
+            (observation and reflection). Must resolve to fewer than ``message_tokens``.
+        buffer_activation: how much of ``message_tokens`` activation clears: a ratio in (0, 1] (0.8:
+            keep 6,000 tokens unobserved), or ≥ 1000 for "tokens to keep" (fewer than ``message_tokens``).
+        block_after: a multiplier of ``message_tokens`` in [1, 100) (1.2, i.e. 36,000), or an absolute
+            token count ≥ 100 that must exceed ``message_tokens``; above it activation may overshoot.
+        buffer_on_idle: buffer at turn end, when the agent is idle.
+        max_tokens_per_batch: resource scope: most message tokens of one multi-thread Observer batch.
+        previous_observer_tokens: tail-truncates previous observations sent to the Observer to this
+            many tokens (2,000); ``0`` omits them, ``False`` sends them whole.
+        observe_attachments: ``True``, ``False``, ``"auto"`` or an allowlist of mime globs
+            (``["image/*", "application/pdf"]``).
+        instruction: custom instructions appended as ``=== CUSTOM INSTRUCTIONS ===`` (≤ 16,000 chars).
+        thread_title: also extract a thread title.
+        continuation_hints: ``{current_task, suggested_response}`` or a bool for both.
+        manage_working_memory: the Observer also maintains working memory.
+        model_settings: temperature 0.3, max_output_tokens 100,000.
+    """
+
+    model: str | None = Field(None, min_length=1, max_length=256)
+    message_tokens: int = Field(30_000, ge=1, le=10_000_000)
+    buffer_tokens: float | bool = 0.2  # False or a number: 0 stays a number (strict)
+    buffer_activation: float = 0.8
+    block_after: float = 1.2
+    buffer_on_idle: bool = False
+    max_tokens_per_batch: int = Field(10_000, ge=1, le=10_000_000)
+    previous_observer_tokens: int | bool = Field(2_000, ge=0, le=10_000_000)  # False or a count (0: omit)
+    observe_attachments: bool | Literal["auto"] | list[str] = ["image/*", "application/pdf"]
+    instruction: str | None = Field(None, max_length=16_000)
+    thread_title: bool = False
+    continuation_hints: ContinuationHints = ContinuationHints()
+    manage_working_memory: bool = False
+    model_settings: ModelSettings = ModelSettings()
+
+    _c_hints = field_validator("continuation_hints", mode="before")(_hints)
+
+    @field_validator("buffer_tokens", "previous_observer_tokens", mode="before")
+    @classmethod
+    def _no_true(cls, value: Any) -> Any:
+        if value is True:
+            raise ValueError("must be a number or false")
+        return value
+
+    @field_validator("buffer_tokens")
+    @classmethod
+    def _buffer_tokens(cls, value: float | Literal[False]) -> float | Literal[False]:
+        if value is not False and value <= 0:
+            raise ValueError("must be a fraction in (0, 1), a token count >= 1, or false")
+        if value is not False and value > 1 and value != int(value):
+            raise ValueError("an absolute buffer_tokens must be a whole number of tokens")
+        return value
+
+    @field_validator("buffer_activation")
+    @classmethod
+    def _activation(cls, value: float) -> float:
+        if not (0 < value <= 1 or value >= 1000):
+            raise ValueError("must be a ratio in (0, 1] or a token count >= 1000 to keep")
+        return value
+
+    @model_validator(mode="after")
+    def _resolved(self) -> ObservationOptions:
+        if self.buffer_tokens is not False and self.resolved_buffer_tokens >= self.message_tokens:
+            raise ValueError(
+                f"observation.buffer_tokens resolves to {self.resolved_buffer_tokens} tokens; it must be "
+                f"fewer than observation.message_tokens ({self.message_tokens})"
+            )
+        if self.buffer_activation >= 1000 and self.buffer_activation >= self.message_tokens:
+            raise ValueError(
+                "observation.buffer_activation (tokens to keep) must be fewer than message_tokens"
+            )
+        _check_block_after(self.block_after, self.message_tokens, "observation")
+        return self
+
+    @property
+    def resolved_buffer_tokens(self) -> int:
+        """The buffering interval in tokens (0 when buffering is off)."""
+        if self.buffer_tokens is False:
+            return 0
+        if self.buffer_tokens < 1:
+            return max(1, round(self.message_tokens * self.buffer_tokens))
+        return int(self.buffer_tokens)
+
+    @property
+    def retention_floor(self) -> int:
+        """Tokens left unobserved after activation: ``message_tokens × (1 − ratio)``, or the tokens-to-keep."""
+        if self.buffer_activation >= 1000:
+            return int(self.buffer_activation)
+        return round(self.message_tokens * (1 - self.buffer_activation))
+
+    @property
+    def resolved_block_after(self) -> int:
+        """The block-after point in tokens."""
+        return _resolve_block_after(self.block_after, self.message_tokens)
+
+
+class ReflectionOptions(_Options):
+    """The Reflector's options (spec §2.9.1 ``reflection.*``), with Mastra's defaults.
+
+    Attributes:
+        model: the Reflector's model id (resolution as ``observation.model``).
+        observation_tokens: reflect when the observations reach this many tokens (40,000).
+        buffer_activation: start a background reflection at this fraction of ``observation_tokens``,
+            in (0, 1] (0.5, i.e. 20,000).
+        block_after: a multiplier in [1, 100) (1.2, i.e. 48,000) or an absolute token count ≥ 100 over
+            ``observation_tokens``; above it a synchronous reflection runs if none is buffered.
+        instruction: custom instructions (≤ 16,000 chars).
+        continuation_hints: as ``observation.continuation_hints``.
+        model_settings: temperature 0, max_output_tokens 100,000.
+    """
+
+    model: str | None = Field(None, min_length=1, max_length=256)
+    observation_tokens: int = Field(40_000, ge=1, le=10_000_000)
+    buffer_activation: float = Field(0.5, gt=0, le=1)
+    block_after: float = 1.2
+    instruction: str | None = Field(None, max_length=16_000)
+    continuation_hints: ContinuationHints = ContinuationHints()
+    model_settings: ModelSettings = ModelSettings(temperature=0.0)
+
+    _c_hints = field_validator("continuation_hints", mode="before")(_hints)
+
+    @model_validator(mode="after")
+    def _resolved(self) -> ReflectionOptions:
+        _check_block_after(self.block_after, self.observation_tokens, "reflection")
+        return self
+
+    @property
+    def resolved_block_after(self) -> int:
+        """The block-after point in tokens."""
+        return _resolve_block_after(self.block_after, self.observation_tokens)
+
+
+def _check_block_after(value: float, threshold: int, where: str) -> None:
+    if value < 1:
+        raise ValueError(f"{where}.block_after must be a multiplier >= 1 or an absolute token count >= 100")
+    if value >= 100 and value <= threshold:
+        raise ValueError(
+            f"{where}.block_after is an absolute token count ({value:g}); it must exceed its threshold ({threshold})"
+        )
+
+
+def _resolve_block_after(value: float, threshold: int) -> int:
+    return int(value) if value >= 100 else round(threshold * value)
+
+
+class RetrievalOptions(_Options):
+    """The ``recall`` tool over observation groups (spec §2.9.8): ``scope`` resource (default) or thread."""
+
+    enabled: bool = True
+    scope: Literal["resource", "thread"] = "resource"
+    instructions: str | None = Field(None, max_length=16_000)
+
+
+class ObservationalMemoryOptions(_Options):
+    """Observational memory (spec §2.9): an Observer compresses old messages into an observation log,
+    a Reflector rewrites the log when it grows. Mastra's option names in snake_case, Mastra's defaults.
+
+    Attributes:
+        enabled: an object counts as enabled unless it says ``enabled: false``; ``MemoryOptions``'
+            default is disabled.
+        model: sets both agents; setting it together with ``observation.model`` or
+            ``reflection.model`` is an error. ``None``: the configured chat model (Memstack ships an
+            OpenAI-compatible adapter, not Mastra's default ``google/gemini-2.5-flash``).
+        scope: ``thread`` (one record per thread; default) or ``resource`` (one record per resource,
+            experimental): resource scope disables async buffering, so an explicit
+            ``observation.buffer_tokens`` other than ``false`` is an error there.
+        observation, reflection: the two agents' options.
+        share_token_budget: ``message_tokens`` may grow into unused observation budget; requires
+            ``observation.buffer_tokens: false``.
+        activate_after_idle: force activation of buffered observations after idle: milliseconds, a
+            duration ``"5m"``/``"1hr"``/``"30s"``/``"500ms"``, or ``"auto"`` (per-provider cache TTL).
+        activate_on_provider_change: activate when the next step's model differs from the last one's.
+        temporal_markers: insert temporal-gap markers (spec §2.9.7).
+        retrieval: the recall tool: ``True``/``False`` or ``{scope, instructions}``.
+        obscure_thread_ids: render thread ids as hashes in observations. ``None`` means automatic: on in
+            resource scope, off in thread scope — what Mastra documents (its ``Memory`` never passes the
+            flag, a GOTCHA in spec §2.9.1; we do what the docs say).
+
+    Not options here: hooks and extractors (code, not configuration) and provider options.
+    Unlike Mastra on DynamoDB (GOTCHA, spec §2.9.1 "Storage support"), enabling this never switches
+    message history off: every adapter stores observation records.
+    """
+
+    enabled: bool = True
+    model: str | None = Field(None, min_length=1, max_length=256)
+    scope: Literal["thread", "resource"] = "thread"
+    observation: ObservationOptions = ObservationOptions()
+    reflection: ReflectionOptions = ReflectionOptions()
+    share_token_budget: bool = False
+    activate_after_idle: int | str | None = None
+    activate_on_provider_change: bool = False
+    temporal_markers: bool = False
+    retrieval: RetrievalOptions = RetrievalOptions(enabled=False)
+    obscure_thread_ids: bool | None = None
+
+    @field_validator("retrieval", mode="before")
+    @classmethod
+    def _retrieval(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
+
+    @field_validator("activate_after_idle")
+    @classmethod
+    def _idle(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, bool):
+            raise ValueError("must be milliseconds, a duration such as '5m', or 'auto'")
+        if isinstance(value, int) and not 0 < value <= 7 * 24 * 3_600_000:
+            raise ValueError("must be between 1 ms and 7 days")
+        if isinstance(value, str) and value != "auto" and not _IDLE.match(value):
+            raise ValueError("must be milliseconds, a duration such as '5m' or '1hr', or 'auto'")
+        return value
+
+    @model_validator(mode="after")
+    def _rules(self) -> ObservationalMemoryOptions:
+        if self.model is not None and (self.observation.model or self.reflection.model):
+            raise ValueError(
+                "observational_memory.model sets both agents: do not also set observation.model or reflection.model"
+            )
+        explicit = "buffer_tokens" in self.observation.model_fields_set
+        if self.scope == "resource" and explicit and self.observation.buffer_tokens is not False:
+            raise ValueError(
+                "observational_memory.scope 'resource' disables async buffering: "
+                "observation.buffer_tokens must be false (or left unset) there"
+            )
+        if self.share_token_budget and self.observation.buffer_tokens is not False:
+            raise ValueError(
+                "observational_memory.share_token_budget requires observation.buffer_tokens: false"
+            )
+        return self
+
+    @property
+    def buffering(self) -> bool:
+        """Whether async buffering runs: off in resource scope and with ``buffer_tokens: false``."""
+        return self.scope == "thread" and self.observation.buffer_tokens is not False
+
+    @property
+    def effective_obscure_thread_ids(self) -> bool:
+        """``obscure_thread_ids``, or automatic: ``True`` in resource scope."""
+        return self.scope == "resource" if self.obscure_thread_ids is None else self.obscure_thread_ids
+
+    @property
+    def activate_after_idle_ms(self) -> int | Literal["auto"] | None:
+        """``activate_after_idle`` in milliseconds (``"auto"`` and ``None`` pass through)."""
+        value = self.activate_after_idle
+        if value is None or isinstance(value, int) or value == "auto":
+            return value  # type: ignore[return-value]
+        match = _IDLE.match(value)
+        assert match is not None
+        return int(match.group(1)) * _IDLE_MS[match.group(2)]
+
+    def models(self, default: str) -> tuple[str, str]:
+        """``(observer model, reflector model)``: top-level → own → the other's → ``default``."""
+        if self.model is not None:
+            return self.model, self.model
+        obs, ref = self.observation.model, self.reflection.model
+        return obs or ref or default, ref or obs or default
+
+
 class MemoryOptions(_Options):
     """Every memory option. Build with ``MemoryOptions.parse(dict)`` to get ``InvalidInput`` errors.
 
@@ -206,6 +501,8 @@ class MemoryOptions(_Options):
         message_history: optional token budget.
         tool_call_filter: optional tool-call filter.
         read_only: save nothing and offer no working-memory tool.
+        observational_memory: ``ObservationalMemoryOptions`` (spec §2.9), or ``True``/``False``;
+            disabled by default. An object counts as enabled unless it says ``enabled: false``.
     """
 
     last_messages: int | Literal[False] = Field(10, ge=0, le=10_000)
@@ -214,6 +511,7 @@ class MemoryOptions(_Options):
     message_history: MessageHistoryOptions | None = None
     tool_call_filter: ToolCallFilterOptions | None = None
     read_only: bool = False
+    observational_memory: ObservationalMemoryOptions = ObservationalMemoryOptions(enabled=False)
 
     @field_validator("last_messages", mode="before")
     @classmethod
@@ -230,6 +528,11 @@ class MemoryOptions(_Options):
     @field_validator("working_memory", mode="before")
     @classmethod
     def _wm(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
+
+    @field_validator("observational_memory", mode="before")
+    @classmethod
+    def _om(cls, value: Any) -> Any:
         return {"enabled": value} if isinstance(value, bool) else value
 
     @property
@@ -264,6 +567,8 @@ class MemoryOptions(_Options):
         if not isinstance(overrides, dict):
             raise InvalidInput("options must be an object", field="options")
         base = self.model_dump(exclude_none=False, by_alias=True)
+        # only what was set, so rules on explicit settings (resource scope and buffer_tokens) still apply
+        base["observational_memory"] = self.observational_memory.model_dump(exclude_unset=True, by_alias=True)
         over = _expand_bools(overrides)
         wm_over = over.get("working_memory")
         if isinstance(wm_over, dict):  # a per-call template or schema replaces the configured one
@@ -276,9 +581,12 @@ class MemoryOptions(_Options):
 
 def _expand_bools(overrides: dict[str, Any]) -> dict[str, Any]:
     out = dict(overrides)
-    for key in ("semantic_recall", "working_memory"):
+    for key in ("semantic_recall", "working_memory", "observational_memory"):
         if isinstance(out.get(key), bool):
             out[key] = {"enabled": out[key]}
+    om = out.get("observational_memory")
+    if isinstance(om, dict) and "enabled" not in om:  # Mastra: an object counts as enabled
+        out["observational_memory"] = {**om, "enabled": True}
     if isinstance(out.get("semantic_recall"), dict):
         recall = dict(out["semantic_recall"])
         if isinstance(recall.get("message_range"), int) and not isinstance(recall["message_range"], bool):

@@ -14,7 +14,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Role = Literal["user", "assistant", "system", "tool"]
 ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
@@ -289,3 +289,185 @@ class MessagePage(_Frozen):
 
     messages: tuple[Message, ...]
     next_cursor: str | None = None
+
+
+# observational memory (spec §2.9.2) ------------------------------------------------------------------
+
+MAX_OBSERVATION_RECORD_BYTES = 360 * 1024
+"""Largest observation record, as compact JSON in UTF-8 bytes (observations, chunks, cursor, hints).
+
+About 90,000 tokens of English: the observations at the Reflector's default block-after point (48,000
+tokens) plus a full buffer of chunks. The limit keeps a record inside one DynamoDB item (400 KB, less
+keys and attributes); every adapter enforces it, so a record that fits one store fits all of them."""
+
+MAX_BUFFERED_CHUNKS = 256
+"""Most buffered observation chunks one record may hold."""
+
+MAX_CURSOR_THREADS = 10_000
+"""Most threads the cursor of a resource-scoped record may track."""
+
+MAX_HINT_CHARS = 16_000
+"""Longest current task, suggested response or thread-title hint, in characters."""
+
+
+class BufferedChunk(_Frozen):
+    """Observations of a range of one thread's messages, made in the background and not yet active
+    (spec §2.9.2 ``bufferedObservationChunks``).
+
+    Attributes:
+        id: chunk id (a cycle's id: re-appending the same id is the caller's duplicate to drop).
+        thread_id: the thread whose messages were observed.
+        from_seq, to_seq: the observed messages' ``seq`` range, inclusive (1 ≤ from ≤ to).
+        observations: the Observer's text for those messages.
+        token_count: tokens of ``observations``.
+        message_tokens: tokens of the observed messages (what activating the chunk takes off the
+            pending count).
+        created_at: aware UTC.
+        current_task, suggested_response, thread_title: hints the Observer gave with the chunk.
+    """
+
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    thread_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    from_seq: int = Field(ge=1)
+    to_seq: int = Field(ge=1)
+    observations: str
+    token_count: int = Field(0, ge=0)
+    message_tokens: int = Field(0, ge=0)
+    created_at: datetime
+    current_task: str | None = Field(None, max_length=MAX_HINT_CHARS)
+    suggested_response: str | None = Field(None, max_length=MAX_HINT_CHARS)
+    thread_title: str | None = Field(None, max_length=MAX_HINT_CHARS)
+
+    @field_validator("created_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    @model_validator(mode="after")
+    def _range(self) -> BufferedChunk:
+        if self.from_seq > self.to_seq:
+            raise ValueError(
+                f"buffered chunk {self.id!r}: from_seq {self.from_seq} is after to_seq {self.to_seq}"
+            )
+        return self
+
+
+class ObservationRecord(_Frozen):
+    """The observational-memory state of one thread or one resource (spec §2.9.2).
+
+    One record per scope owner, overwritten in place under optimistic concurrency: Mastra inserts a new
+    record per reflection (a generation); Memstack keeps only the head and counts ``generation_count``.
+
+    Attributes:
+        scope: ``thread`` (owner: ``resource_id`` + ``thread_id``) or ``resource`` (``thread_id`` is
+            ``None``).
+        resource_id, thread_id: the owner.
+        active_observations: the observation log the model sees.
+        origin_type: ``initial`` or ``reflection`` (what produced the active observations).
+        generation_count: reflections so far (0 before the first).
+        cursor: thread id → the last observed ``seq`` of that thread (Mastra's ``lastObservedAt``, as
+            sequence numbers, which never tie). A thread-scoped record has at most its own thread; a
+            missing thread has observed nothing (0).
+        observation_tokens: tokens of ``active_observations`` (``observationTokenCount``).
+        pending_message_tokens: tokens of unobserved messages at the last count.
+        total_tokens_observed: message tokens observed over the record's life.
+        buffered_chunks: background observations after the cursor, in ``seq`` order per thread (the
+            invariant "the buffered list continues right after the cursor": no chunk overlaps another
+            or the observed range).
+        buffered_reflection, buffered_reflection_tokens, reflected_line_count: a background reflection
+            not yet active, its tokens, and how many leading lines of the observations it replaces.
+        last_buffered_at_tokens: the pending count at the last buffering boundary.
+        current_task, suggested_response, thread_title: the Observer's latest hints.
+        version: 0 until stored; each write adds one (compare-and-set, ``MemoryStore.put_observation_record``).
+        created_at, updated_at: set by the store.
+
+    Raises (on construction): ``pydantic.ValidationError`` for shape, scope and cursor rules. The size
+    limit (``MAX_OBSERVATION_RECORD_BYTES``) is checked by ``check_size``, which stores call before writing.
+    """
+
+    scope: Literal["thread", "resource"]
+    resource_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    thread_id: str | None = Field(None, min_length=1, max_length=MAX_ID_LENGTH)
+    active_observations: str = ""
+    origin_type: Literal["initial", "reflection"] = "initial"
+    generation_count: int = Field(0, ge=0)
+    cursor: dict[str, int] = Field(default_factory=dict, max_length=MAX_CURSOR_THREADS)
+    observation_tokens: int = Field(0, ge=0)
+    pending_message_tokens: int = Field(0, ge=0)
+    total_tokens_observed: int = Field(0, ge=0)
+    buffered_chunks: tuple[BufferedChunk, ...] = Field((), max_length=MAX_BUFFERED_CHUNKS)
+    buffered_reflection: str | None = None
+    buffered_reflection_tokens: int = Field(0, ge=0)
+    reflected_line_count: int = Field(0, ge=0)
+    last_buffered_at_tokens: int = Field(0, ge=0)
+    current_task: str | None = Field(None, max_length=MAX_HINT_CHARS)
+    suggested_response: str | None = Field(None, max_length=MAX_HINT_CHARS)
+    thread_title: str | None = Field(None, max_length=MAX_HINT_CHARS)
+    version: int = Field(0, ge=0)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def _rules(self) -> ObservationRecord:
+        if self.scope == "thread" and self.thread_id is None:
+            raise ValueError("a thread-scoped observation record requires a thread_id")
+        if self.scope == "resource" and self.thread_id is not None:
+            raise ValueError("a resource-scoped observation record has no thread_id")
+        if self.scope == "thread" and set(self.cursor) - {self.thread_id}:
+            raise ValueError("the cursor of a thread-scoped record may name its own thread only")
+        if any(seq < 0 for seq in self.cursor.values()):
+            raise ValueError("cursor seqs must be >= 0")
+        last = dict(self.cursor)
+        for chunk in self.buffered_chunks:
+            if self.scope == "thread" and chunk.thread_id != self.thread_id:
+                raise ValueError(f"buffered chunk {chunk.id!r} is of another thread")
+            if chunk.from_seq <= last.get(chunk.thread_id, 0):
+                raise ValueError(
+                    f"buffered chunk {chunk.id!r} starts at seq {chunk.from_seq}, not after the cursor or the "
+                    "previous chunk of its thread"
+                )
+            last[chunk.thread_id] = chunk.to_seq
+        for name in ("active_observations", "buffered_reflection", "current_task", "suggested_response"):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ValueError(f"{name} must be valid text (it has a lone surrogate)") from None
+        return self
+
+    def observed_seq(self, thread_id: str) -> int:
+        """The last observed ``seq`` of ``thread_id`` (0: nothing observed yet)."""
+        return self.cursor.get(thread_id, 0)
+
+    def content_json(self) -> str:
+        """The record without ``version`` and timestamps, as compact JSON (what stores keep)."""
+        return self.model_dump_json(exclude={"version", "created_at", "updated_at"})
+
+    def check_size(self) -> str:
+        """``content_json()`` of a record validated again (``model_copy(update=…)`` skips validation),
+        refused when over the limit. Stores call it before writing.
+
+        Raises:
+            InvalidInput: the record breaks a rule (e.g. a copy moved the cursor past a buffered chunk).
+            PayloadTooLarge: over ``MAX_OBSERVATION_RECORD_BYTES``, naming the limit.
+        """
+        from pydantic import ValidationError
+
+        from memstack.errors import InvalidInput, PayloadTooLarge
+
+        encoded = self.content_json()
+        try:
+            ObservationRecord.model_validate_json(encoded)
+        except ValidationError as exc:
+            raise InvalidInput(
+                f"observation record: {exc.errors()[0]['msg']}", field="observation_record"
+            ) from None
+        size = len(encoded.encode("utf-8"))
+        if size > MAX_OBSERVATION_RECORD_BYTES:
+            raise PayloadTooLarge(
+                f"the observation record is {size} bytes as JSON, over the limit of "
+                f"{MAX_OBSERVATION_RECORD_BYTES} bytes (MAX_OBSERVATION_RECORD_BYTES)",
+                field="observation_record",
+            )
+        return encoded

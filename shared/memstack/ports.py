@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from memstack.model import Message, Resource, Thread, ThreadPage
+from memstack.model import Message, ObservationRecord, Resource, Thread, ThreadPage
 
 Vector = list[float]
 """An embedding: a list of floats, L2-normalised by the embedders shipped here."""
@@ -176,6 +176,27 @@ class MemoryStore(Protocol):
 
         Raises:
             Conflict: the stored version differs (someone else wrote first).
+        """
+        ...
+
+    def get_observation_record(self, resource_id: str, thread_id: str | None) -> ObservationRecord | None:
+        """The observational-memory record (spec §2.9.2) of the thread ``thread_id`` of this resource
+        (thread scope), or of the resource itself when ``thread_id`` is ``None`` (resource scope);
+        ``None`` if never written, deleted with its thread, or the thread is another resource's.
+        Thread- and resource-scoped records are separate: neither reads the other."""
+        ...
+
+    def put_observation_record(
+        self, record: ObservationRecord, *, expected_version: int
+    ) -> ObservationRecord:
+        """Write ``record`` (owner: ``record.resource_id`` and, in thread scope, ``record.thread_id``) if
+        the stored version equals ``expected_version`` (0: never written). Returns it as stored, with
+        ``version = expected_version + 1`` and ``created_at`` (first write) / ``updated_at`` (now).
+
+        Raises:
+            Conflict: the stored version differs (someone else wrote first); nothing is written.
+            NotFound: thread scope and the thread is missing or another resource's.
+            PayloadTooLarge: the record is over ``MAX_OBSERVATION_RECORD_BYTES`` as JSON.
         """
         ...
 

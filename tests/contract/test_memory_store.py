@@ -11,8 +11,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstack.errors import Conflict, InvalidInput, NotFound
-from memstack.model import Message, Resource, TextPart, Thread, ToolCallPart, ToolResultPart
+from memstack.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from memstack.model import (
+    MAX_OBSERVATION_RECORD_BYTES,
+    BufferedChunk,
+    Message,
+    ObservationRecord,
+    Resource,
+    TextPart,
+    Thread,
+    ToolCallPart,
+    ToolResultPart,
+)
 from memstack.ports import MemoryStore, MessageWindow
 
 from .conftest import STORE_FACTORIES
@@ -427,3 +437,176 @@ def test_given_a_stale_thread_version_when_updated_then_conflict_and_nothing_wri
     with pytest.raises(Conflict):
         store.update_thread("r1", "t1", metadata={"k": "stale"}, updated_at=T0, expected_version=0)
     assert store.get_thread("r1", "t1").metadata == {"k": "first"}  # type: ignore[union-attr]
+
+
+# observation records (spec §2.9.2) ------------------------------------------------------------------
+
+
+def obs(
+    tid: str | None = "t1", rid: str = "r1", text: str = "* 🔴 (14:30) User prefers tea", **kw: object
+) -> ObservationRecord:
+    scope = "resource" if tid is None else "thread"
+    return ObservationRecord(scope=scope, resource_id=rid, thread_id=tid, active_observations=text, **kw)  # type: ignore[arg-type]
+
+
+def test_given_an_observation_record_when_put_then_it_round_trips_with_version_and_times(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    assert store.get_observation_record("r1", "t1") is None
+    chunk = BufferedChunk(
+        id="c1",
+        thread_id="t1",
+        from_seq=4,
+        to_seq=6,
+        observations="* 🟡 later",
+        token_count=5,
+        message_tokens=120,
+        created_at=T0,
+        current_task="pack",
+    )
+    record = obs(
+        cursor={"t1": 3},
+        generation_count=2,
+        origin_type="reflection",
+        observation_tokens=9,
+        pending_message_tokens=140,
+        buffered_chunks=(chunk,),
+        current_task="plan a trip",
+        suggested_response="Ask about dates",
+        thread_title="Trip",
+    )
+    stored = store.put_observation_record(record, expected_version=0)
+    assert stored.version == 1 and stored.created_at is not None and stored.updated_at is not None
+    got = store.get_observation_record("r1", "t1")
+    assert got == stored
+    with pytest.raises(InvalidInput):  # the cursor may not pass a buffered chunk: activation drops it
+        store.put_observation_record(got.model_copy(update={"cursor": {"t1": 6}}), expected_version=1)
+    activated = got.model_copy(update={"cursor": {"t1": 6}, "buffered_chunks": ()})
+    again = store.put_observation_record(activated, expected_version=1)
+    assert again.version == 2 and again.created_at == stored.created_at
+    assert store.get_observation_record("r1", "t1") == again
+
+
+def test_given_a_stale_version_when_an_observation_record_is_put_then_conflict_and_nothing_written(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    first = store.put_observation_record(obs(text="first"), expected_version=0)
+    with pytest.raises(Conflict):
+        store.put_observation_record(obs(text="stale"), expected_version=0)
+    with pytest.raises(Conflict):
+        store.put_observation_record(obs(text="future"), expected_version=5)
+    store.put_observation_record(obs(text="second"), expected_version=1)
+    with pytest.raises(Conflict):
+        store.put_observation_record(obs(text="lost"), expected_version=1)
+    got = store.get_observation_record("r1", "t1")
+    assert got is not None and (got.active_observations, got.version) == ("second", 2)
+    assert first.version == 1
+
+
+def test_given_racing_writers_of_one_version_when_put_then_exactly_one_wins(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    results: list[str] = []
+
+    def write(i: int) -> None:
+        try:
+            store.put_observation_record(obs(text=f"w{i}"), expected_version=0)
+            results.append(f"w{i}")
+        except Conflict:
+            results.append("conflict")
+
+    workers = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    winners = [r for r in results if r != "conflict"]
+    got = store.get_observation_record("r1", "t1")
+    assert (
+        len(winners) == 1 and got is not None and got.active_observations == winners[0] and got.version == 1
+    )
+
+
+def test_given_observation_records_of_two_resources_when_read_then_each_sees_its_own_only(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    store.create_thread(thread(rid="r2"))
+    store.put_observation_record(obs(text="A's"), expected_version=0)
+    store.put_observation_record(obs(None, text="A's resource"), expected_version=0)
+    assert store.get_observation_record("r2", "t1") is None
+    assert store.get_observation_record("r2", None) is None
+    store.put_observation_record(obs(rid="r2", text="B's"), expected_version=0)
+    a, b = store.get_observation_record("r1", "t1"), store.get_observation_record("r2", "t1")
+    assert (
+        a is not None and b is not None and (a.active_observations, b.active_observations) == ("A's", "B's")
+    )
+
+
+def test_given_another_resources_or_a_missing_thread_when_a_thread_record_is_put_then_not_found(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread(rid="r2"))
+    with pytest.raises(NotFound):
+        store.put_observation_record(obs(), expected_version=0)
+    assert store.get_observation_record("r1", "t1") is None
+
+
+def test_given_thread_and_resource_records_when_read_then_they_are_separate(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.put_observation_record(obs(text="thread log"), expected_version=0)
+    assert store.get_observation_record("r1", None) is None
+    resource_record = obs(None, text="resource log", cursor={"t1": 4, "t2": 9})
+    stored = store.put_observation_record(resource_record, expected_version=0)
+    assert stored.version == 1 and stored.cursor == {"t1": 4, "t2": 9}
+    t, r = store.get_observation_record("r1", "t1"), store.get_observation_record("r1", None)
+    assert t is not None and r is not None
+    assert (t.scope, t.active_observations, r.scope, r.active_observations) == (
+        "thread",
+        "thread log",
+        "resource",
+        "resource log",
+    )
+
+
+def test_given_a_thread_with_an_observation_record_when_deleted_then_the_record_goes_too(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    store.put_observation_record(obs(), expected_version=0)
+    store.put_observation_record(obs(None), expected_version=0)
+    assert store.delete_thread("r1", "t1") is True
+    assert store.get_observation_record("r1", "t1") is None
+    assert store.get_observation_record("r1", None) is not None  # the resource's record stays
+    store.create_thread(thread())  # a new thread of the same id starts without observations
+    assert store.get_observation_record("r1", "t1") is None
+    assert store.put_observation_record(obs(), expected_version=0).version == 1
+
+
+@pytest.mark.parametrize("messages", [0, 2, 5, 9])
+def test_given_an_observation_record_when_the_thread_head_is_read_then_exactly_meta_and_last_n(
+    store: MemoryStore, messages: int
+) -> None:
+    store.create_thread(thread(title="Head"))
+    if messages:
+        store.save_messages("r1", "t1", [msg(f"m{i}", text=f"x{i}") for i in range(messages)])
+    store.put_observation_record(obs(), expected_version=0)
+    got, history = store.get_thread_with_history("r1", "t1", last=5)
+    assert got is not None and got.title == "Head"
+    assert [m.id for m in history] == [f"m{i}" for i in range(max(0, messages - 5), messages)]
+    assert [m.id for m in store.list_messages("r1", "t1", limit=20)] == [f"m{i}" for i in range(messages)]
+
+
+def test_given_a_record_over_the_size_limit_when_put_then_payload_too_large_naming_it(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    big = obs(text="x" * (MAX_OBSERVATION_RECORD_BYTES + 1))
+    with pytest.raises(PayloadTooLarge, match=str(MAX_OBSERVATION_RECORD_BYTES)):
+        store.put_observation_record(big, expected_version=0)
+    assert store.get_observation_record("r1", "t1") is None
+    near = obs(text="é" * (MAX_OBSERVATION_RECORD_BYTES // 2 - 2_000))  # ~358 KiB of two-byte text
+    assert store.put_observation_record(near, expected_version=0).version == 1
+    got = store.get_observation_record("r1", "t1")
+    assert got is not None and got.active_observations == near.active_observations

@@ -325,3 +325,23 @@ def test_given_a_new_file_when_opened_then_it_has_the_current_layout(tmp_path: P
     path = tmp_path / "fresh.db"
     SqliteMemoryStore(SqliteDatabase(path)).close()
     assert layout(path)[:3] == (SCHEMA_VERSION, ["resource_id", "id"], ["resource_id", "id"])
+
+
+def test_given_a_version_2_file_when_opened_then_observations_are_added_and_rows_kept(tmp_path: Path) -> None:
+    from memstack.model import ObservationRecord
+
+    path = tmp_path / "v2.db"
+    store = SqliteMemoryStore(SqliteDatabase(path))
+    store.create_thread(Thread(id="t1", resource_id="r1", created_at=T0, updated_at=T0))
+    store.save_messages("r1", "t1", [msg("m1", "t1", "r1")])
+    store.close()
+    db = SqliteDatabase(path)  # make it a version-2 file: no observations table
+    db.conn.execute("DROP TABLE observations")
+    db.conn.execute("PRAGMA user_version = 2")
+    db.close()
+    store = SqliteMemoryStore(SqliteDatabase(path))
+    assert SCHEMA_VERSION == 3 and layout(path)[0] == 3
+    assert [m.id for m in store.list_messages("r1", "t1", limit=10)] == ["m1"]
+    record = ObservationRecord(scope="thread", resource_id="r1", thread_id="t1", active_observations="x")
+    assert store.put_observation_record(record, expected_version=0).version == 1
+    store.close()

@@ -9,6 +9,11 @@ points), so ``{n}#{resource_id}#{id}`` reads back one way only, whatever charact
 * message       ``pk = T#{n}#{resource_id}#{thread_id}``    ``sk = M#{seq:012d}``
 * id pointer    ``pk = MID#{n}#{resource_id}#{message_id}`` ``sk = MID``
 * resource      ``pk = R#{resource_id}``                     ``sk = RESOURCE``
+* observations  ``pk = T#{n}#{resource_id}#{thread_id}``    ``sk = #OBS`` (thread scope) or
+                ``pk = R#{resource_id}``                     ``sk = #OBS`` (resource scope): the
+  observational-memory record (spec §2.9.2). ``#`` sorts before ``M#``, so in a thread partition the
+  record sorts before every message, never between the messages and the meta; the head Query still
+  bounds its sort key to ``M# … THREAD``.
 
 Thread metas also carry the keys of the two listing indexes: ``gsi1pk = R#{resource_id}`` with
 ``created_key`` (index ``by_created``) and ``updated_key`` (index ``by_updated``), each
@@ -28,6 +33,7 @@ from memstack.errors import InvalidInput
 THREAD_SK = "THREAD"
 POINTER_SK = "MID"
 RESOURCE_SK = "RESOURCE"
+OBSERVATION_SK = "#OBS"
 MESSAGE_PREFIX = "M#"
 THREAD_PREFIX = "T#"
 POINTER_PREFIX = "MID#"
@@ -114,6 +120,13 @@ def resource_key(resource_id: str) -> Key:
     return resource_pk(resource_id), RESOURCE_SK
 
 
+def observation_key(resource_id: str, thread_id: str | None) -> Key:
+    """The observation record's key: in the thread's partition (thread scope) or the resource's
+    (``thread_id`` ``None``, resource scope)."""
+    pk = resource_pk(resource_id) if thread_id is None else thread_pk(resource_id, thread_id)
+    return pk, OBSERVATION_SK
+
+
 LISTING_ID_BYTES = 900
 """Longest id (UTF-8 bytes) written whole into a listing key; index sort keys are limited to 1,024 bytes."""
 
@@ -185,6 +198,8 @@ class Item(Model):
     thread_id = UnicodeAttribute(null=True)
     # resource
     working_memory = UnicodeAttribute(null=True)
+    # observation record: its content as compact JSON (``ObservationRecord.content_json``)
+    record = UnicodeAttribute(null=True)
 
     # PynamoDB gives every model class its own copy of these (bound to that class)
     by_created = ByCreated()

@@ -50,6 +50,7 @@ from memstack.adapters.dynamodb.items import (
     listing_key,
     message_key,
     message_sk,
+    observation_key,
     pointer_key,
     resource_key,
     thread_id_of,
@@ -59,7 +60,7 @@ from memstack.adapters.dynamodb.items import (
 from memstack.adapters.stored import dt, dumps, ts
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, Unavailable
-from memstack.model import Message, Resource, Thread, ThreadPage, utcnow
+from memstack.model import Message, ObservationRecord, Resource, Thread, ThreadPage, utcnow
 from memstack.ports import Direction, MessageWindow, ThreadOrder
 
 log = logging.getLogger(__name__)
@@ -304,7 +305,9 @@ class DynamoDBMemoryStore:
     def delete_thread(self, resource_id: str, thread_id: str) -> bool:
         """Query the thread's partition (keys only, every page), delete its messages, their id pointers
         (BatchWriteItem) and S3 bodies, then the meta with the condition that no message arrived
-        meanwhile (else loop). ``False`` if the thread is missing or another resource's."""
+        meanwhile (else loop), then the observation record (``#OBS``; after the meta, so a record
+        written meanwhile — its write requires the meta — is gone too). ``False`` if the thread is
+        missing or another resource's."""
         meta = self._get(thread_key(resource_id, thread_id))
         if meta is None or meta.resource_id != resource_id:
             return False
@@ -339,6 +342,7 @@ class DynamoDBMemoryStore:
                     raise translate(exc, "delete thread") from exc
                 self._pause(attempt)
                 continue
+            self._batch_delete([observation_key(resource_id, thread_id)])
             log.debug("thread deleted", extra={"thread_id": thread_id, "messages": len(messages)})
             return True
         raise Conflict(f"thread {thread_id!r} kept receiving messages; gave up deleting it")
@@ -588,14 +592,17 @@ class DynamoDBMemoryStore:
     def get_thread_with_history(
         self, resource_id: str, thread_id: str, *, last: int
     ) -> tuple[Thread | None, list[Message]]:
-        """One Query of the thread's partition, descending, ``Limit = last + 1``: the meta (it sorts
-        after the messages) and the newest ``last`` messages. ``last <= 0``: one GetItem."""
+        """One Query of the thread's partition, descending, ``Limit = last + 1``, sort key between
+        ``M#`` and ``THREAD``: the meta (it sorts after the messages) and the newest ``last`` messages,
+        never the observation record (``#OBS`` sorts before them). ``last <= 0``: one GetItem."""
         if last <= 0:
             return self.get_thread(resource_id, thread_id), []
+        m = self._model
         with translated("read thread history"):
             items = list(
-                self._model.query(
+                m.query(
                     thread_pk(resource_id, thread_id),
+                    m.sk.between(MESSAGE_PREFIX, THREAD_SK),
                     scan_index_forward=False,
                     consistent_read=True,
                     limit=last + 1,
@@ -805,6 +812,76 @@ class DynamoDBMemoryStore:
                 "created_at": dt(item.created_at or stamp),
                 "updated_at": now,
             }
+        )
+
+    # observational memory ----------------------------------------------------------------------
+
+    def get_observation_record(self, resource_id: str, thread_id: str | None) -> ObservationRecord | None:
+        """One GetItem (strongly consistent) of ``#OBS`` in the thread's or the resource's partition."""
+        item = self._get(observation_key(resource_id, thread_id))
+        if item is None or item.resource_id != resource_id or not item.record:
+            return None
+        return ObservationRecord.model_validate_json(item.record).model_copy(
+            update={
+                "version": int(item.version or 0),
+                "created_at": dt(item.created_at) if item.created_at else None,
+                "updated_at": dt(item.updated_at) if item.updated_at else None,
+            }
+        )
+
+    def put_observation_record(
+        self, record: ObservationRecord, *, expected_version: int
+    ) -> ObservationRecord:
+        """GetItem of the record (its version and ``created_at``), then a conditional write of the whole
+        item (``attribute_not_exists(pk)`` for version 0, else ``version = :expected``). In thread scope
+        the write is a TransactWriteItems with a ConditionCheck that the thread meta exists and is this
+        resource's, so no record outlives its thread. 2 requests.
+
+        Raises:
+            Conflict: the stored version differs from ``expected_version`` (nothing is written).
+            NotFound: thread scope and the thread is missing or another resource's.
+            PayloadTooLarge: the record is over ``MAX_OBSERVATION_RECORD_BYTES`` (360 KiB, under the
+                400 KB item limit with room for keys).
+        """
+        content = record.check_size()
+        rid, tid = record.resource_id, record.thread_id
+        key = observation_key(rid, tid)
+        m = self._model
+        current = self._get(key)
+        stored = int(current.version or 0) if current is not None else 0
+        if stored != expected_version:
+            raise Conflict(
+                f"observation record changed (version {stored}, expected {expected_version})", field="version"
+            )
+        now = utcnow()
+        stamp = ts(now)
+        created = (current.created_at if current is not None else None) or stamp
+        item = m(
+            *key,
+            resource_id=rid,
+            record=content,
+            version=expected_version + 1,
+            created_at=created,
+            updated_at=stamp,
+        )
+        condition = m.pk.does_not_exist() if expected_version == 0 else (m.version == expected_version)
+        try:
+            if tid is None:
+                item.save(condition=condition)
+            else:
+                with TransactWrite(connection=self._table.connection) as tx:
+                    tx.condition_check(m, *thread_key(rid, tid), condition=m.resource_id == rid)
+                    tx.save(item, condition=condition)
+        except (PutError, TransactWriteError) as exc:
+            if not lost_race(exc):
+                raise translate(exc, "put observation record") from exc
+            if tid is not None and self.get_thread(rid, tid) is None:
+                raise NotFound(f"thread {tid!r} not found", field="thread_id") from None
+            raise Conflict(
+                f"observation record changed (expected version {expected_version})", field="version"
+            ) from None
+        return record.model_copy(
+            update={"version": expected_version + 1, "created_at": dt(created), "updated_at": dt(stamp)}
         )
 
     def close(self) -> None:

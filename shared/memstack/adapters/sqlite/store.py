@@ -10,6 +10,10 @@ resource, so every key starts with ``resource_id``:
   pages and neighbour windows; foreign key ``(resource_id, thread_id)`` → ``threads`` (``ON DELETE
   CASCADE``).
 * ``resources``: primary key ``id`` with a ``version`` for compare-and-set writes.
+* ``observations``: observational-memory records (spec §2.9.2), primary key ``(resource_id, scope,
+  thread_key)`` (``thread_key`` is the thread id, ``''`` in resource scope) with a ``version`` for
+  compare-and-set writes; ``thread_id`` (``NULL`` in resource scope) references ``threads`` (``ON DELETE
+  CASCADE``), and ``delete_thread`` deletes the thread's record explicitly too.
 
 Every statement carries the ``resource_id`` it acts for and matches rows on it together with the id, so
 one resource can never read, change or even detect another's rows.
@@ -32,12 +36,13 @@ from memstack.adapters.stored import dumps as _dumps
 from memstack.adapters.stored import ts as _ts
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import Conflict, NotFound, Unavailable
-from memstack.model import Author, Message, Resource, Thread, ThreadPage, utcnow
+from memstack.model import Author, Message, ObservationRecord, Resource, Thread, ThreadPage, utcnow
 from memstack.ports import Direction, MessageWindow, ThreadOrder
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Layout of the store's tables, recorded as ``PRAGMA user_version`` (0: ``id`` primary keys, before ids
-were scoped to their resource; 2: ``(resource_id, id)`` keys). The search index keeps its own version in
+were scoped to their resource; 2: ``(resource_id, id)`` keys; 3: adds ``observations``, an additive
+migration). The search index keeps its own version in
 ``search_meta``."""
 
 _THREADS = """CREATE TABLE IF NOT EXISTS {name} (
@@ -78,6 +83,18 @@ _SCHEMA = (
   version INTEGER NOT NULL,
   created_at TEXT NOT NULL,
   updated_at TEXT NOT NULL
+)""",
+    """CREATE TABLE IF NOT EXISTS observations (
+  resource_id TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  thread_key TEXT NOT NULL,
+  thread_id TEXT,
+  record TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  PRIMARY KEY (resource_id, scope, thread_key),
+  FOREIGN KEY (resource_id, thread_id) REFERENCES threads (resource_id, id) ON DELETE CASCADE
 )""",
 )
 
@@ -247,6 +264,10 @@ class SqliteMemoryStore:
         with self.db.transaction() as conn:
             conn.execute(
                 "DELETE FROM messages WHERE resource_id = ? AND thread_id = ?", (resource_id, thread_id)
+            )
+            conn.execute(
+                "DELETE FROM observations WHERE resource_id = ? AND scope = 'thread' AND thread_key = ?",
+                (resource_id, thread_id),
             )
             cur = conn.execute(
                 "DELETE FROM threads WHERE resource_id = ? AND id = ?", (resource_id, thread_id)
@@ -524,6 +545,65 @@ class SqliteMemoryStore:
             )
         return resource.model_copy(
             update={"version": expected_version + 1, "created_at": _dt(created), "updated_at": now}
+        )
+
+    # observational memory ----------------------------------------------------------------------
+
+    def get_observation_record(self, resource_id: str, thread_id: str | None) -> ObservationRecord | None:
+        """One SELECT by ``(resource_id, scope, thread_key)``."""
+        scope = "resource" if thread_id is None else "thread"
+        rows = self.db.query(
+            "SELECT record, version, created_at, updated_at FROM observations "
+            "WHERE resource_id = ? AND scope = ? AND thread_key = ?",
+            (resource_id, scope, thread_id or ""),
+        )
+        if not rows:
+            return None
+        record, version, created, updated = rows[0]
+        return ObservationRecord.model_validate_json(record).model_copy(
+            update={"version": version, "created_at": _dt(created), "updated_at": _dt(updated)}
+        )
+
+    def put_observation_record(
+        self, record: ObservationRecord, *, expected_version: int
+    ) -> ObservationRecord:
+        """Compare-and-set inside one transaction (see ``MemoryStore.put_observation_record``).
+
+        Raises:
+            Conflict: the stored version differs from ``expected_version``.
+            NotFound: thread scope and the thread is missing or another resource's.
+            PayloadTooLarge: the record is over ``MAX_OBSERVATION_RECORD_BYTES``.
+        """
+        content = record.check_size()
+        now = utcnow()
+        rid, tid = record.resource_id, record.thread_id
+        with self.db.transaction() as conn:
+            if (
+                tid is not None
+                and not conn.execute(
+                    "SELECT 1 FROM threads WHERE resource_id = ? AND id = ?", (rid, tid)
+                ).fetchone()
+            ):
+                raise NotFound(f"thread {tid!r} not found", field="thread_id")
+            row = conn.execute(
+                "SELECT version, created_at FROM observations WHERE resource_id = ? AND scope = ? AND thread_key = ?",
+                (rid, record.scope, tid or ""),
+            ).fetchone()
+            current = row[0] if row else 0
+            if current != expected_version:
+                raise Conflict(
+                    f"observation record changed (version {current}, expected {expected_version})",
+                    field="version",
+                )
+            created = row[1] if row else _ts(now)
+            conn.execute(
+                "INSERT INTO observations (resource_id, scope, thread_key, thread_id, record, version, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(resource_id, scope, thread_key) DO UPDATE"
+                " SET record = excluded.record, version = excluded.version, updated_at = excluded.updated_at",
+                (rid, record.scope, tid or "", tid, content, expected_version + 1, created, _ts(now)),
+            )
+        return record.model_copy(
+            update={"version": expected_version + 1, "created_at": _dt(created), "updated_at": _dt(_ts(now))}
         )
 
     def close(self) -> None:
