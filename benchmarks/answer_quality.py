@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import RESULTS, machine, machine_line, markdown_table, write_json  # noqa: E402
+from benchmarks.common import RESULTS, machine, machine_line, markdown_table, write_report  # noqa: E402
 
 ANSWER_INSTRUCTIONS = (
     "You answer questions about a long conversation between two people, using only the memory shown to you "
@@ -331,11 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         embedder=args.embedder,
         top_k=args.top_k,
     )
-    report = render(result)
-    print(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".md").write_text(report)
-    write_json(args.out.with_suffix(".json"), result)
+    write_report(args.out, render(result), result)
     return 0
 
 

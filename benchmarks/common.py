@@ -169,6 +169,14 @@ class PeerUnavailable(RuntimeError):
     """The Mastra peer cannot run here; the message says why (shown in the results as "not run: …")."""
 
 
+def write_report(out: Path, report: str, result: Any) -> None:
+    """Print a benchmark's Markdown report and write it beside its JSON: ``out.md`` and ``out.json``."""
+    print(report)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text(report)
+    write_json(out.with_suffix(".json"), result)
+
+
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
 

@@ -45,7 +45,7 @@ from benchmarks.common import (  # noqa: E402
     machine,
     machine_line,
     markdown_table,
-    write_json,
+    write_report,
 )
 
 MODES = ("vector", "keyword", "hybrid")
@@ -502,11 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     png = plot(result, args.out.with_suffix(".png"))
     result["plot"] = png.name if png else None
-    report = render(result)
-    print(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".md").write_text(report)
-    write_json(args.out.with_suffix(".json"), result)
+    write_report(args.out, render(result), result)
     return 0
 
 

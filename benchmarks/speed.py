@@ -46,7 +46,7 @@ from benchmarks.common import (  # noqa: E402
     markdown_table,
     percentile,
     spread,
-    write_json,
+    write_report,
 )
 
 MEASURED = 0
@@ -414,11 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     png = plot(result, args.out.with_suffix(".png"))
     result["plot"] = png.name if png else None
-    report = render(result)
-    print(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".md").write_text(report)
-    write_json(args.out.with_suffix(".json"), result)
+    write_report(args.out, render(result), result)
     return 0
 
 

@@ -523,13 +523,7 @@ class SqliteMemoryStore:
             row = conn.execute(
                 "SELECT version, created_at FROM resources WHERE id = ?", (resource.id,)
             ).fetchone()
-            current = row[0] if row else 0
-            if current != expected_version:
-                raise Conflict(
-                    f"resource {resource.id!r} changed (version {current}, expected {expected_version})",
-                    field="version",
-                )
-            created = row[1] if row else _ts(now)
+            created = _expect_version(row, expected_version, f"resource {resource.id!r}") or _ts(now)
             conn.execute(
                 "INSERT INTO resources (id, working_memory, metadata, version, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET working_memory = excluded.working_memory,"
@@ -589,13 +583,7 @@ class SqliteMemoryStore:
                 "SELECT version, created_at FROM observations WHERE resource_id = ? AND scope = ? AND thread_key = ?",
                 (rid, record.scope, tid or ""),
             ).fetchone()
-            current = row[0] if row else 0
-            if current != expected_version:
-                raise Conflict(
-                    f"observation record changed (version {current}, expected {expected_version})",
-                    field="version",
-                )
-            created = row[1] if row else _ts(now)
+            created = _expect_version(row, expected_version, "observation record") or _ts(now)
             conn.execute(
                 "INSERT INTO observations (resource_id, scope, thread_key, thread_id, record, version, created_at,"
                 " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(resource_id, scope, thread_key) DO UPDATE"
@@ -713,3 +701,16 @@ def _sql_scalar(value: Any) -> Any:
     if isinstance(value, dict | list):
         return _dumps(value)
     return value
+
+
+def _expect_version(row: Sequence[Any] | None, expected: int, what: str) -> str | None:
+    """Compare-and-set check of a ``(version, created_at)`` row (``None``: never written, version 0);
+    returns the stored ``created_at`` to keep.
+
+    Raises:
+        Conflict: the stored version differs from ``expected`` (someone else wrote first).
+    """
+    current = int(row[0]) if row else 0
+    if current != expected:
+        raise Conflict(f"{what} changed (version {current}, expected {expected})", field="version")
+    return str(row[1]) if row else None
