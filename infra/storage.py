@@ -1,8 +1,9 @@
 """Storage: the DynamoDB table (single-table design, docs/dynamodb.md) and the bucket for large bodies.
 
 The table mirrors ``memstack.adapters.dynamodb.create_table`` exactly — key schema ``pk``/``sk`` (strings),
-the sparse listing indexes ``by_created`` and ``by_updated`` on ``gsi1pk`` (projection ALL), on-demand,
-TTL on ``expires_at`` — plus what production needs: point-in-time recovery, a NEW_AND_OLD_IMAGES stream
+the sparse listing indexes ``by_created`` and ``by_updated`` on ``gsi1pk`` (projection ALL), the sparse
+index ``by_pending`` of observation records with work pending (``pending_pk``/``pending_sk``, keys only),
+on-demand, TTL on ``expires_at`` — plus what production needs: point-in-time recovery, a NEW_AND_OLD_IMAGES stream
 (the indexer's trigger), AWS-managed encryption and deletion protection while data is retained. Index
 and attribute names are imported from the adapter, so they cannot drift.
 """
@@ -17,7 +18,7 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from memstack.adapters.dynamodb.items import BY_CREATED, BY_UPDATED
+from memstack.adapters.dynamodb.items import BY_CREATED, BY_PENDING, BY_UPDATED
 from memstack.adapters.dynamodb.table import TTL_ATTRIBUTE
 
 BODIES_PREFIX = "messages/"
@@ -69,6 +70,13 @@ class Storage(Construct):
                 sort_key=dynamodb.Attribute(name=sort_key, type=string),
                 projection_type=dynamodb.ProjectionType.ALL,
             )
+        # the background sweep's index (docs/dynamodb.md): ids are parsed from the table key, so keys only
+        self.table.add_global_secondary_index(
+            index_name=BY_PENDING,
+            partition_key=dynamodb.Attribute(name="pending_pk", type=string),
+            sort_key=dynamodb.Attribute(name="pending_sk", type=string),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+        )
 
         self.access_logs = s3.Bucket(
             self,

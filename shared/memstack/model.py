@@ -306,6 +306,22 @@ MAX_BUFFERED_CHUNKS = 256
 MAX_CURSOR_THREADS = 10_000
 """Most threads the cursor of a resource-scoped record may track."""
 
+MAX_OBSERVATION_WORK = 1_000
+"""Most records one ``MemoryStore.list_observation_work`` call may return."""
+
+
+def check_observation_work_limit(limit: object) -> int:
+    """``limit`` of ``list_observation_work`` checked (1..``MAX_OBSERVATION_WORK``). Raises ``InvalidInput``."""
+    from memstack.errors import InvalidInput
+
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_OBSERVATION_WORK:
+        raise InvalidInput(f"limit must be between 1 and {MAX_OBSERVATION_WORK}", field="limit")
+    return limit
+
+
+MAX_ERROR_CHARS = 1_000
+"""Longest ``last_error`` kept on an observation record, in characters."""
+
 MAX_HINT_CHARS = 16_000
 """Longest current task, suggested response or thread-title hint, in characters."""
 
@@ -378,6 +394,11 @@ class ObservationRecord(_Frozen):
             not yet active, its tokens, and how many leading lines of the observations it replaces.
         last_buffered_at_tokens: the pending count at the last buffering boundary.
         current_task, suggested_response, thread_title: the Observer's latest hints.
+        pending_since: when work was left for later (buffered chunks not yet active, a failed
+            observation or reflection); ``None`` when nothing is due. Stores index it so a periodic sweep
+            (``MemoryStore.list_observation_work``) finds threads that went idle with work pending.
+        failure_count, last_error: consecutive failed background runs and the last one's error (class
+            and message, no conversation text); reset by the next success.
         version: 0 until stored; each write adds one (compare-and-set, ``MemoryStore.put_observation_record``).
         created_at, updated_at: set by the store.
 
@@ -403,6 +424,9 @@ class ObservationRecord(_Frozen):
     current_task: str | None = Field(None, max_length=MAX_HINT_CHARS)
     suggested_response: str | None = Field(None, max_length=MAX_HINT_CHARS)
     thread_title: str | None = Field(None, max_length=MAX_HINT_CHARS)
+    pending_since: datetime | None = None
+    failure_count: int = Field(0, ge=0)
+    last_error: str | None = Field(None, max_length=MAX_ERROR_CHARS)
     version: int = Field(0, ge=0)
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -435,6 +459,13 @@ class ObservationRecord(_Frozen):
                 except UnicodeEncodeError:
                     raise ValueError(f"{name} must be valid text (it has a lone surrogate)") from None
         return self
+
+    @field_validator("pending_since")
+    @classmethod
+    def _aware_pending(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
     def observed_seq(self, thread_id: str) -> int:
         """The last observed ``seq`` of ``thread_id`` (0: nothing observed yet)."""

@@ -200,6 +200,16 @@ class MemoryStore(Protocol):
         """
         ...
 
+    def list_observation_work(self, *, due_before: datetime, limit: int) -> list[tuple[str, str | None]]:
+        """``(resource_id, thread_id)`` of observation records whose ``pending_since`` is set and at or
+        before ``due_before``, oldest first, at most ``limit`` (1..1000; else ``InvalidInput``).
+        ``thread_id`` is ``None`` for resource-scoped records.
+
+        The one query that crosses resources: the periodic sweep of the background observation path
+        (spec §2.9; DESIGN.md "Step Functions") uses it to restart work that went idle. It returns ids
+        only, never content. Backed by an index (a sparse GSI on DynamoDB), never a scan."""
+        ...
+
     def close(self) -> None:
         """Release connections."""
         ...
@@ -352,6 +362,39 @@ class ChatModel(Protocol):
         temperature: float | None = None,
     ) -> ChatResult:
         """Answer an OpenAI-shaped message list. Raises ``Unavailable`` on throttling or 5xx."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationJob:
+    """Background observational-memory work for one thread (ids only: Step Functions payloads stay
+    far below their 256 KB limit).
+
+    Attributes:
+        resource_id, thread_id: the thread whose messages are observed (in resource scope the record is
+            the resource's; the thread says whose messages triggered the work).
+        key: an idempotency key built from the record's version and the thread's last ``seq`` at trigger
+            time. Two triggers that see the same state make the same key, so a scheduler that refuses a
+            repeated key (Step Functions execution names) never starts the same work twice. At most 80
+            characters of ``[A-Za-z0-9_-]``.
+        reason: why it was scheduled: ``buffer``, ``threshold``, ``reflect``, ``title``, ``sweep``.
+    """
+
+    resource_id: str
+    thread_id: str
+    key: str
+    reason: str
+
+
+@runtime_checkable
+class ObservationScheduler(Protocol):
+    """Runs ``ObservationJob``s in the background: in-process locally
+    (``memstack.observation.scheduler.InProcessScheduler``), a Step Functions execution on AWS
+    (``memstack.adapters.stepfunctions.StepFunctionsScheduler``)."""
+
+    def submit(self, job: ObservationJob) -> None:
+        """Start the job, or do nothing if a job with the same key was already started. Never blocks on
+        the job itself. Raises ``Unavailable`` if the job cannot be started."""
         ...
 
 

@@ -48,6 +48,7 @@ STORE_FACTORIES: dict[str, Callable[[Any], AbstractContextManager[MemoryStore]]]
 }
 """name → factory(tmp_path): a context manager yielding a fresh, empty store."""
 
+
 def _opensearch_index_factories() -> dict[str, Callable[[int], AbstractContextManager[SearchIndex]]]:
     """The OpenSearch adapter on its test double (managed domain and Serverless modes), plus a real cluster
     when ``OPENSEARCH_URL`` is set (tests/contract/opensearch_support.py)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -88,7 +88,10 @@ def test_given_a_thread_id_of_another_resource_when_created_then_each_resource_h
     a, b = store.get_thread("r1", "t1"), store.get_thread("r2", "t1")
     assert a is not None and b is not None and (a.title, b.title) == ("A's", "B's")
     assert [m.text for m in store.list_messages("r1", "t1", limit=10)] == ["a secret"]
-    assert [(m.text, m.seq) for m in store.list_messages("r2", "t1", limit=10)] == [("b note", 1), ("hello", 2)]
+    assert [(m.text, m.seq) for m in store.list_messages("r2", "t1", limit=10)] == [
+        ("b note", 1),
+        ("hello", 2),
+    ]
     assert [m.text for m in store.get_messages("r2", ["m1"])] == ["b note"]
     assert [m.id for m in store.delete_messages("r2", ["m1"])] == ["m1"]
     assert [m.text for m in store.get_messages("r1", ["m1"])] == ["a secret"]
@@ -360,7 +363,9 @@ def test_given_another_resources_or_a_missing_thread_when_read_with_history_then
     assert store.get_thread_with_history("r1", "nope", last=10) == (None, [])
 
 
-def test_given_an_empty_thread_when_read_with_history_then_the_thread_and_no_messages(store: MemoryStore) -> None:
+def test_given_an_empty_thread_when_read_with_history_then_the_thread_and_no_messages(
+    store: MemoryStore,
+) -> None:
     store.create_thread(thread())
     got, history = store.get_thread_with_history("r1", "t1", last=10)
     assert got == thread() and history == []
@@ -610,3 +615,142 @@ def test_given_a_record_over_the_size_limit_when_put_then_payload_too_large_nami
     assert store.put_observation_record(near, expected_version=0).version == 1
     got = store.get_observation_record("r1", "t1")
     assert got is not None and got.active_observations == near.active_observations
+
+
+# observation work: the background sweep's query (spec §2.9; MemoryStore.list_observation_work) ---------
+
+
+def pend(store: MemoryStore, tid: str | None, rid: str, at: datetime | None, *, version: int = 0) -> None:
+    """Put the record of ``(rid, tid)`` with ``pending_since = at`` (the thread must exist)."""
+    store.put_observation_record(obs(tid, rid=rid, pending_since=at), expected_version=version)
+
+
+def test_given_records_pending_in_several_resources_when_listing_observation_work_then_the_due_ones_oldest_first(
+    store: MemoryStore,
+) -> None:
+    for rid, tid in (("r1", "t1"), ("r1", "t2"), ("r2", "t1")):
+        store.create_thread(thread(tid, rid=rid))
+    pend(store, "t1", "r1", T0 + timedelta(minutes=2))
+    pend(store, None, "r1", T0 + timedelta(minutes=1))  # resource scope: thread_id None
+    pend(store, "t1", "r2", T0 + timedelta(minutes=3))  # another resource: the sweep sees every resource
+    pend(store, "t2", "r1", None)  # nothing pending
+    pend(store, None, "r2", T0 + timedelta(minutes=10))  # pending, not yet due
+    work = store.list_observation_work(due_before=T0 + timedelta(minutes=5), limit=10)
+    assert work == [("r1", None), ("r1", "t1"), ("r2", "t1")]
+
+
+def test_given_a_record_pending_exactly_at_the_cut_when_listing_observation_work_then_it_is_due(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    pend(store, "t1", "r1", T0)
+    assert store.list_observation_work(due_before=T0, limit=10) == [("r1", "t1")]
+    assert store.list_observation_work(due_before=T0 - timedelta(microseconds=1), limit=10) == []
+
+
+def test_given_pending_times_in_other_zones_when_listing_observation_work_then_they_compare_as_utc(
+    store: MemoryStore,
+) -> None:
+    plus_two = timezone(timedelta(hours=2))
+    store.create_thread(thread("t1"))
+    store.create_thread(thread("t2"))
+    pend(store, "t1", "r1", datetime(2024, 5, 1, 13, 0, tzinfo=plus_two))  # 11:00 UTC
+    pend(store, "t2", "r1", T0 - timedelta(minutes=30))  # 11:30 UTC
+    assert store.list_observation_work(due_before=T0, limit=10) == [("r1", "t1"), ("r1", "t2")]
+    assert store.list_observation_work(
+        due_before=datetime(2024, 5, 1, 13, 15, tzinfo=plus_two), limit=10
+    ) == [("r1", "t1")]
+    got = store.get_observation_record("r1", "t1")
+    assert got is not None and got.pending_since == datetime(2024, 5, 1, 11, 0, tzinfo=UTC)
+
+
+def test_given_more_due_records_than_the_limit_when_listing_observation_work_then_the_oldest_limit(
+    store: MemoryStore,
+) -> None:
+    for i in (3, 0, 4, 1, 2):
+        store.create_thread(thread(f"t{i}"))
+        pend(store, f"t{i}", "r1", T0 + timedelta(seconds=i))
+    assert store.list_observation_work(due_before=T0 + timedelta(hours=1), limit=2) == [
+        ("r1", "t0"),
+        ("r1", "t1"),
+    ]
+    assert store.list_observation_work(due_before=T0 + timedelta(hours=1), limit=1) == [("r1", "t0")]
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1001])
+def test_given_a_limit_out_of_range_when_listing_observation_work_then_invalid_input(
+    store: MemoryStore, limit: int
+) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        store.list_observation_work(due_before=T0, limit=limit)
+    assert caught.value.field == "limit"
+
+
+def test_given_the_largest_limit_when_listing_observation_work_then_it_is_accepted(
+    store: MemoryStore,
+) -> None:
+    assert store.list_observation_work(due_before=T0, limit=1000) == []
+
+
+def test_given_a_pending_record_when_its_pending_is_cleared_or_moved_then_the_observation_work_list_follows(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread("t1"))
+    store.create_thread(thread("t2"))
+    pend(store, "t1", "r1", T0)
+    pend(store, "t2", "r1", T0 + timedelta(minutes=1))
+    due = T0 + timedelta(minutes=5)
+    assert store.list_observation_work(due_before=due, limit=10) == [("r1", "t1"), ("r1", "t2")]
+    pend(store, "t1", "r1", T0 + timedelta(minutes=2), version=1)  # left pending again, later
+    assert store.list_observation_work(due_before=due, limit=10) == [("r1", "t2"), ("r1", "t1")]
+    pend(store, "t1", "r1", None, version=2)  # the work was done
+    assert store.list_observation_work(due_before=due, limit=10) == [("r1", "t2")]
+    pend(store, "t2", "r1", T0 + timedelta(minutes=9), version=1)  # pending, no longer due
+    assert store.list_observation_work(due_before=due, limit=10) == []
+
+
+def test_given_a_deleted_thread_when_listing_observation_work_then_its_record_is_gone_and_the_resources_stays(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    pend(store, "t1", "r1", T0)
+    pend(store, None, "r1", T0 + timedelta(minutes=1))
+    assert store.delete_thread("r1", "t1") is True
+    assert store.list_observation_work(due_before=T0 + timedelta(hours=1), limit=10) == [("r1", None)]
+
+
+def test_given_many_due_records_when_listing_observation_work_in_small_limits_then_order_spans_index_pages(
+    store: MemoryStore,
+) -> None:
+    # resource-scoped records of 30 resources (no thread needed), written out of order; a small limit
+    # makes the DynamoDB adapter read each shard of its index in several pages
+    order = [(i * 7) % 30 for i in range(30)]
+    for i in order:
+        pend(store, None, f"res-{i:02d}", T0 + timedelta(seconds=i))
+    everything = [(f"res-{i:02d}", None) for i in range(30)]
+    later = T0 + timedelta(hours=1)
+    assert store.list_observation_work(due_before=later, limit=1000) == everything
+    assert store.list_observation_work(due_before=later, limit=10) == everything[:10]
+    assert store.list_observation_work(due_before=later, limit=29) == everything[:29]
+    assert store.list_observation_work(due_before=T0 + timedelta(seconds=17), limit=1000) == everything[:18]
+
+
+def test_given_an_observation_record_with_failure_fields_when_put_then_they_round_trip(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    record = obs(pending_since=T0, failure_count=3, last_error="Unavailable: model throttled")
+    stored = store.put_observation_record(record, expected_version=0)
+    got = store.get_observation_record("r1", "t1")
+    assert got == stored
+    assert got is not None and (got.pending_since, got.failure_count, got.last_error) == (
+        T0,
+        3,
+        "Unavailable: model throttled",
+    )
+    cleared = store.put_observation_record(
+        got.model_copy(update={"pending_since": None, "failure_count": 0, "last_error": None}),
+        expected_version=1,
+    )
+    assert store.get_observation_record("r1", "t1") == cleared
+    assert (cleared.pending_since, cleared.failure_count, cleared.last_error) == (None, 0, None)

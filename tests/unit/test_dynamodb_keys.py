@@ -14,10 +14,17 @@ import pytest
 from memstack.adapters.dynamodb import DynamoDBMemoryStore
 from memstack.adapters.dynamodb.bodies import BodyStore
 from memstack.adapters.dynamodb.items import (
+    PENDING_SHARDS,
     POINTER_PREFIX,
     THREAD_PREFIX,
     message_key,
+    observation_key,
+    observation_owner,
     parse_scoped_pk,
+    pending_bound,
+    pending_pk,
+    pending_shards,
+    pending_sk,
     pointer_key,
     thread_id_of,
     thread_key,
@@ -162,3 +169,27 @@ def test_given_long_four_byte_thread_ids_when_created_and_listed_then_each_lists
                 break
             cursor = page.next_cursor
         assert sorted(seen) == sorted(ids)
+
+
+def test_given_observation_keys_of_tricky_ids_when_parsed_then_the_owner_comes_back() -> None:
+    for rid, tid in itertools.product(TRICKY, [*TRICKY, None]):
+        pk, _ = observation_key(rid, tid)
+        assert observation_owner(pk) == (rid, tid)
+    assert observation_owner("MID#1#a#b") is None
+
+
+def test_given_record_keys_when_sharded_then_each_lands_in_one_fixed_shard_and_all_shards_are_used() -> None:
+    keys = [observation_key(f"r{i}", None)[0] for i in range(200)]
+    shards = [pending_pk(k) for k in keys]
+    assert shards == [pending_pk(k) for k in keys]  # stable (not Python's salted hash)
+    assert set(shards) == set(pending_shards()) and len(pending_shards()) == PENDING_SHARDS
+
+
+def test_given_pending_sort_keys_when_bounded_then_the_bound_time_is_included_and_later_ones_are_not() -> (
+    None
+):
+    at, later = "2024-05-01T12:00:00.000000Z", "2024-05-01T12:00:00.000001Z"
+    pk = observation_key("r" * 300, "t" * 256)[0]
+    assert pending_sk(at, "T#1#a#b") < pending_bound(at) < pending_sk(later, "T#1#a#b")
+    assert pending_sk(at, pk) < pending_bound(at)
+    assert len(pending_sk(at, "\U0001f600" * 500).encode()) <= 1024  # DynamoDB's sort-key limit

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 
 from memstack.adapters.dynamodb import DynamoDBMemoryStore
 from memstack.errors import Conflict, PayloadTooLarge, Unavailable
-from memstack.model import Message, Resource, TextPart, Thread
+from memstack.model import Message, ObservationRecord, Resource, TextPart, Thread
 from memstack.ports import MessageWindow
 from tests.contract.dynamodb_support import dynamodb_moto_store
 
@@ -117,6 +117,10 @@ def test_given_a_full_workload_when_run_then_no_scan_is_ever_issued(
     store.put_resource(Resource(id="r1", working_memory="# A"), expected_version=0)
     store.get_resource_and_windows("r1", [MessageWindow("t1", 5, 1, 0)])
     store.update_thread("r1", "t1", title="x", updated_at=T0, expected_version=0)
+    store.put_observation_record(
+        ObservationRecord(scope="resource", resource_id="r1", pending_since=T0), expected_version=0
+    )
+    store.list_observation_work(due_before=T0, limit=10)
     store.delete_thread("r1", "t1")
     assert "Scan" not in calls.dynamodb()
     assert len(calls.dynamodb()) > 20
@@ -415,3 +419,36 @@ def test_given_dynamodb_fails_with_a_5xx_when_listing_threads_then_unavailable(
         store.list_threads("r1")
     with pytest.raises(Unavailable):
         store.delete_messages("r1", ["m1"])
+
+
+# observation work (the sweep's sparse index by_pending) -----------------------------------------------
+
+
+def test_given_pending_records_when_work_is_listed_then_one_keys_only_query_per_shard(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    from memstack.adapters.dynamodb.items import PENDING_SHARDS
+
+    for i in range(3):
+        store.put_observation_record(
+            ObservationRecord(scope="resource", resource_id=f"r{i}", pending_since=T0), expected_version=0
+        )
+    calls.reset()
+    assert len(store.list_observation_work(due_before=T0, limit=100)) == 3
+    assert calls.dynamodb() == ["Query"] * PENDING_SHARDS
+
+
+def test_given_a_record_when_its_pending_since_is_set_then_cleared_then_it_enters_and_leaves_the_index(
+    store: DynamoDBMemoryStore,
+) -> None:
+    from memstack.adapters.dynamodb.items import PENDING_PREFIX, observation_key
+
+    record = ObservationRecord(scope="resource", resource_id="r1", pending_since=T0)
+    stored = store.put_observation_record(record, expected_version=0)
+    item = store._get(observation_key("r1", None))
+    assert item is not None and (item.pending_pk or "").startswith(PENDING_PREFIX)
+    assert item.pending_sk == "2024-05-01T12:00:00.000000Z#R#r1"
+    store.put_observation_record(stored.model_copy(update={"pending_since": None}), expected_version=1)
+    item = store._get(observation_key("r1", None))
+    assert item is not None and (item.pending_pk, item.pending_sk) == (None, None)
+    assert store.list_observation_work(due_before=T0, limit=10) == []

@@ -340,8 +340,112 @@ def test_given_a_version_2_file_when_opened_then_observations_are_added_and_rows
     db.conn.execute("PRAGMA user_version = 2")
     db.close()
     store = SqliteMemoryStore(SqliteDatabase(path))
-    assert SCHEMA_VERSION == 3 and layout(path)[0] == 3
+    assert layout(path)[0] == SCHEMA_VERSION
     assert [m.id for m in store.list_messages("r1", "t1", limit=10)] == ["m1"]
-    record = ObservationRecord(scope="thread", resource_id="r1", thread_id="t1", active_observations="x")
+    record = ObservationRecord(
+        scope="thread", resource_id="r1", thread_id="t1", active_observations="x", pending_since=T0
+    )
     assert store.put_observation_record(record, expected_version=0).version == 1
+    assert store.list_observation_work(due_before=T0, limit=10) == [("r1", "t1")]
     store.close()
+
+
+# The version-3 observations table, verbatim (before pending_since and its index).
+V3_OBSERVATIONS = """CREATE TABLE observations (
+  resource_id TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  thread_key TEXT NOT NULL,
+  thread_id TEXT,
+  record TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  PRIMARY KEY (resource_id, scope, thread_key),
+  FOREIGN KEY (resource_id, thread_id) REFERENCES threads (resource_id, id) ON DELETE CASCADE
+)"""
+
+
+def v3_file(path: Path, records: list[tuple[str, str, str | None, str]]) -> Path:
+    """A version-3 file: r1 with threads t1, t2, and observation rows ``(resource_id, scope, thread_id,
+    record JSON)`` written as version 3 wrote them (no ``pending_since`` column)."""
+    store = SqliteMemoryStore(SqliteDatabase(path))
+    store.create_thread(Thread(id="t1", resource_id="r1", created_at=T0, updated_at=T0))
+    store.create_thread(Thread(id="t2", resource_id="r1", created_at=T0, updated_at=T0))
+    store.close()
+    db = SqliteDatabase(path)
+    db.conn.execute("DROP TABLE observations")  # its index goes with it
+    db.conn.execute(V3_OBSERVATIONS)
+    for rid, scope, tid, record in records:
+        db.conn.execute(
+            "INSERT INTO observations (resource_id, scope, thread_key, thread_id, record, version, created_at,"
+            " updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+            (rid, scope, tid or "", tid, record, ts(0), ts(1)),
+        )
+    db.conn.execute("PRAGMA user_version = 3")
+    db.close()
+    return path
+
+
+def test_given_a_version_3_file_when_opened_then_pending_since_is_filled_from_each_record(
+    tmp_path: Path,
+) -> None:
+    from memstack.model import ObservationRecord
+
+    def record(tid: str | None, **kw: object) -> str:
+        scope = "resource" if tid is None else "thread"
+        return ObservationRecord(scope=scope, resource_id="r1", thread_id=tid, **kw).content_json()  # type: ignore[arg-type]
+
+    path = v3_file(
+        tmp_path / "v3.db",
+        [
+            ("r1", "thread", "t1", record("t1", pending_since=at(7))),
+            ("r1", "thread", "t2", record("t2")),  # nothing pending
+            ("r1", "resource", None, record(None, pending_since=at(3))),
+            ("r2", "resource", None, record(None).replace("}", ',"pending_since":"not a time"}', 1)),
+            # what version 3 wrote: no pending_since key at all
+            ("r3", "resource", None, '{"scope":"resource","resource_id":"r3","thread_id":null}'),
+        ],
+    )
+    store = SqliteMemoryStore(SqliteDatabase(path))
+    try:
+        assert layout(path)[0] == SCHEMA_VERSION == 4
+        assert store.list_observation_work(due_before=at(59), limit=10) == [("r1", None), ("r1", "t1")]
+        got = store.get_observation_record("r1", "t1")
+        assert got is not None and (got.pending_since, got.version) == (at(7), 1)
+        r3 = store.get_observation_record("r3", None)
+        assert r3 is not None and (r3.pending_since, r3.failure_count, r3.last_error) == (None, 0, None)
+        # written again, the column follows the record
+        store.put_observation_record(got.model_copy(update={"pending_since": None}), expected_version=1)
+        assert store.list_observation_work(due_before=at(59), limit=10) == [("r1", None)]
+    finally:
+        store.close()
+    db = SqliteDatabase(path)
+    try:
+        indexes = {r[1]: r[4] for r in db.conn.execute("PRAGMA index_list(observations)")}
+        assert indexes.get("observations_by_pending") == 1  # partial
+        plan = " ".join(
+            str(r[3])
+            for r in db.conn.execute(
+                "EXPLAIN QUERY PLAN SELECT resource_id, thread_id FROM observations "
+                "WHERE pending_since IS NOT NULL AND pending_since <= ? "
+                "ORDER BY pending_since, resource_id, scope, thread_key LIMIT 5",
+                (ts(59),),
+            )
+        )
+        assert "observations_by_pending" in plan and "TEMP B-TREE" not in plan
+    finally:
+        db.close()
+
+
+def test_given_a_version_0_file_when_opened_then_the_work_index_exists(tmp_path: Path) -> None:
+    path = old_file(tmp_path / "old.db")
+    store = SqliteMemoryStore(SqliteDatabase(path))
+    try:
+        assert store.list_observation_work(due_before=T0, limit=10) == []
+    finally:
+        store.close()
+    db = SqliteDatabase(path)
+    try:
+        assert "observations_by_pending" in {r[1] for r in db.conn.execute("PRAGMA index_list(observations)")}
+    finally:
+        db.close()

@@ -18,6 +18,11 @@ points), so ``{n}#{resource_id}#{id}`` reads back one way only, whatever charact
 Thread metas also carry the keys of the two listing indexes: ``gsi1pk = R#{resource_id}`` with
 ``created_key`` (index ``by_created``) and ``updated_key`` (index ``by_updated``), each
 ``{timestamp}#{thread_id}``.
+
+Observation records carry the keys of the sparse index ``by_pending`` only while their
+``pending_since`` is set: ``pending_pk = PENDING#{shard}`` (``shard`` in ``0 … PENDING_SHARDS - 1``, from
+a SHA-256 of the item's ``pk``) and ``pending_sk = {pending_since}#{pk}`` (``listing_key``). The
+background sweep queries each shard for ``pending_sk`` at or before a time and merges them.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 import hashlib
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from memstack.errors import InvalidInput
@@ -44,6 +49,11 @@ SEQ_WIDTH = 12
 MAX_SEQ = 10**SEQ_WIDTH - 1
 BY_CREATED = "by_created"
 BY_UPDATED = "by_updated"
+BY_PENDING = "by_pending"
+PENDING_PREFIX = "PENDING#"
+PENDING_SHARDS = 4
+"""Partitions of ``by_pending``: records with work pending spread over this many index keys, so no one
+key takes every write of the records entering and leaving the index; the sweep queries each."""
 
 Key = tuple[str, str]
 
@@ -146,6 +156,40 @@ def listing_key(timestamp: str, thread_id: str) -> str:
     return f"{timestamp}#{prefix}#{hashlib.sha256(raw).hexdigest()}"
 
 
+def pending_pk(pk: str) -> str:
+    """The ``by_pending`` partition of the observation record with this ``pk``: ``PENDING#{shard}``, the
+    shard a stable hash of the key (the same record always lands in the same shard)."""
+    digest = hashlib.sha256(pk.encode("utf-8", "surrogatepass")).digest()
+    return f"{PENDING_PREFIX}{int.from_bytes(digest[:8], 'big') % PENDING_SHARDS}"
+
+
+def pending_shards() -> list[str]:
+    """Every ``by_pending`` partition key."""
+    return [f"{PENDING_PREFIX}{shard}" for shard in range(PENDING_SHARDS)]
+
+
+def pending_sk(timestamp: str, pk: str) -> str:
+    """The ``by_pending`` sort key: ``{timestamp}#{pk}`` (``listing_key``: under 1,024 bytes, string
+    order is ``(timestamp, pk)`` order)."""
+    return listing_key(timestamp, pk)
+
+
+def pending_bound(timestamp: str) -> str:
+    """The exclusive upper bound of ``pending_sk`` values at or before ``timestamp``: every
+    ``{timestamp}#…`` sorts below ``{timestamp}$`` (``#`` is 0x23, ``$`` 0x24), every later time above."""
+    return f"{timestamp}$"
+
+
+def observation_owner(pk: str) -> tuple[str, str | None] | None:
+    """``(resource_id, thread_id)`` of an observation record's ``pk`` (``thread_id`` ``None`` for a
+    resource-scoped record), or ``None`` if it is neither kind of key."""
+    if pk.startswith(THREAD_PREFIX):
+        return parse_scoped_pk(THREAD_PREFIX, pk)
+    if pk.startswith(RESOURCE_PREFIX):
+        return resource_id_of(pk), None
+    return None
+
+
 class ByCreated(GlobalSecondaryIndex["Item"]):  # type: ignore[no-untyped-call]
     """Threads of a resource by ``(created_at, id)``."""
 
@@ -166,6 +210,18 @@ class ByUpdated(GlobalSecondaryIndex["Item"]):  # type: ignore[no-untyped-call]
 
     gsi1pk = UnicodeAttribute(hash_key=True)
     updated_key = UnicodeAttribute(range_key=True)
+
+
+class ByPending(GlobalSecondaryIndex["Item"]):  # type: ignore[no-untyped-call]
+    """Observation records with work pending, by ``(pending_since, pk)`` within a shard (sparse: only
+    records whose ``pending_since`` is set carry the keys). Keys only: the owner is parsed from ``pk``."""
+
+    class Meta:
+        index_name = BY_PENDING
+        projection = KeysOnlyProjection()
+
+    pending_pk = UnicodeAttribute(hash_key=True)
+    pending_sk = UnicodeAttribute(range_key=True)
 
 
 class Item(Model):
@@ -198,12 +254,16 @@ class Item(Model):
     thread_id = UnicodeAttribute(null=True)
     # resource
     working_memory = UnicodeAttribute(null=True)
-    # observation record: its content as compact JSON (``ObservationRecord.content_json``)
+    # observation record: its content as compact JSON (``ObservationRecord.content_json``), and the keys
+    # of ``by_pending`` while its ``pending_since`` is set
     record = UnicodeAttribute(null=True)
+    pending_pk = UnicodeAttribute(null=True)
+    pending_sk = UnicodeAttribute(null=True)
 
     # PynamoDB gives every model class its own copy of these (bound to that class)
     by_created = ByCreated()
     by_updated = ByUpdated()
+    by_pending = ByPending()
 
 
 def item_model(table_name: str, *, region: str | None, host: str | None) -> type[Item]:

@@ -7,13 +7,16 @@ sorts after the messages), message ids are found through pointer items (``MID#{n
 — thread and message ids are scoped to their resource — and resources are one item each
 (``R#{resource_id}``).
 
-No operation scans: every read is a GetItem, a Query of one partition or index key, or a BatchGetItem of
-exact keys; writes are conditional PutItem/UpdateItem/DeleteItem, TransactWriteItems, and BatchWriteItem
-for bulk deletes. Every write of a thread carries a condition on the thread's owner.
+No operation scans: every read is a GetItem, a Query of one partition or index key
+(``list_observation_work``: one per shard of the sparse ``by_pending`` index), or a BatchGetItem of exact
+keys; writes are conditional PutItem/UpdateItem/DeleteItem, TransactWriteItems, and BatchWriteItem for
+bulk deletes. Every write of a thread carries a condition on the thread's owner.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import logging
 import random
@@ -21,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
@@ -43,6 +46,7 @@ from memstack.adapters.dynamodb.errors import lost_race, translate, translated
 from memstack.adapters.dynamodb.items import (
     MAX_SEQ,
     MESSAGE_PREFIX,
+    PENDING_SHARDS,
     THREAD_SK,
     Item,
     Key,
@@ -51,6 +55,11 @@ from memstack.adapters.dynamodb.items import (
     message_key,
     message_sk,
     observation_key,
+    observation_owner,
+    pending_bound,
+    pending_pk,
+    pending_shards,
+    pending_sk,
     pointer_key,
     resource_key,
     thread_id_of,
@@ -60,7 +69,15 @@ from memstack.adapters.dynamodb.items import (
 from memstack.adapters.stored import dt, dumps, ts
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, Unavailable
-from memstack.model import Message, ObservationRecord, Resource, Thread, ThreadPage, utcnow
+from memstack.model import (
+    Message,
+    ObservationRecord,
+    Resource,
+    Thread,
+    ThreadPage,
+    check_observation_work_limit,
+    utcnow,
+)
 from memstack.ports import Direction, MessageWindow, ThreadOrder
 
 log = logging.getLogger(__name__)
@@ -856,6 +873,8 @@ class DynamoDBMemoryStore:
         now = utcnow()
         stamp = ts(now)
         created = (current.created_at if current is not None else None) or stamp
+        # the whole item is put: without pending_since the index keys are absent and it leaves by_pending
+        pending = record.pending_since
         item = m(
             *key,
             resource_id=rid,
@@ -863,6 +882,8 @@ class DynamoDBMemoryStore:
             version=expected_version + 1,
             created_at=created,
             updated_at=stamp,
+            pending_pk=pending_pk(key[0]) if pending is not None else None,
+            pending_sk=pending_sk(_utc_ts(pending), key[0]) if pending is not None else None,
         )
         condition = m.pk.does_not_exist() if expected_version == 0 else (m.version == expected_version)
         try:
@@ -883,6 +904,28 @@ class DynamoDBMemoryStore:
         return record.model_copy(
             update={"version": expected_version + 1, "created_at": dt(created), "updated_at": dt(stamp)}
         )
+
+    def list_observation_work(self, *, due_before: datetime, limit: int) -> list[tuple[str, str | None]]:
+        """A Query of each ``by_pending`` shard (``pending_sk < {due_before}$``, ascending, keys only,
+        eventually consistent), merged oldest first and cut at ``limit``; the owner is parsed from each
+        item's ``pk``. Shards are read lazily in pages of ``⌈limit / PENDING_SHARDS⌉`` following
+        ``LastEvaluatedKey``, so about ``limit`` index entries are read in all, whichever shards hold them.
+        Never a Scan. Crosses resources on purpose (see ``MemoryStore.list_observation_work``).
+
+        Raises:
+            InvalidInput: ``limit`` is not within 1..``MAX_OBSERVATION_WORK``.
+        """
+        check_observation_work_limit(limit)
+        m = self._model
+        bound = pending_bound(_utc_ts(due_before))
+        page = -(-limit // PENDING_SHARDS)  # ceil: an even spread fills the limit in one page a shard
+        with translated("list observation work"):
+            shards = [
+                m.by_pending.query(shard, m.pending_sk < bound, limit=limit, page_size=page)
+                for shard in pending_shards()
+            ]
+            items = list(itertools.islice(heapq.merge(*shards, key=lambda i: i.pending_sk or ""), limit))
+        return [owner for i in items if (owner := observation_owner(i.pk)) is not None]
 
     def close(self) -> None:
         """Close the DynamoDB and S3 clients' connections."""
@@ -983,6 +1026,11 @@ def _chunks(resource_id: str, thread_id: str, prepared: list[_Prepared]) -> list
         ids.add(p.message.id)
         size += cost
     return chunks
+
+
+def _utc_ts(value: datetime) -> str:
+    """``ts`` of a time, a naive one read as UTC (``ts`` alone would read it as local time)."""
+    return ts(value if value.tzinfo is not None else value.replace(tzinfo=UTC))
 
 
 def _window_range(w: MessageWindow) -> tuple[int, int]:

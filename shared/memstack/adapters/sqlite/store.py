@@ -13,10 +13,13 @@ resource, so every key starts with ``resource_id``:
 * ``observations``: observational-memory records (spec §2.9.2), primary key ``(resource_id, scope,
   thread_key)`` (``thread_key`` is the thread id, ``''`` in resource scope) with a ``version`` for
   compare-and-set writes; ``thread_id`` (``NULL`` in resource scope) references ``threads`` (``ON DELETE
-  CASCADE``), and ``delete_thread`` deletes the thread's record explicitly too.
+  CASCADE``), and ``delete_thread`` deletes the thread's record explicitly too. ``pending_since`` copies
+  the record's field (``NULL`` when nothing is due) for the partial index ``observations_by_pending``
+  (``WHERE pending_since IS NOT NULL``) that ``list_observation_work`` reads, the one cross-resource query.
 
 Every statement carries the ``resource_id`` it acts for and matches rows on it together with the id, so
-one resource can never read, change or even detect another's rows.
+one resource can never read, change or even detect another's rows. The one exception is
+``list_observation_work``, the background sweep's query, which returns ids only.
 
 The layout's version is ``PRAGMA user_version`` (``SCHEMA_VERSION``). Files made before it (version 0,
 ``id`` primary keys, ids unique across resources) are rebuilt in place, in one transaction, when opened.
@@ -27,7 +30,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from memstack.adapters.sqlite.db import SqliteDatabase
@@ -36,14 +39,24 @@ from memstack.adapters.stored import dumps as _dumps
 from memstack.adapters.stored import ts as _ts
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import Conflict, NotFound, Unavailable
-from memstack.model import Author, Message, ObservationRecord, Resource, Thread, ThreadPage, utcnow
+from memstack.model import (
+    Author,
+    Message,
+    ObservationRecord,
+    Resource,
+    Thread,
+    ThreadPage,
+    check_observation_work_limit,
+    utcnow,
+)
 from memstack.ports import Direction, MessageWindow, ThreadOrder
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Layout of the store's tables, recorded as ``PRAGMA user_version`` (0: ``id`` primary keys, before ids
-were scoped to their resource; 2: ``(resource_id, id)`` keys; 3: adds ``observations``, an additive
-migration). The search index keeps its own version in
-``search_meta``."""
+were scoped to their resource; 2: ``(resource_id, id)`` keys; 3: adds ``observations``; 4: adds
+``observations.pending_since`` and its partial index; 3 and 4 are additive migrations). The search index
+keeps its own version in ``search_meta``."""
+
 
 _THREADS = """CREATE TABLE IF NOT EXISTS {name} (
   resource_id TEXT NOT NULL,
@@ -93,9 +106,13 @@ _SCHEMA = (
   version INTEGER NOT NULL,
   created_at TEXT NOT NULL,
   updated_at TEXT NOT NULL,
+  pending_since TEXT,
   PRIMARY KEY (resource_id, scope, thread_key),
   FOREIGN KEY (resource_id, thread_id) REFERENCES threads (resource_id, id) ON DELETE CASCADE
 )""",
+    # sparse: only records with work pending are in it, so the sweep reads just those
+    "CREATE INDEX IF NOT EXISTS observations_by_pending ON observations"
+    "(pending_since, resource_id, scope, thread_key) WHERE pending_since IS NOT NULL",
 )
 
 _MSG_COLS = "id, thread_id, resource_id, seq, role, parts, metadata, author, created_at"
@@ -586,13 +603,42 @@ class SqliteMemoryStore:
             created = _expect_version(row, expected_version, "observation record") or _ts(now)
             conn.execute(
                 "INSERT INTO observations (resource_id, scope, thread_key, thread_id, record, version, created_at,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(resource_id, scope, thread_key) DO UPDATE"
-                " SET record = excluded.record, version = excluded.version, updated_at = excluded.updated_at",
-                (rid, record.scope, tid or "", tid, content, expected_version + 1, created, _ts(now)),
+                " updated_at, pending_since) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT(resource_id, scope, thread_key) DO UPDATE SET record = excluded.record,"
+                " version = excluded.version, updated_at = excluded.updated_at,"
+                " pending_since = excluded.pending_since",
+                (
+                    rid,
+                    record.scope,
+                    tid or "",
+                    tid,
+                    content,
+                    expected_version + 1,
+                    created,
+                    _ts(now),
+                    _pending_ts(record.pending_since),
+                ),
             )
         return record.model_copy(
             update={"version": expected_version + 1, "created_at": _dt(created), "updated_at": _dt(_ts(now))}
         )
+
+    def list_observation_work(self, *, due_before: datetime, limit: int) -> list[tuple[str, str | None]]:
+        """One SELECT on the partial index ``observations_by_pending``: records whose ``pending_since`` is
+        at or before ``due_before``, oldest first (ties by key), at most ``limit``. Crosses resources on
+        purpose (see ``MemoryStore.list_observation_work``); returns ids only.
+
+        Raises:
+            InvalidInput: ``limit`` is not within 1..``MAX_OBSERVATION_WORK``.
+        """
+        check_observation_work_limit(limit)
+        rows = self.db.query(
+            "SELECT resource_id, thread_id FROM observations INDEXED BY observations_by_pending "
+            "WHERE pending_since IS NOT NULL AND pending_since <= ? "
+            "ORDER BY pending_since, resource_id, scope, thread_key LIMIT ?",
+            (_pending_ts(due_before), limit),
+        )
+        return [(str(r[0]), r[1]) for r in rows]
 
     def close(self) -> None:
         self.db.close()
@@ -605,7 +651,8 @@ def _open_schema(db: SqliteDatabase) -> None:
     that reads the version again, so processes opening the same old file at once migrate it exactly once
     (the others wait for the lock, then find it current). Foreign keys are off while tables are rebuilt
     (dropping the old ``threads`` would otherwise cascade into the old ``messages``), and checked before
-    the commit.
+    the commit. Version 2 gains ``observations`` (``CREATE … IF NOT EXISTS``); version 3 gains
+    ``observations.pending_since`` (``ALTER TABLE``, filled from each stored record) and its index.
 
     Raises:
         Unavailable: the file was made by a newer version, or its messages do not match their threads.
@@ -627,8 +674,15 @@ def _open_schema(db: SqliteDatabase) -> None:
                     )
                 if _primary_key(conn, "threads") == ["id"]:
                     _migrate_global_ids(conn)
+                backfill = bool(_columns(conn, "observations")) and "pending_since" not in _columns(
+                    conn, "observations"
+                )
+                if backfill:  # a version-3 file
+                    conn.execute("ALTER TABLE observations ADD COLUMN pending_since TEXT")
                 for statement in _SCHEMA:
                     conn.execute(statement)
+                if backfill:
+                    _backfill_pending_since(conn)
                 orphans = conn.execute("PRAGMA foreign_key_check(messages)").fetchall()
                 if orphans:
                     raise Unavailable(
@@ -638,6 +692,33 @@ def _open_schema(db: SqliteDatabase) -> None:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         finally:
             conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _backfill_pending_since(conn: Any) -> None:
+    """Copy each stored record's ``pending_since`` (JSON, as pydantic wrote it) into the column, in the
+    store's ``ts`` form, inside the caller's transaction. A value that is not an ISO-8601 time is left out
+    of the index (the record itself fails validation when read, as it would have before)."""
+    rows = conn.execute(
+        "SELECT resource_id, scope, thread_key, json_extract(record, '$.pending_since') FROM observations "
+        "WHERE json_valid(record) AND json_type(record, '$.pending_since') = 'text'"
+    ).fetchall()
+    for resource_id, scope, key, value in rows:
+        try:
+            stamp = _pending_ts(datetime.fromisoformat(value))
+        except ValueError:
+            continue
+        conn.execute(
+            "UPDATE observations SET pending_since = ? WHERE resource_id = ? AND scope = ? AND thread_key = ?",
+            (stamp, resource_id, scope, key),
+        )
+
+
+def _pending_ts(value: datetime | None) -> str | None:
+    """The ``pending_since`` column's value: ``ts`` text (fixed width, so text order is time order); a
+    naive datetime is read as UTC."""
+    if value is None:
+        return None
+    return _ts(value if value.tzinfo is not None else value.replace(tzinfo=UTC))
 
 
 def _columns(conn: Any, table: str) -> set[str]:
