@@ -38,6 +38,10 @@ class MemstackConfig:
         collection_name: the Serverless collection's name (3-28 lower-case letters, digits, hyphens).
         api_execution_logs: turn on API Gateway execution logging (needs the account-wide API Gateway
             CloudWatch role, which this stack then creates).
+        memory_options: the memory options of every function (``MEMSTACK_OPTIONS``), e.g.
+            ``{"observational_memory": true, "generate_title": true}``; checked at synth with
+            ``MemoryOptions.parse``. Unset: the library's defaults (observational memory off).
+        observation_sweep_minutes: how often the schedule restarts idle observation work (1-1440).
     """
 
     search_service: SearchService = "aoss"
@@ -58,6 +62,8 @@ class MemstackConfig:
     collection_name: str = "memstack"
     api_execution_logs: bool = False
     tags: dict[str, str] = field(default_factory=dict)
+    memory_options: dict[str, Any] | None = None
+    observation_sweep_minutes: int = 5
 
     def __post_init__(self) -> None:
         if self.search_service not in ("aoss", "es"):
@@ -75,6 +81,23 @@ class MemstackConfig:
             raise ValueError(
                 "collectionName must be 3-28 lower-case letters, digits or hyphens, starting with a letter"
             )
+        if self.memory_options is not None:
+            from memstack.config import MemoryOptions
+            from memstack.errors import InvalidInput
+
+            try:
+                MemoryOptions.parse(self.memory_options)
+            except InvalidInput as exc:
+                raise ValueError(f"memoryOptions: {exc.message}") from None
+        if not 1 <= self.observation_sweep_minutes <= 1440:
+            raise ValueError("observationSweepMinutes must be from 1 to 1440")
+
+    @property
+    def memory_options_json(self) -> str | None:
+        """``memory_options`` as the compact JSON of ``MEMSTACK_OPTIONS`` (``None`` when unset)."""
+        if self.memory_options is None:
+            return None
+        return json.dumps(self.memory_options, separators=(",", ":"), sort_keys=True)
 
     @classmethod
     def from_context(cls, node: Node) -> MemstackConfig:
@@ -99,6 +122,7 @@ class MemstackConfig:
 
         defaults = cls()
         tags = get("tags")
+        options = get("memoryOptions")
         return cls(
             search_service=get("searchService") or defaults.search_service,
             auth=get("auth") or defaults.auth,
@@ -118,4 +142,6 @@ class MemstackConfig:
             collection_name=get("collectionName") or defaults.collection_name,
             api_execution_logs=flag("apiExecutionLogs", defaults.api_execution_logs),
             tags=json.loads(tags) if isinstance(tags, str) else dict(tags or {}),
+            memory_options=json.loads(options) if isinstance(options, str) else options,
+            observation_sweep_minutes=number("observationSweepMinutes") or defaults.observation_sweep_minutes,
         )

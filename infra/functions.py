@@ -1,13 +1,21 @@
-"""Functions: ``api`` (every REST route), ``context`` (the context route, sized and warmed apart) and
-``indexer`` (the table's stream → embeddings → the search index), Python 3.12 on arm64.
+"""Functions: ``api`` (every REST route), ``context`` (the context route, sized and warmed apart),
+``indexer`` (the table's stream → embeddings → the search index), and the background observation path
+(spec §2.9; ``infra/observation.py`` wires them): ``observe`` (the state machine's Observe and
+RecordFailure tasks), ``reflect`` (its Reflect task) and ``sweep`` (the schedule that restarts idle work;
+``functions/observe``, handler ``app.sweep``). Python 3.12 on arm64.
 
 Each function has a role of its own with only what it uses (docs/dynamodb.md lists the operations):
 
 | function | DynamoDB | S3 (``messages/*``) | search | secret |
 | --- | --- | --- | --- | --- |
 | api | Get/BatchGet/Query, Put/Update/Delete/BatchWrite (transactions need no more) | get, put, delete | read/write | read |
-| context | Get/BatchGet/Query | get | read (+ delete of orphans: write) | read |
+| context | Get/BatchGet/Query, Put/Update + ConditionCheck (observation above ``block_after``) | get | read (+ delete of orphans: write) | read |
 | indexer | Get/BatchGet/Query, UpdateItem (index marks); the stream | get | read/write | read |
+| observe, reflect | Get/BatchGet/Query, Put/Update + ConditionCheck (the observation record's transaction, titles) | get | read/write | read |
+| sweep | Get/BatchGet/Query (the ``by_pending`` index) | — | read/write | read |
+
+Every function builds the same ``Memory`` (``memstack.bootstrap.memory_from_env``), whose start-up checks
+the search index, so all of them are principals of the search backend.
 
 No Scan anywhere (the store never scans). Environments come from ``memstack.settings.env_names()``.
 """
@@ -40,6 +48,9 @@ FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 TABLE_READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
 TABLE_WRITE = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
 INDEX_MARKS = ("dynamodb:UpdateItem",)
+OBSERVATION_WRITE = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
+"""The observation record (a Put, in thread scope inside a TransactWriteItems with a ConditionCheck on the
+thread), the failure record, thread titles and working memory (UpdateItem)."""
 
 
 @dataclass(frozen=True)
@@ -50,16 +61,27 @@ class FunctionSpec:
     timeout: Duration
     table_actions: tuple[str, ...]
     bucket_actions: tuple[str, ...]
+    handler: str = "app.handler"
+    folder: str | None = None
+    """The code's folder under ``functions/`` (default: ``name``)."""
 
 
 SPECS = (
     FunctionSpec("api", "Memstack: the REST API (every route but context).", 1024, Duration.seconds(29),
                  TABLE_READ + TABLE_WRITE, ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")),
     FunctionSpec("context", "Memstack: POST /v1/threads/{thread_id}/context (the turn's hot path).", 1769,
-                 Duration.seconds(29), TABLE_READ, ("s3:GetObject",)),
+                 Duration.seconds(29), TABLE_READ + OBSERVATION_WRITE, ("s3:GetObject",)),
     FunctionSpec("indexer", "Memstack: the table's message stream -> embeddings -> OpenSearch.", 1024,
                  Duration.minutes(5), TABLE_READ + INDEX_MARKS, ("s3:GetObject",)),
+    FunctionSpec("observe", "Memstack: observation state machine - the Observe and RecordFailure tasks.", 1024,
+                 Duration.minutes(5), TABLE_READ + OBSERVATION_WRITE, ("s3:GetObject",)),
+    FunctionSpec("reflect", "Memstack: observation state machine - the Reflect task.", 1024,
+                 Duration.minutes(5), TABLE_READ + OBSERVATION_WRITE, ("s3:GetObject",)),
+    FunctionSpec("sweep", "Memstack: every 5 minutes, restart observation work that went idle.", 1024,
+                 Duration.minutes(1), TABLE_READ, (), handler="app.sweep", folder="observe"),
 )  # fmt: skip
+BACKGROUND = frozenset({"observe", "reflect", "sweep"})
+"""The background observation functions (``infra/observation.py``)."""
 
 STREAM_BATCH_SIZE = 100
 STREAM_RETRY_ATTEMPTS = 5
@@ -67,15 +89,17 @@ STREAM_MAX_RECORD_AGE = Duration.hours(6)
 
 
 class Functions(Construct):
-    """The three functions, their roles, and the indexer's stream mapping with its dead-letter queue.
+    """The functions, their roles, and the indexer's stream mapping with its dead-letter queue.
 
     Args:
         table, bucket, secret: what the functions use.
-        config: the deployment's choices (embedding model, auth mode, log level, TTL …).
-        functions_dir: where ``api/``, ``context/`` and ``indexer/`` live (``app.py``, ``app.handler``).
+        config: the deployment's choices (embedding model, auth mode, log level, TTL, memory options …).
+        functions_dir: where ``api/``, ``context/``, ``indexer/``, ``observe/`` and ``reflect/`` live
+            (``app.py``; handler ``app.handler``, the sweep's ``app.sweep``).
 
     Attributes:
-        api, context, indexer: the functions; by_name: the same by name; dead_letter_queue; stream_mapping.
+        api, context, indexer, observe, reflect, sweep: the functions; by_name: the same by name;
+        dead_letter_queue; stream_mapping.
     """
 
     def __init__(
@@ -100,6 +124,7 @@ class Functions(Construct):
             openai_base_url=config.openai_base_url,
             openai_api_key_secret_arn=secret.secret_arn,
             message_ttl_seconds=config.message_ttl_seconds,
+            options=config.memory_options_json,
         )
         api_only = memstack_environment(
             indexing="stream",
@@ -131,15 +156,23 @@ class Functions(Construct):
                     resources=[table.table_arn, f"{table.table_arn}/index/*"],
                 )
             )
-            role.add_to_policy(
-                iam.PolicyStatement(
-                    actions=list(spec.bucket_actions), resources=[bucket.arn_for_objects(f"{BODIES_PREFIX}*")]
+            if spec.bucket_actions:
+                role.add_to_policy(
+                    iam.PolicyStatement(
+                        actions=list(spec.bucket_actions),
+                        resources=[bucket.arn_for_objects(f"{BODIES_PREFIX}*")],
+                    )
                 )
-            )
             secret.grant_read(role)
+            if spec.name == "indexer":
+                own = memstack_environment(indexing="inline")
+            elif spec.name in BACKGROUND:
+                own = memstack_environment(indexing="stream")
+            else:
+                own = api_only
             environment = {
                 **common,
-                **(memstack_environment(indexing="inline") if spec.name == "indexer" else api_only),
+                **own,
                 **powertools_environment(service=f"memstack-{spec.name}", log_level=config.log_level),
             }
             function = lambda_.Function(
@@ -148,8 +181,8 @@ class Functions(Construct):
                 description=spec.description,
                 runtime=RUNTIME,
                 architecture=ARCHITECTURE,
-                handler="app.handler",
-                code=function_code(functions_dir / spec.name),
+                handler=spec.handler,
+                code=function_code(functions_dir / (spec.folder or spec.name)),
                 memory_size=spec.memory_mb,
                 timeout=spec.timeout,
                 role=role,
@@ -184,6 +217,9 @@ class Functions(Construct):
         self.api = self.by_name["api"]
         self.context = self.by_name["context"]
         self.indexer = self.by_name["indexer"]
+        self.observe = self.by_name["observe"]
+        self.reflect = self.by_name["reflect"]
+        self.sweep = self.by_name["sweep"]
 
         self.dead_letter_queue = sqs.Queue(
             self,

@@ -1,5 +1,6 @@
-"""Observability: alarms (function errors and throttles, API 5xx, indexer dead letters and stream lag) and
-one CloudWatch dashboard. With ``alarm_topic_arn`` every alarm notifies that SNS topic."""
+"""Observability: alarms (function errors and throttles, API 5xx, indexer dead letters and stream lag, the
+observation state machine's failed, throttled and timed-out executions) and one CloudWatch dashboard.
+With ``alarm_topic_arn`` every alarm notifies that SNS topic."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 PERIOD = Duration.minutes(5)
@@ -24,7 +26,8 @@ class Observability(Construct):
 
     Attributes:
         alarms: by name (``<function>-errors``, ``<function>-throttles``, ``api-5xx``, ``indexer-dlq``,
-            ``indexer-iterator-age``); dashboard.
+            ``indexer-iterator-age``; with a state machine ``observation-failed``, ``observation-throttled``,
+            ``observation-timed-out``); dashboard.
     """
 
     def __init__(
@@ -36,6 +39,7 @@ class Observability(Construct):
         rest_api: apigw.RestApi,
         dead_letter_queue: sqs.IQueue,
         indexer: lambda_.Function,
+        state_machine: sfn.StateMachine | None = None,
         alarm_topic_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -74,6 +78,22 @@ class Observability(Construct):
             "The indexer lags the table's stream.",
             threshold=INDEXER_MAX_ITERATOR_AGE_MS,
         )
+        if state_machine is not None:
+            self._alarm(
+                "observation-failed",
+                state_machine.metric_failed(period=PERIOD, statistic="Sum"),
+                "Observation executions failed after their retries (recorded on the record; the sweep retries).",
+            )
+            self._alarm(
+                "observation-throttled",
+                state_machine.metric_throttled(period=PERIOD, statistic="Sum"),
+                "Observation executions were throttled by Step Functions.",
+            )
+            self._alarm(
+                "observation-timed-out",
+                state_machine.metric_timed_out(period=PERIOD, statistic="Sum"),
+                "Observation executions timed out (15 minutes).",
+            )
 
         if alarm_topic_arn:
             topic = sns.Topic.from_topic_arn(self, "AlarmTopic", alarm_topic_arn)
@@ -118,6 +138,21 @@ class Observability(Construct):
                 width=12,
             ),
         )
+        if state_machine is not None:
+            self.dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title="Observation executions",
+                    left=[
+                        state_machine.metric_started(period=PERIOD, statistic="Sum"),
+                        state_machine.metric_succeeded(period=PERIOD, statistic="Sum"),
+                    ],
+                    right=[
+                        state_machine.metric_failed(period=PERIOD, statistic="Sum"),
+                        state_machine.metric_timed_out(period=PERIOD, statistic="Sum"),
+                    ],
+                    width=24,
+                )
+            )
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(title="Indexer stream lag (ms)", left=[iterator_age], width=12),
             cloudwatch.GraphWidget(

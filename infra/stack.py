@@ -13,13 +13,14 @@ from infra.config import MemstackConfig
 from infra.environment import memstack_environment
 from infra.functions import FUNCTIONS_DIR, Functions
 from infra.observability import Observability
+from infra.observation import Observation
 from infra.search import Search
 from infra.secrets import Secrets
 from infra.storage import Storage
 
 
 class MemstackStack(Stack):
-    """Memstack on AWS: storage, secrets, functions, search, API, observability.
+    """Memstack on AWS: storage, secrets, functions, search, API, the observation workflow, observability.
 
     Args:
         config: the deployment's choices; default: read from the CDK context (``MemstackConfig.from_context``).
@@ -89,6 +90,17 @@ class MemstackStack(Stack):
             context_function=self.functions.context,
             config=config,
         )
+        # After the functions and search: the state machine references observe/reflect; api, indexer and
+        # sweep get its ARN (infra/observation.py explains why that has no cycle).
+        self.observation = Observation(
+            self,
+            "Observation",
+            observe_function=self.functions.observe,
+            reflect_function=self.functions.reflect,
+            sweep_function=self.functions.sweep,
+            starters=[self.functions.api, self.functions.indexer],
+            sweep_minutes=config.observation_sweep_minutes,
+        )
         self.observability = Observability(
             self,
             "Observability",
@@ -96,6 +108,7 @@ class MemstackStack(Stack):
             rest_api=self.api.rest_api,
             dead_letter_queue=self.functions.dead_letter_queue,
             indexer=self.functions.indexer,
+            state_machine=self.observation.state_machine,
             alarm_topic_arn=config.alarm_topic_arn,
         )
 
@@ -105,5 +118,6 @@ class MemstackStack(Stack):
         CfnOutput(self, "SearchEndpoint", value=self.search.endpoint)
         CfnOutput(self, "OpenAIKeySecretArn", value=self.secrets.openai_key.secret_arn)
         CfnOutput(self, "IndexName", value=self.search.index.get_att_string("IndexName"))
+        CfnOutput(self, "ObservationStateMachineArn", value=self.observation.state_machine.state_machine_arn)
         if self.api.user_pool is not None:
             CfnOutput(self, "UserPoolId", value=self.api.user_pool.user_pool_id)

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from memstack.config import MemoryOptions
     from memstack.memory import Memory
-    from memstack.ports import ChatModel, Embedder
+    from memstack.ports import ChatModel, Embedder, ObservationScheduler
     from memstack.settings import Settings
 
 EMBEDDERS = ("local", "hash", "openai")
+Background = Literal["thread", "inline"]
 
 
 def make_embedder(
@@ -84,6 +86,46 @@ def make_chat_model(settings: Settings | None = None) -> ChatModel:
     )
 
 
+def needs_chat_model(options: MemoryOptions) -> bool:
+    """Whether these options use a chat model: observational memory is on (spec §2.9) or thread titles
+    are generated (spec §2.6). Both run as background observation work on AWS."""
+    return options.observational_memory.enabled or options.generate_title.enabled
+
+
+def chat_model_for(settings: Settings, options: MemoryOptions | dict[str, Any] | None) -> ChatModel | None:
+    """The chat model a ``Memory`` with these options needs (``make_chat_model``), or ``None`` when the
+    options use none — so a deployment without observational memory or titles needs no chat key.
+
+    Raises:
+        InvalidInput: bad options; the options use a chat model but no OpenAI key is configured (field
+            ``OPENAI_API_KEY``).
+        Unavailable: the key secret cannot be read.
+    """
+    from memstack.config import MemoryOptions
+    from memstack.errors import InvalidInput
+
+    if not needs_chat_model(MemoryOptions.parse(options)):
+        return None
+    if openai_api_key(settings) is None:
+        raise InvalidInput(
+            "observational memory and title generation need a chat model: set OPENAI_API_KEY "
+            "(or MEMSTACK_OPENAI_API_KEY_SECRET_ARN)",
+            field="OPENAI_API_KEY",
+        )
+    return make_chat_model(settings)
+
+
+def scheduler_for(settings: Settings) -> ObservationScheduler | None:
+    """A ``StepFunctionsScheduler`` when ``MEMSTACK_OBSERVATION_STATE_MACHINE_ARN`` is set, else ``None``
+    (the ``Memory`` then runs background work in-process). Connects nothing."""
+    if not settings.observation_state_machine_arn:
+        return None
+    from memstack.adapters.stepfunctions import StepFunctionsScheduler
+
+    # the state machine's own region (its ARN's), whatever region the functions' other clients use
+    return StepFunctionsScheduler(settings.observation_state_machine_arn)
+
+
 _secret_values: dict[str, str] = {}
 _secret_lock = threading.Lock()
 
@@ -132,25 +174,38 @@ def build(
     *,
     embedder: str | Embedder | None = None,
     options: dict[str, Any] | None = None,
+    chat_model: ChatModel | None = None,
+    background: Background = "thread",
 ) -> Memory:
     """A ``Memory`` on the backend the settings name (``MEMSTACK_BACKEND``): ``sqlite`` or ``aws``.
 
     Args:
         settings: defaults to ``load_settings()`` (the environment).
         embedder: overrides the settings' embedder (a name or an instance).
-        options: memory options (``MemoryOptions`` names, Mastra's defaults for the rest).
+        options: memory options (``MemoryOptions`` names, Mastra's defaults for the rest); ``None``: the
+            settings' ``MEMSTACK_OPTIONS``.
+        chat_model: the Observer's, Reflector's and titles' model; ``None``: ``make_chat_model`` when
+            the options use one (``chat_model_for``).
+        background: in-process background work (no Step Functions scheduler): ``thread`` or ``inline``.
 
     Raises:
-        InvalidInput: bad settings or options; an existing index of another dimension.
+        InvalidInput: bad settings or options; an existing index of another dimension; options that
+            need a chat model without one or an OpenAI key.
         Unavailable: a backend cannot be reached where start-up needs it (the OpenSearch index check).
     """
     from memstack.settings import load_settings
 
     settings = settings if settings is not None else load_settings()
     chosen = embedder if embedder is not None else settings.embedder_name
+    options = options if options is not None else settings.options
     if settings.backend == "aws":
-        return build_aws(settings, embedder=chosen, options=options)
-    return build_local(path=settings.db_path, embedder=chosen, options=options)
+        return build_aws(
+            settings, embedder=chosen, options=options, chat_model=chat_model, background=background
+        )
+    chat = chat_model if chat_model is not None else chat_model_for(settings, options)
+    return build_local(
+        path=settings.db_path, embedder=chosen, options=options, chat_model=chat, background=background
+    )
 
 
 def build_aws(
@@ -158,6 +213,8 @@ def build_aws(
     *,
     embedder: str | Embedder | None = None,
     options: dict[str, Any] | None = None,
+    chat_model: ChatModel | None = None,
+    background: Background = "thread",
 ) -> Memory:
     """The AWS backend: DynamoDB (+ S3 for large bodies) store and OpenSearch index, from ``settings``.
 
@@ -165,8 +222,15 @@ def build_aws(
     With ``create_resources`` the table and bucket are created when missing (local endpoints, tests).
     The OpenSearch index is created idempotently and its dimension checked here.
 
+    ``options`` default to the settings' (``MEMSTACK_OPTIONS``). When they turn on observational memory
+    or title generation, the memory gets ``chat_model`` or else ``make_chat_model`` (nothing connects
+    until the first completion); with ``MEMSTACK_OBSERVATION_STATE_MACHINE_ARN`` it gets a
+    ``StepFunctionsScheduler`` that starts background observation (docs/deploy.md "Observation
+    workflow"), else background work runs in-process as ``background`` says.
+
     Raises:
-        InvalidInput: no OpenSearch endpoint; an index of another dimension; bad options.
+        InvalidInput: no OpenSearch endpoint; an index of another dimension; bad options; options that
+            need a chat model without an OpenAI key (field ``OPENAI_API_KEY``).
         Unavailable: OpenSearch or DynamoDB cannot be reached.
     """
     from memstack.errors import InvalidInput
@@ -180,6 +244,9 @@ def build_aws(
     from memstack.memory import Memory
     from memstack.tokens import default_tokenizer
 
+    options = options if options is not None else settings.options
+    chat = chat_model if chat_model is not None else chat_model_for(settings, options)
+    scheduler = scheduler_for(settings)
     chosen = embedder if embedder is not None else settings.embedder_name
     emb = make_embedder(
         chosen,
@@ -233,6 +300,9 @@ def build_aws(
         options=options,
         parallel_recall=True,
         index_on_save=settings.indexing == "inline",
+        chat_model=chat,
+        scheduler=scheduler,
+        background=background,
     )
 
 
@@ -255,8 +325,12 @@ def build_local(
     path: str | Path | None = None,
     embedder: str | Embedder = "local",
     options: dict[str, Any] | None = None,
+    chat_model: ChatModel | None = None,
+    background: Background = "thread",
 ) -> Memory:
     """The embedded default: SQLite file (default ``.memstack/memory.db``) with FTS5 and sqlite-vec.
+
+    ``chat_model`` and ``background`` go to ``Memory`` (observational memory and titles run in-process).
 
     Raises:
         InvalidInput: bad options, unknown embedder, or an existing file indexed with another dimension.
@@ -276,7 +350,15 @@ def build_local(
     try:
         store = SqliteMemoryStore(db)
         index = SqliteSearchIndex(db, emb.dimension)
-        return Memory(store=store, index=index, embedder=emb, tokenizer=default_tokenizer(), options=options)
+        return Memory(
+            store=store,
+            index=index,
+            embedder=emb,
+            tokenizer=default_tokenizer(),
+            options=options,
+            chat_model=chat_model,
+            background=background,
+        )
     except BaseException:
         db.close()
         raise

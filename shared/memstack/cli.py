@@ -51,6 +51,18 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--db", help="SQLite file of the sqlite backend (default: a fresh temporary file, removed afterwards)"
     )
+    demo.add_argument(
+        "--observational",
+        action="store_true",
+        help="also run observational memory (Observer and Reflector) with the chat model MEMSTACK_CHAT_MODEL "
+        "at OPENAI_BASE_URL with OPENAI_API_KEY; skipped, saying so, when neither is configured",
+    )
+    demo.add_argument(
+        "--message-tokens",
+        type=int,
+        default=None,
+        help="--observational: the Observer's threshold (default 2000, so LoCoMo sessions cross it)",
+    )
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     _serve_parser(sub)
     return parser
@@ -147,12 +159,32 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, db: str | Settings) -> int:
     from memstack import demo
-    from memstack.bootstrap import build
-    from memstack.memory import Memory
+    from memstack.bootstrap import build, build_local, make_chat_model
+    from memstack.settings import load_settings
 
-    options = {
+    options: dict[str, Any] = {
         "semantic_recall": {"mode": args.mode, "top_k": args.top_k, "message_range": args.message_range}
     }
+    chat: demo.CountingChat | None = None
+    if args.observational:
+        settings = db if not isinstance(db, str) else load_settings()
+        if settings.api_key() is None and settings.openai_base_url is None:
+            print(
+                "memstack demo: observational memory SKIPPED: no OPENAI_API_KEY or OPENAI_BASE_URL is "
+                "configured, so there is no model for the Observer; running without that layer",
+                file=sys.stderr,
+            )
+        else:
+            message_tokens = args.message_tokens or demo.DEMO_MESSAGE_TOKENS
+            options["observational_memory"] = demo.observational_options(message_tokens)
+            chat = demo.CountingChat(make_chat_model(settings))
+            print(
+                f"memstack demo: observational memory on (model={settings.chat_model} scope=resource "
+                f"message_tokens={message_tokens}); the Observer runs after each save",
+                file=sys.stderr,
+            )
+    elif args.message_tokens is not None:
+        raise InvalidInput("--message-tokens applies with --observational only", field="message_tokens")
     where = (
         f"db={db}"
         if isinstance(db, str)
@@ -164,13 +196,16 @@ def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, 
         file=sys.stderr,
     )
     memory = (
-        Memory.local(db, embedder=args.embedder, **options)
+        build_local(path=db, embedder=args.embedder, options=options, chat_model=chat, background="inline")
         if isinstance(db, str)
-        else build(db, embedder=args.embedder, options=options)
+        else build(db, embedder=args.embedder, options=options, chat_model=chat, background="inline")
     )
     with memory:
         result = demo.run(memory, conversations, progress=None if args.quiet else sys.stderr)
+        summary = demo.observation_line(memory, conversations, chat) if chat is not None else None
     print(demo.table(result))
+    if summary is not None:
+        print(summary)
     print(result.result_line())
     return 0
 

@@ -11,7 +11,8 @@
 Each method takes the arguments of the ``Memory`` method of the same name; ``resource_id`` may be left out
 when the client was given a default. Answers are the library's types (``Thread``, ``Message``,
 ``ThreadPage``, ``MessagePage``, ``CloneResult``, ``RecallResult``) except ``context``, which returns a
-``RemoteContext`` (the ``ModelContext`` fields the API sends, and the same ``to_openai()``).
+``RemoteContext`` (the ``ModelContext`` fields the API sends, and the same ``to_openai()``), and
+``get_observations``, which returns a ``RemoteObservations`` summary (or ``None``).
 
 Errors are the library's: the API's ``{"error": {"code", "message", "field"}}`` becomes the
 ``memstack.errors`` class of its code (``field`` kept, ``status`` set to the HTTP status); an answer without
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -124,6 +126,74 @@ class RemoteContext:
         if self.tools:
             out["tools"] = list(self.tools)
         return out
+
+
+@dataclass(frozen=True)
+class RemoteObservations:
+    """The observation record that serves a thread, as ``GET /v1/threads/{thread_id}/observations`` sums
+    it up (``ObservationRecord`` without the buffered chunks' text or other threads' cursors).
+
+    Attributes:
+        scope: ``thread`` (the thread's own record) or ``resource`` (the resource's, shared by its threads).
+        active_observations: the observation log the model is shown (``""`` before the first).
+        observation_tokens: tokens of ``active_observations``.
+        generation_count: reflections so far.
+        origin_type: ``initial`` (Observer) or ``reflection`` (Reflector).
+        observed_seq: the last observed ``seq`` of this thread (0: nothing observed yet).
+        pending_message_tokens: tokens of unobserved messages at the last count.
+        buffered_chunks: how many background observations wait to be activated.
+        current_task, suggested_response: the Observer's latest hints (``None`` if none).
+        failure_count, last_error: consecutive failed background runs and the last error (no message text).
+        updated_at: when the record was last written (aware UTC), if known.
+    """
+
+    scope: str
+    active_observations: str
+    observation_tokens: int
+    generation_count: int
+    origin_type: str
+    observed_seq: int
+    pending_message_tokens: int
+    buffered_chunks: int
+    current_task: str | None = None
+    suggested_response: str | None = None
+    failure_count: int = 0
+    last_error: str | None = None
+    updated_at: datetime | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RemoteObservations:
+        """Read the API's ``record`` object.
+
+        Raises:
+            KeyError, TypeError, ValueError: a shape the client cannot read (``_parse`` maps them).
+        """
+        updated = data.get("updated_at")
+        return cls(
+            scope=_str(data["scope"]),
+            active_observations=_str(data["active_observations"]),
+            observation_tokens=int(data["observation_tokens"]),
+            generation_count=int(data["generation_count"]),
+            origin_type=_str(data["origin_type"]),
+            observed_seq=int(data["observed_seq"]),
+            pending_message_tokens=int(data["pending_message_tokens"]),
+            buffered_chunks=int(data["buffered_chunks"]),
+            current_task=_opt_str(data.get("current_task")),
+            suggested_response=_opt_str(data.get("suggested_response")),
+            failure_count=int(data.get("failure_count") or 0),
+            last_error=_opt_str(data.get("last_error")),
+            updated_at=datetime.fromisoformat(_str(updated)) if updated is not None else None,
+        )
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else _str(value)
 
 
 class SigV4Auth(httpx.Auth):
@@ -689,6 +759,62 @@ class MemstackClient:
         data = self._request(
             "POST",
             ["threads", _routable(thread_id), "working-memory", "tool-calls"],
+            {"resource_id": self._rid(resource_id)},
+            body,
+        )
+        return _parse(lambda: Message.model_validate(data["message"]))
+
+    # observational memory ------------------------------------------------------------------------
+
+    def get_observations(
+        self, *, thread_id: str, resource_id: str | None = None
+    ) -> RemoteObservations | None:
+        """The observation record that serves the thread (``Memory.get_observation_record``, summed up),
+        or ``None`` when nothing has been observed or buffered for it yet.
+
+        Raises:
+            NotFound: the thread is missing or another resource's.
+        """
+        data = self._request(
+            "GET", ["threads", _routable(thread_id), "observations"], {"resource_id": self._rid(resource_id)}
+        )
+
+        def build() -> RemoteObservations | None:
+            record = data["record"]
+            return None if record is None else RemoteObservations.from_json(record)
+
+        return _parse(build)
+
+    def apply_recall_tool(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        tool_call: Mapping[str, Any] | ToolCallPart,
+        options: dict[str, Any] | None = None,
+    ) -> Message:
+        """Run the model's ``recall`` call (``Memory.apply_recall_tool``: the messages behind an observation
+        group, when ``observational_memory.retrieval`` is on).
+
+        Args:
+            tool_call: an OpenAI tool call ``{"id", "type": "function", "function": {"name": "recall",
+                "arguments"}}`` or a ``ToolCallPart``.
+            options: the options the context was assembled with (they must enable retrieval).
+
+        Returns:
+            The ``tool`` message to send back (not saved); the model's own mistakes (bad arguments, an
+            unknown cursor) are an error result in it, not an exception.
+
+        Raises:
+            InvalidInput: not a ``recall`` call, malformed, or retrieval not enabled.
+            PayloadTooLarge: the arguments are too large.
+        """
+        body: dict[str, Any] = {"tool_call": _tool_call(tool_call)}
+        if options is not None:
+            body["options"] = options
+        data = self._request(
+            "POST",
+            ["threads", _routable(thread_id), "recall-tool"],
             {"resource_id": self._rid(resource_id)},
             body,
         )

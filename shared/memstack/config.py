@@ -490,6 +490,20 @@ class ObservationalMemoryOptions(_Options):
         return obs or ref or default, ref or obs or default
 
 
+class GenerateTitleOptions(_Options):
+    """Thread title generation (spec §2.6 ``generateTitle``; off by default, as in Mastra).
+
+    Attributes:
+        enabled: title an untitled thread in the background after its first user message.
+        instructions: replaces the default title instructions (≤ 16,000 chars).
+        min_messages: the thread's own messages needed first (1..100; Mastra's default 1).
+    """
+
+    enabled: bool = True
+    instructions: str | None = Field(None, max_length=16_000)
+    min_messages: int = Field(1, ge=1, le=100)
+
+
 class MemoryOptions(_Options):
     """Every memory option. Build with ``MemoryOptions.parse(dict)`` to get ``InvalidInput`` errors.
 
@@ -503,6 +517,8 @@ class MemoryOptions(_Options):
         read_only: save nothing and offer no working-memory tool.
         observational_memory: ``ObservationalMemoryOptions`` (spec §2.9), or ``True``/``False``;
             disabled by default. An object counts as enabled unless it says ``enabled: false``.
+        generate_title: ``GenerateTitleOptions`` or ``True``/``False`` (default off): title untitled
+            threads in the background; a title someone set is never overwritten.
     """
 
     last_messages: int | Literal[False] = Field(10, ge=0, le=10_000)
@@ -512,6 +528,7 @@ class MemoryOptions(_Options):
     tool_call_filter: ToolCallFilterOptions | None = None
     read_only: bool = False
     observational_memory: ObservationalMemoryOptions = ObservationalMemoryOptions(enabled=False)
+    generate_title: GenerateTitleOptions = GenerateTitleOptions(enabled=False)
 
     @field_validator("last_messages", mode="before")
     @classmethod
@@ -530,7 +547,7 @@ class MemoryOptions(_Options):
     def _wm(cls, value: Any) -> Any:
         return {"enabled": value} if isinstance(value, bool) else value
 
-    @field_validator("observational_memory", mode="before")
+    @field_validator("observational_memory", "generate_title", mode="before")
     @classmethod
     def _om(cls, value: Any) -> Any:
         return {"enabled": value} if isinstance(value, bool) else value
@@ -581,12 +598,13 @@ class MemoryOptions(_Options):
 
 def _expand_bools(overrides: dict[str, Any]) -> dict[str, Any]:
     out = dict(overrides)
-    for key in ("semantic_recall", "working_memory", "observational_memory"):
+    for key in ("semantic_recall", "working_memory", "observational_memory", "generate_title"):
         if isinstance(out.get(key), bool):
             out[key] = {"enabled": out[key]}
-    om = out.get("observational_memory")
-    if isinstance(om, dict) and "enabled" not in om:  # Mastra: an object counts as enabled
-        out["observational_memory"] = {**om, "enabled": True}
+    for key in ("observational_memory", "generate_title"):
+        value = out.get(key)
+        if isinstance(value, dict) and "enabled" not in value:  # Mastra: an object counts as enabled
+            out[key] = {**value, "enabled": True}
     if isinstance(out.get("semantic_recall"), dict):
         recall = dict(out["semantic_recall"])
         if isinstance(recall.get("message_range"), int) and not isinstance(recall["message_range"], bool):

@@ -28,7 +28,7 @@ from memstack.model import (
 from memstack.ports import Tokenizer
 from memstack.text import to_json_text
 
-SystemKind = Literal["instructions", "working_memory", "recall"]
+SystemKind = Literal["instructions", "working_memory", "recall", "observations"]
 
 MESSAGE_OVERHEAD_TOKENS = 4
 """Tokens counted per chat message for role and separators (OpenAI's published estimate is 3–4)."""

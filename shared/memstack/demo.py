@@ -12,12 +12,84 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from memstack.locomo import CATEGORIES, Conversation
 from memstack.memory import Memory
+from memstack.ports import ChatModel, ChatResult
+
+DEMO_MESSAGE_TOKENS = 2_000
+"""``--observational``: the Observer's threshold in the demo. Mastra's 30,000 is more than a whole LoCoMo
+conversation (about 21,000 tokens), so the demo observes sooner to show the layer working."""
+
+DEMO_OBSERVATION_TOKENS = 4_000
+"""``--observational``: the Reflector's threshold in the demo (Mastra: 40,000)."""
+
+
+def observational_options(message_tokens: int = DEMO_MESSAGE_TOKENS) -> dict[str, Any]:
+    """Observational memory for the demo: resource scope (the questions thread sees what every session
+    taught), observing every ``message_tokens`` tokens, reflecting at ``DEMO_OBSERVATION_TOKENS``."""
+    return {
+        "scope": "resource",
+        "observation": {"message_tokens": message_tokens},
+        "reflection": {"observation_tokens": max(DEMO_OBSERVATION_TOKENS, message_tokens * 2)},
+    }
+
+
+class CountingChat:
+    """A ``ChatModel`` wrapper that counts Observer, Reflector and title calls and their tokens."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.calls: dict[str, int] = defaultdict(int)
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+    def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatResult:
+        system = str(messages[0].get("content", "")) if messages else ""
+        kind = (
+            "reflector"
+            if "<observational-memory-instruction>" in system
+            else ("observer" if len(messages) == 3 else "title")
+        )
+        self.calls[kind] += 1
+        result = self.inner.complete(
+            messages, tools=tools, max_output_tokens=max_output_tokens, temperature=temperature
+        )
+        self.input_tokens += result.input_tokens
+        self.output_tokens += result.output_tokens
+        return result
+
+
+def observation_line(memory: Memory, conversations: list[Conversation], chat: CountingChat) -> str:
+    """The machine-readable observational-memory line: what the layer did over the run."""
+    observed = tokens = reflections = failures = 0
+    for conv in conversations:
+        for thread_id in conv.sessions:
+            rec = memory.get_observation_record(resource_id=conv.resource_id, thread_id=thread_id)
+            if rec is not None:
+                observed += rec.observed_seq(thread_id)
+        rec = memory.get_observation_record(resource_id=conv.resource_id, thread_id=next(iter(conv.sessions)))
+        if rec is not None:
+            tokens += rec.observation_tokens
+            reflections += rec.generation_count
+            failures += rec.failure_count
+    return (
+        f"OBSERVATIONAL observed_messages={observed} observation_tokens={tokens} reflections={reflections} "
+        f"failures={failures} observer_calls={chat.calls['observer']} reflector_calls={chat.calls['reflector']} "
+        f"model_input_tokens={chat.input_tokens} model_output_tokens={chat.output_tokens}"
+    )
 
 
 @dataclass

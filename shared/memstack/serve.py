@@ -392,6 +392,7 @@ def make_server(memory: Memory, config: ServeConfig, *, log: TextIO | None = Non
     """
     from memstack.api.app import MAX_BODY_BYTES, create_app
     from memstack.api.auth import AuthConfig
+
     # the claim name comes from MEMSTACK_JWT_RESOURCE_CLAIM (default sub), as on AWS; the mode from config
     auth = AuthConfig(mode=config.auth, resource_claim=AuthConfig.from_settings().resource_claim)
     limit = config.max_body_bytes if config.max_body_bytes is not None else MAX_BODY_BYTES

@@ -10,10 +10,10 @@ builds the adapters from them, lazily.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from memstack.errors import InvalidInput
 
@@ -59,12 +59,21 @@ class Settings(BaseSettings):
             the resource id must equal a claim of the token, else 403). docs/api.md "Auth".
         jwt_resource_claim: in ``jwt`` mode, the claim that holds the caller's resource id (default
             ``sub``).
+        options: the memory options of every ``Memory`` built from these settings
+            (``MEMSTACK_OPTIONS``): a JSON object of ``MemoryOptions`` names, e.g.
+            ``{"observational_memory": true}``; validated here, so an error names the variable and the
+            option. Unset: the defaults.
+        observation_state_machine_arn: the Step Functions state machine that runs background
+            observation (spec §2.9; docs/deploy.md "Observation workflow"); set on the functions that
+            schedule it. Unset: no ``StepFunctionsScheduler``.
 
     Raises (from ``load_settings``):
         InvalidInput: a value is malformed; ``field`` names the environment variable.
     """
 
-    model_config = SettingsConfigDict(env_prefix="MEMSTACK_", extra="ignore", frozen=True, populate_by_name=True)
+    model_config = SettingsConfigDict(
+        env_prefix="MEMSTACK_", extra="ignore", frozen=True, populate_by_name=True
+    )
 
     backend: Backend = "sqlite"
     db_path: Path = Path(".memstack/memory.db")
@@ -97,6 +106,37 @@ class Settings(BaseSettings):
     indexing: Literal["inline", "stream"] = "inline"
     auth: Literal["iam", "jwt"] = "iam"
     jwt_resource_claim: str = Field(default="sub", min_length=1, max_length=256)
+    options: Annotated[dict[str, Any] | None, NoDecode] = None
+    observation_state_machine_arn: str | None = Field(
+        default=None, pattern=r"^arn:[A-Za-z0-9-]+:states:[a-z0-9-]*:[0-9]*:stateMachine:[A-Za-z0-9_-]{1,80}$"
+    )
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options(cls, value: Any) -> dict[str, Any] | None:
+        import json
+
+        from memstack.config import MemoryOptions
+
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"must be a JSON object of memory options ({exc.msg})") from None
+        if not isinstance(value, dict):
+            raise ValueError("must be a JSON object of memory options")
+        try:
+            MemoryOptions.parse(value)
+        except InvalidInput as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    @field_validator("observation_state_machine_arn", mode="before")
+    @classmethod
+    def _empty_arn(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("openai_base_url", "dynamodb_endpoint_url", "s3_endpoint_url", "opensearch_endpoint")
     @classmethod

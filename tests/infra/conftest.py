@@ -42,7 +42,8 @@ def synthesize(**context: Any) -> Synth:
     from infra.stack import MemstackStack
 
     functions = ROOT / "functions"
-    for name in ("api", "context", "indexer"):  # owned by the handler authors; the asset needs the folder
+    # owned by the handler authors; the asset needs the folder
+    for name in ("api", "context", "indexer", "observe", "reflect"):
         (functions / name).mkdir(parents=True, exist_ok=True)
     defaults = json.loads((ROOT / "cdk.json").read_text())["context"]  # as `cdk synth` would see them
     app = App(context={**defaults, "aws:cdk:bundling-stacks": [], **context})
@@ -68,7 +69,8 @@ def synth() -> Synth:
 
 @pytest.fixture(scope="session")
 def synth_jwt_es() -> Synth:
-    """The other options: JWT (created user pool), managed domain, imported secret, message TTL."""
+    """The other options: JWT (created user pool), managed domain, imported secret, message TTL, memory
+    options (observational memory and titles on), a 10-minute observation sweep."""
     return synthesize(
         auth="jwt",
         jwtResourceClaim="custom:org",
@@ -76,6 +78,8 @@ def synth_jwt_es() -> Synth:
         openaiSecretName="memstack/openai",
         messageTtlSeconds="2592000",
         alarmTopicArn="arn:aws:sns:us-east-1:123456789012:ops",
+        memoryOptions='{"observational_memory": true, "generate_title": true}',
+        observationSweepMinutes="10",
     )
 
 

@@ -26,6 +26,8 @@ def test_given_the_stack_then_the_table_has_the_documented_keys_indexes_and_ttl(
                     string_key("gsi1pk"),
                     string_key("created_key"),
                     string_key("updated_key"),
+                    string_key("pending_pk"),
+                    string_key("pending_sk"),
                 ]
             ),
             "BillingMode": "PAY_PER_REQUEST",
@@ -38,13 +40,19 @@ def test_given_the_stack_then_the_table_has_the_documented_keys_indexes_and_ttl(
     )
     table = next(iter(synth.resources("AWS::DynamoDB::Table").values()))
     indexes = {i["IndexName"]: i for i in table["Properties"]["GlobalSecondaryIndexes"]}
-    assert set(indexes) == {"by_created", "by_updated"}
+    assert set(indexes) == {"by_created", "by_updated", "by_pending"}
     for name, sort_key in (("by_created", "created_key"), ("by_updated", "updated_key")):
         assert indexes[name]["KeySchema"] == [
             {"AttributeName": "gsi1pk", "KeyType": "HASH"},
             {"AttributeName": sort_key, "KeyType": "RANGE"},
         ]
         assert indexes[name]["Projection"] == {"ProjectionType": "ALL"}
+    # the observation sweep's sparse index: keys only (the owner is parsed from pk)
+    assert indexes["by_pending"]["KeySchema"] == [
+        {"AttributeName": "pending_pk", "KeyType": "HASH"},
+        {"AttributeName": "pending_sk", "KeyType": "RANGE"},
+    ]
+    assert indexes["by_pending"]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
     assert table["DeletionPolicy"] == "Retain"
 
 
@@ -145,6 +153,9 @@ def test_given_the_stack_then_only_the_functions_roles_get_data_access(synth: Sy
                 "FunctionsApiRole",
                 "FunctionsContextRole",
                 "FunctionsIndexerRole",
+                "FunctionsObserveRole",
+                "FunctionsReflectRole",
+                "FunctionsSweepRole",
                 "SearchIndexSetupRole",
             )
         )

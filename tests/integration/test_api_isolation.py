@@ -82,6 +82,7 @@ ATTEMPTS_ON_B_THREAD = [
     ("save messages", "POST", "/v1/threads/b-thread/messages", {"messages": ["injected"]}),
     ("get thread working memory", "GET", "/v1/threads/b-thread/working-memory", None),
     ("put thread working memory", "PUT", "/v1/threads/b-thread/working-memory", {"working_memory": "pwned"}),
+    ("get observations", "GET", "/v1/threads/b-thread/observations", None),
     (
         "apply tool call on thread scope",
         "POST",

@@ -167,3 +167,125 @@ def test_given_records_of_other_items_or_malformed_when_handled_then_they_are_ig
         ]
     }
     assert handler(event, None) == {"batchItemFailures": []}
+
+
+# background observation (spec §2.9): the indexer schedules it per thread after indexing -------------
+
+OM_ON = {"observational_memory": {"observation": {"message_tokens": 20, "buffer_tokens": False}}}
+
+
+class Recorder:
+    """Stands in for ``Memory.schedule_observation``; fails for the threads in ``failing``."""
+
+    def __init__(self, failing: frozenset[str] = frozenset()) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.failing = failing
+
+    def __call__(self, *, resource_id: str, thread_id: str) -> None:
+        from memstack.errors import Unavailable
+
+        self.calls.append((resource_id, thread_id))
+        if thread_id in self.failing:
+            raise Unavailable("Step Functions throttled StartExecution (ThrottlingException); retry later")
+
+
+def with_options(memory: Memory, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]) -> Recorder:
+    monkeypatch.setattr(memory, "options", memory.options.merged(options))
+    recorder = Recorder()
+    monkeypatch.setattr(memory, "schedule_observation", recorder)
+    return recorder
+
+
+def test_given_observational_memory_on_when_a_batch_is_indexed_then_each_thread_is_scheduled_once(
+    aws: tuple[Memory, OpenSearchDouble, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory, double, stream = aws
+    recorder = with_options(memory, monkeypatch, OM_ON)
+    memory.save_messages(thread_id="t1", resource_id="r1", messages=["alpha note", "alpha again"])
+    memory.save_messages(thread_id="t2", resource_id="r1", messages=["beta note"])
+    assert load_handler()(stream.next_event(), None) == {"batchItemFailures": []}
+    assert sorted(recorder.calls) == [("r1", "t1"), ("r1", "t2")]
+    assert len(docs(double, memory)) == 3
+
+
+def test_given_observational_memory_off_when_a_batch_is_indexed_then_nothing_is_scheduled(
+    aws: tuple[Memory, OpenSearchDouble, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory, _, stream = aws
+    recorder = with_options(memory, monkeypatch, {})
+    memory.save_messages(thread_id="t1", resource_id="r1", messages=["alpha note"])
+    assert load_handler()(stream.next_event(), None) == {"batchItemFailures": []}
+    assert recorder.calls == []
+
+
+def test_given_titles_on_and_semantic_recall_off_when_handled_then_it_still_schedules(
+    aws: tuple[Memory, OpenSearchDouble, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory, double, stream = aws
+    recorder = with_options(memory, monkeypatch, {"semantic_recall": False, "generate_title": True})
+    memory.save_messages(thread_id="t1", resource_id="r1", messages=["alpha note"])
+    assert load_handler()(stream.next_event(), None) == {"batchItemFailures": []}
+    assert recorder.calls == [("r1", "t1")]
+    assert docs(double, memory) == []  # nothing indexed
+
+
+def test_given_scheduling_failing_for_one_thread_then_only_its_records_are_reported(
+    aws: tuple[Memory, OpenSearchDouble, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory, _, stream = aws
+    recorder = with_options(memory, monkeypatch, OM_ON)
+    recorder.failing = frozenset({"t1"})
+    memory.save_messages(thread_id="t1", resource_id="r1", messages=["alpha note", "alpha again"])
+    memory.save_messages(thread_id="t2", resource_id="r1", messages=["beta note"])
+    event = stream.next_event()
+    t1_records = [
+        r["dynamodb"]["SequenceNumber"]
+        for r in event["Records"]
+        if r["dynamodb"]["Keys"]["pk"]["S"] == "T#2#r1#t1"
+        and r["dynamodb"]["Keys"]["sk"]["S"].startswith("M#")
+    ]
+    result = load_handler()(event, None)
+    assert sorted(f["itemIdentifier"] for f in result["batchItemFailures"]) == sorted(t1_records)
+    recorder.failing = frozenset()
+    assert load_handler()(event, None) == {"batchItemFailures": []}  # Lambda's retry schedules it
+
+
+def test_given_a_state_machine_when_turns_cross_the_threshold_then_one_execution_starts_per_state(
+    aws: tuple[Memory, OpenSearchDouble, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real path: settings → StepFunctionsScheduler → StartExecution (moto), named by the job's key;
+    a replayed batch starts nothing new."""
+    import json
+
+    import boto3
+
+    _, _, stream = aws
+    sfn = boto3.client("stepfunctions")
+    arn = sfn.create_state_machine(
+        name="observation",
+        definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+        roleArn="arn:aws:iam::123456789012:role/observation",
+    )["stateMachineArn"]
+    monkeypatch.setenv("MEMSTACK_OBSERVATION_STATE_MACHINE_ARN", arn)
+    monkeypatch.setenv("MEMSTACK_OPTIONS", json.dumps(OM_ON))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-used")  # the chat model connects on first use only
+    monkeypatch.setattr(bootstrap, "_memory", None)
+    memory = bootstrap.memory_from_env()
+    try:
+        assert memory.options.observational_memory.enabled
+        memory.save_messages(
+            thread_id="t1",
+            resource_id="r1",
+            messages=["a long enough note about the beach and the dog " * 4, "and another one " * 6],
+        )
+        event = stream.next_event()
+        assert load_handler()(event, None) == {"batchItemFailures": []}
+        executions = sfn.list_executions(stateMachineArn=arn)["executions"]
+        assert len(executions) == 1
+        started = json.loads(sfn.describe_execution(executionArn=executions[0]["executionArn"])["input"])
+        assert (started["resource_id"], started["thread_id"]) == ("r1", "t1")
+        assert started["key"] == executions[0]["name"] and started["reason"] == "threshold"
+        assert load_handler()(event, None) == {"batchItemFailures": []}  # a replay
+        assert len(sfn.list_executions(stateMachineArn=arn)["executions"]) == 1
+    finally:
+        memory.close()

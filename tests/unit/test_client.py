@@ -227,9 +227,8 @@ def test_given_an_explicit_region_and_service_when_signing_then_the_scope_names_
 # --- every method against the real resolver (in-process, no socket) ---------------------------------
 
 
-@pytest.fixture
-def local() -> Iterator[MemstackClient]:
-    memory = Memory.local(":memory:", embedder="hash")
+def client_over(memory: Memory) -> MemstackClient:
+    """A client whose requests the real resolver over ``memory`` answers in-process."""
     app = create_app(memory, auth=AuthConfig())
 
     def serve(request: httpx.Request) -> httpx.Response:
@@ -244,7 +243,13 @@ def local() -> Iterator[MemstackClient]:
         )
         return httpx.Response(answer.status, headers=answer.headers, content=answer.body)
 
-    with MemstackClient(BASE, resource_id="u1", transport=httpx.MockTransport(serve)) as client:
+    return MemstackClient(BASE, resource_id="u1", transport=httpx.MockTransport(serve))
+
+
+@pytest.fixture
+def local() -> Iterator[MemstackClient]:
+    memory = Memory.local(":memory:", embedder="hash")
+    with client_over(memory) as client:
         yield client
     memory.close()
 
@@ -361,7 +366,7 @@ def test_given_a_thread_id_the_api_cannot_route_when_called_then_invalid_input_b
 ) -> None:
     sent: list[httpx.Request] = []
     client = client_for(lambda r: sent.append(r) or httpx.Response(200, json={}))
-    calls = [
+    calls: list[Callable[[], object]] = [
         lambda: client.get_thread(thread_id=thread_id),
         lambda: client.create_thread(thread_id=thread_id),
         lambda: client.save_messages(thread_id=thread_id, messages=["hi"]),
@@ -371,6 +376,8 @@ def test_given_a_thread_id_the_api_cannot_route_when_called_then_invalid_input_b
         lambda: client.get_working_memory(
             thread_id=thread_id, options={"working_memory": {"scope": "thread"}}
         ),
+        lambda: client.get_observations(thread_id=thread_id),
+        lambda: client.apply_recall_tool(thread_id=thread_id, tool_call=recall_call(cursor="m1")),
     ]
     for call in calls:
         with pytest.raises(InvalidInput) as raised:
@@ -409,6 +416,9 @@ def test_given_every_character_the_routes_take_when_a_thread_is_used_then_it_rou
         ({"system": None}, lambda c: c.context(thread_id="t")),
         ("text", lambda c: c.health()),
         ({"deleted": "many"}, lambda c: c.delete_messages(message_ids=["m"])),
+        ({"record": {"scope": "thread"}}, lambda c: c.get_observations(thread_id="t")),
+        ({"observations": None}, lambda c: c.get_observations(thread_id="t")),
+        ({"messages": []}, lambda c: c.apply_recall_tool(thread_id="t", tool_call=recall_call())),
     ],
 )
 def test_given_an_answer_of_an_unexpected_shape_then_unavailable_not_a_pydantic_or_key_error(
@@ -451,3 +461,68 @@ def test_given_recall_over_the_resolver_then_hits_carry_seq(local: MemstackClien
         if m.id in {h.message_id for h in hits}
     }
     assert all(h.seq >= 1 for h in hits)
+
+
+# --- observational memory over the resolver --------------------------------------------------------
+
+OM: dict[str, Any] = {
+    "observation": {"message_tokens": 1_000, "buffer_tokens": False},
+    "retrieval": {"scope": "thread"},
+}
+
+
+def recall_call(**args: Any) -> dict[str, Any]:
+    return {"id": "call-1", "type": "function", "function": {"name": "recall", "arguments": json.dumps(args)}}
+
+
+@pytest.fixture
+def observing() -> Iterator[MemstackClient]:
+    """A client over a ``Memory`` with observational memory on, a scripted Observer, and inline
+    background work (a save that crosses the threshold has observed before it answers)."""
+    from tests.observation_support import ScriptedChat, om_memory
+
+    memory = om_memory(ScriptedChat(), observational_memory=OM)
+    with client_over(memory) as client:
+        yield client
+    memory.close()
+
+
+def test_given_an_observed_thread_when_observations_and_recall_are_asked_then_library_types_come_back(
+    observing: MemstackClient,
+) -> None:
+    from memstack.client import RemoteObservations
+
+    observing.save_messages(thread_id="t1", messages=["hello"])
+    assert observing.get_observations(thread_id="t1") is None, "nothing observed yet"
+    for i in range(2, 46):  # about 25 tokens each: past the 1,000-token threshold
+        text = f"Message {i}: I went hiking near lake number {i} with my sister and we talked about painting classes."
+        observing.save_messages(thread_id="t1", messages=[{"id": f"m{i}", "role": "user", "content": text}])
+
+    record = observing.get_observations(thread_id="t1")
+
+    assert isinstance(record, RemoteObservations)
+    assert record.scope == "thread" and record.origin_type == "initial"
+    assert record.observed_seq > 0 and record.observation_tokens > 0 and record.active_observations
+    assert record.updated_at is not None and record.updated_at.tzinfo is not None
+    result = observing.apply_recall_tool(
+        thread_id="t1", tool_call=recall_call(cursor="m2", limit=2), options={"observational_memory": OM}
+    )
+    assert isinstance(result, Message) and result.role == "tool"
+    part = result.parts[0]
+    assert [m["id"] for m in part.result["messages"]] == ["m2", "m3"]  # type: ignore[union-attr]
+    as_part = observing.apply_recall_tool(
+        thread_id="t1",
+        tool_call=ToolCallPart(id="c2", name="recall", args={"cursor": "m2", "limit": 1}),
+        options={"observational_memory": OM},
+    )
+    assert as_part.parts[0].tool_call_id == "c2"  # type: ignore[union-attr]
+
+
+def test_given_the_recall_route_when_misused_then_library_errors(observing: MemstackClient) -> None:
+    observing.save_messages(thread_id="t1", messages=["hello"])
+    with pytest.raises(NotFound):
+        observing.get_observations(thread_id="t1", resource_id="someone-else")
+    wrong = {"id": "c1", "type": "function", "function": {"name": "updateWorkingMemory", "arguments": "{}"}}
+    with pytest.raises(InvalidInput) as raised:
+        observing.apply_recall_tool(thread_id="t1", tool_call=wrong, options={"observational_memory": OM})
+    assert (raised.value.field, raised.value.status) == ("tool_call.function.name", 400)

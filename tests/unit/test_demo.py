@@ -97,3 +97,72 @@ def test_given_the_openai_embedder_without_a_key_when_demo_runs_then_a_clear_err
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert main(["demo", "--data", str(DATA), "--embedder", "openai", "--quiet"]) == 2
     assert "api_key" in capsys.readouterr().err
+
+
+def test_given_no_model_when_demo_runs_observational_then_it_says_it_skipped(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "MEMSTACK_OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMSTACK_OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["demo", "--data", str(DATA), "--embedder", "hash", "--quiet", "--observational"]) == 0
+    captured = capsys.readouterr()
+    assert "observational memory SKIPPED" in captured.err
+    assert "OBSERVATIONAL" not in captured.out
+    assert captured.out.strip().splitlines()[-1].startswith("RESULT ")
+
+
+def test_given_a_compatible_endpoint_when_demo_runs_observational_then_the_layer_reports(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    import httpx
+    import respx
+
+    from tests.observation_support import ScriptedChat
+
+    scripted = ScriptedChat()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        text = scripted.complete(body["messages"]).text
+        return httpx.Response(
+            200,
+            json={
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                ],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            },
+        )
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://llm.test/v1")
+    with respx.mock(base_url="http://llm.test/v1", assert_all_called=True) as router:
+        router.post("/chat/completions").mock(side_effect=answer)
+        code = main(
+            [
+                "demo",
+                "--data",
+                str(DATA),
+                "--embedder",
+                "hash",
+                "--quiet",
+                "--observational",
+                "--message-tokens",
+                "300",
+            ]
+        )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "observational memory on" in captured.err
+    lines = captured.out.strip().splitlines()
+    assert lines[-1].startswith("RESULT conversations=1 messages=35 ")
+    om = next(line for line in lines if line.startswith("OBSERVATIONAL "))
+    figures = dict(part.split("=") for part in om.split()[1:])
+    assert int(figures["observer_calls"]) >= 2 and int(figures["observed_messages"]) > 0
+    assert int(figures["failures"]) == 0 and int(figures["model_input_tokens"]) > 0

@@ -85,7 +85,9 @@ def test_given_no_engine_when_loaded_then_faiss_on_serverless_and_lucene_on_doma
     assert load_settings(opensearch_service="aoss", opensearch_engine="lucene").knn_engine == "lucene"
 
 
-def test_given_overrides_when_loaded_then_they_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_given_overrides_when_loaded_then_they_win_over_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("MEMSTACK_BACKEND", "aws")
     assert load_settings(backend="sqlite").backend == "sqlite"
 
@@ -93,7 +95,10 @@ def test_given_overrides_when_loaded_then_they_win_over_the_environment(monkeypa
 def test_given_the_settings_model_when_env_names_are_listed_then_each_field_has_its_variable() -> None:
     names = env_names()
     assert set(names) == set(Settings.model_fields)
-    assert names["backend"] == "MEMSTACK_BACKEND" and names["opensearch_endpoint"] == "MEMSTACK_OPENSEARCH_ENDPOINT"
+    assert (
+        names["backend"] == "MEMSTACK_BACKEND"
+        and names["opensearch_endpoint"] == "MEMSTACK_OPENSEARCH_ENDPOINT"
+    )
     assert names["region"] == "MEMSTACK_REGION"
 
 
@@ -106,7 +111,9 @@ def test_given_the_sqlite_backend_when_built_then_memory_uses_the_configured_fil
     assert db.is_file()
 
 
-def test_given_the_aws_backend_without_an_opensearch_endpoint_when_built_then_invalid_input_names_it() -> None:
+def test_given_the_aws_backend_without_an_opensearch_endpoint_when_built_then_invalid_input_names_it() -> (
+    None
+):
     with pytest.raises(InvalidInput) as err:
         build(load_settings(backend="aws"), embedder="hash")
     assert err.value.field == "MEMSTACK_OPENSEARCH_ENDPOINT"

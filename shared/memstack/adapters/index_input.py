@@ -60,7 +60,9 @@ def check_entry(entry: IndexEntry, path: str) -> CheckedEntry:
     created = entry.created_at
     created = created.replace(tzinfo=UTC) if created.tzinfo is None else created.astimezone(UTC)
     metadata = check_metadata(entry.metadata, f"{path}.metadata")
-    return CheckedEntry(resource_id, thread_id, message_id, chunk, entry.role, seq, created, entry.text, metadata)
+    return CheckedEntry(
+        resource_id, thread_id, message_id, chunk, entry.role, seq, created, entry.text, metadata
+    )
 
 
 def check_top_k(top_k: object) -> int:

@@ -270,7 +270,7 @@ def create_app(
         ``memstack.api.http`` adapts plain HTTP requests to it.
     """
     from memstack.api.routes import context as context_routes
-    from memstack.api.routes import health, messages, threads, working_memory
+    from memstack.api.routes import health, messages, observations, threads, working_memory
 
     provider: MemoryProvider = memory if callable(memory) else (lambda: memory)
     app = MemstackResolver(provider, _auth_provider(auth), max_body_bytes)
@@ -282,6 +282,7 @@ def create_app(
         threads.register(app)
         messages.register(app)
         working_memory.register(app)
+        observations.register(app)
     return app
 
 

@@ -18,8 +18,9 @@ from memstack.api import schemas
 
 TITLE = "Memstack API"
 DESCRIPTION = (
-    "Agent memory: threads, messages, context assembly, working memory and semantic recall. Every route "
-    "but /v1/health acts for one resource, named by the `resource_id` query parameter. Auth: IAM (SigV4, "
+    "Agent memory: threads, messages, context assembly, working memory, semantic recall and observational "
+    "memory. Every route but /v1/health acts for one resource, named by the `resource_id` query parameter. "
+    "Auth: IAM (SigV4, "
     "default) or, with MEMSTACK_AUTH=jwt, a JWT authorizer whose claim (MEMSTACK_JWT_RESOURCE_CLAIM, "
     'default `sub`) must equal `resource_id`. Errors: {"error": {"code", "message", "field"?}}. '
     "See docs/api.md."

@@ -38,7 +38,7 @@ Options = Annotated[
     Field(
         description="Memory options for this call, deep-merged over the configured ones (Mastra's names in "
         "snake_case: last_messages, semantic_recall, working_memory, message_history, tool_call_filter, "
-        "read_only; README 'Options')."
+        "read_only, observational_memory, generate_title; README 'Options')."
     ),
 ]
 
@@ -222,6 +222,14 @@ class ToolCallBody(_Request):
     options: Options = None
 
 
+class RecallToolBody(_Request):
+    """``POST /v1/threads/{thread_id}/recall-tool``: the model's ``recall`` call (observational-memory
+    retrieval) and the options it was offered under (``observational_memory.retrieval`` must be on)."""
+
+    tool_call: ToolCall
+    options: Options = None
+
+
 class RecallBody(_Request):
     """``POST /v1/threads/{thread_id}/recall``."""
 
@@ -269,7 +277,7 @@ class CloneOut(BaseModel):
 class SystemOut(BaseModel):
     """One system message and the layer it comes from."""
 
-    kind: Literal["instructions", "working_memory", "recall"]
+    kind: Literal["instructions", "working_memory", "recall", "observations"]
     text: str
 
 
@@ -302,6 +310,45 @@ class ToolCallOut(BaseModel):
 
     message: Message
     messages: list[dict[str, Any]]
+
+
+class ObservationSummary(BaseModel):
+    """The observation record that serves a thread (its own, or its resource's in resource scope), without
+    the buffered chunks' text or the cursors of other threads.
+
+    Token counts are tiktoken ``o200k_base`` tokens.
+    """
+
+    scope: Literal["thread", "resource"] = Field(
+        description="Whose record it is: the thread's or the resource's."
+    )
+    active_observations: str = Field(
+        description="The observation log the model is shown ('' before the first)."
+    )
+    observation_tokens: int = Field(description="Tokens of active_observations.")
+    generation_count: int = Field(description="Reflections so far (0 before the first).")
+    origin_type: Literal["initial", "reflection"] = Field(
+        description="What produced active_observations: the Observer (initial) or the Reflector."
+    )
+    observed_seq: int = Field(description="The last observed seq of this thread (0: nothing observed yet).")
+    pending_message_tokens: int = Field(
+        description="Tokens of this scope's unobserved messages at the last count."
+    )
+    buffered_chunks: int = Field(description="Background observations made but not yet active.")
+    current_task: str | None = Field(description="The Observer's latest note of the task at hand.")
+    suggested_response: str | None = Field(description="The Observer's latest hint for the next reply.")
+    failure_count: int = Field(description="Consecutive failed background runs (0 after a success).")
+    last_error: str | None = Field(
+        description="The last failure's error class and message (never conversation text)."
+    )
+    updated_at: datetime | None = Field(description="When the record was last written.")
+
+
+class ObservationsOut(BaseModel):
+    """``GET /v1/threads/{thread_id}/observations``: the summary, or ``record: null`` when nothing has been
+    observed or buffered for the thread yet (or observational memory is off)."""
+
+    record: ObservationSummary | None
 
 
 class RecallHit(BaseModel):

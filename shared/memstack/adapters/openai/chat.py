@@ -127,6 +127,17 @@ class OpenAIChatModel:
                 f"OpenAI chat completion ({self.model}) returned an unusable response: {type(exc).__name__}"
             ) from None
 
+    def with_model(self, model: str) -> OpenAIChatModel:
+        """The same endpoint, key and connection with another model (the Observer's and Reflector's own
+        ``model`` options, spec §2.9.1). Raises ``InvalidInput`` for an empty name."""
+        if not model:
+            raise InvalidInput("model must be a non-empty string", field="model")
+        twin = object.__new__(OpenAIChatModel)
+        twin._connection = self._connection
+        twin.model = model
+        twin.model_id = f"openai/{model}"
+        return twin
+
     def close(self) -> None:
         """Close the HTTP connection pool (a later call opens a new one)."""
         self._connection.close()

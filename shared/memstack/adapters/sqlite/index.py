@@ -88,8 +88,6 @@ MAX_DIMENSION = 8192
 """Largest accepted embedding dimension (sqlite-vec's limit for vector functions)."""
 
 
-
-
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 """The FTS5 tokenizer (see the module docstring for why)."""
 

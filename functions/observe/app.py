@@ -1,0 +1,161 @@
+"""Lambda ``observe``: the Observe and RecordFailure tasks of the observation state machine, and (handler
+``app.sweep``, a function of its own) the EventBridge sweep that restarts idle work (spec §2.9; DESIGN.md
+"Step Functions"; docs/deploy.md "Observation workflow").
+
+Events (ids only, never message or observation text):
+
+* ``{"resource_id", "thread_id", "key", "reason"}`` (the execution's input) → ``Memory.observe`` → the
+  ``ObserveResult`` as a dict (``should_reflect`` drives the state machine's Choice).
+* ``{"action": "record_failure", "resource_id", "thread_id", "key", "error": {"Error", "Cause"}}`` (the
+  Catch path) → ``Memory.record_observation_failure`` with the error name and the first 300 characters of
+  the cause's ``errorMessage`` → ``{"recorded": true}``.
+
+Errors propagate: the exception's class name is the Step Functions error name (``Unavailable`` and
+``Throttled`` are retried with backoff, anything else goes to the Catch). Logs carry ids and counts only.
+Wiring only; ``Memory`` is built from the environment on the first event (nothing connects at import).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from memstack.bootstrap import memory_from_env
+from memstack.errors import InvalidInput, Unavailable
+from memstack.settings import load_settings
+
+logger = Logger()  # service: POWERTOOLS_SERVICE_NAME (memstack-observe, memstack-sweep)
+
+CAUSE_CHARS = 300
+"""How much of a failure's message is kept on the record (``last_error``)."""
+SWEEP_IDLE_SECONDS = 300
+SWEEP_LIMIT = 100
+
+
+def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    """One Observe step, or the Catch path's failure record (module docstring).
+
+    Raises:
+        InvalidInput: an event without string ``resource_id``/``thread_id``.
+        Unavailable (or Throttled): the model, store or index failed; the state machine retries.
+    """
+    resource_id, thread_id = _ids(event)
+    key = str(event.get("key") or "")
+    memory = memory_from_env()
+    if event.get("action") == "record_failure":
+        error = failure_text(event.get("error"))
+        memory.record_observation_failure(resource_id=resource_id, thread_id=thread_id, error=error)
+        logger.warning(
+            "observation failed; recorded for the sweep",
+            extra={
+                "resource_id": resource_id,
+                "thread_id": thread_id,
+                "key": key,
+                "error": error.split(":")[0],
+            },
+        )
+        return {"recorded": True}
+    reason = event.get("reason")
+    result = memory.observe(
+        resource_id=resource_id,
+        thread_id=thread_id,
+        reason=reason if isinstance(reason, str) else "background",
+    )
+    out = result.to_dict()
+    logger.info(
+        "observation step done",
+        extra={
+            "resource_id": resource_id,
+            "thread_id": thread_id,
+            "key": key,
+            **{k: v for k, v in out.items() if isinstance(v, bool | int)},
+            "title_set": out.get("title") is not None,
+        },
+    )
+    return out
+
+
+def sweep(event: Mapping[str, Any], context: Any) -> dict[str, int]:
+    """The schedule's sweep: start a job for every observation record due for at least ``idle_seconds``
+    (default 300), at most ``limit`` (default 100) per run, through the memory's scheduler (Step Functions;
+    a job already started is not started again). Returns ``{"started": n}`` (jobs submitted).
+
+    Raises:
+        InvalidInput: bad ``idle_seconds``/``limit``; no ``MEMSTACK_OBSERVATION_STATE_MACHINE_ARN``.
+        Unavailable: the store failed, or some jobs could not be started (after trying every job; the
+            next run retries them), so the function's error alarm sees it.
+    """
+    idle = _number(event, "idle_seconds", SWEEP_IDLE_SECONDS, 0, 86_400)
+    limit = _number(event, "limit", SWEEP_LIMIT, 1, 1000)
+    if not load_settings().observation_state_machine_arn:  # else the memory would run jobs in this process
+        raise InvalidInput(
+            "the sweep needs MEMSTACK_OBSERVATION_STATE_MACHINE_ARN",
+            field="MEMSTACK_OBSERVATION_STATE_MACHINE_ARN",
+        )
+    memory = memory_from_env()
+    scheduler = memory.scheduler
+    jobs = memory.observation_work(idle_seconds=idle, limit=limit)
+    started, failed = 0, 0
+    for job in jobs:
+        try:
+            scheduler.submit(job)
+            started += 1
+        except Exception as exc:  # the others still start; this one is due again at the next run
+            failed += 1
+            logger.warning(
+                "observation sweep could not start a job (%s)",
+                type(exc).__name__,
+                extra={"resource_id": job.resource_id, "thread_id": job.thread_id, "key": job.key},
+            )
+    logger.info(
+        "observation sweep done",
+        extra={"due": len(jobs), "started": started, "failed": failed, "idle_seconds": idle, "limit": limit},
+    )
+    if failed:
+        raise Unavailable(
+            f"the sweep could not start {failed} of {len(jobs)} observation jobs; the next run retries"
+        )
+    return {"started": started}
+
+
+def failure_text(error: object) -> str:
+    """``"<Error>: <errorMessage[:300]>"`` from a Catch's ``{"Error", "Cause"}``; the cause is a Lambda
+    error's JSON (``errorMessage``, ``errorType``, ``stackTrace``) or plain text (Step Functions' own
+    errors such as ``States.Timeout``). The stack trace is never kept."""
+    if not isinstance(error, Mapping):
+        return "Unknown"
+    name = str(error.get("Error") or "Unknown")[:100]
+    cause = error.get("Cause")
+    message = ""
+    if isinstance(cause, str) and cause:
+        try:
+            parsed = json.loads(cause)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, Mapping):
+            message = str(parsed.get("errorMessage") or "")
+        elif parsed is None:
+            message = cause
+    message = message.strip()[:CAUSE_CHARS]
+    return f"{name}: {message}" if message else name
+
+
+def _ids(event: Mapping[str, Any]) -> tuple[str, str]:
+    if not isinstance(event, Mapping):
+        raise InvalidInput("the event must be an object", field="event")
+    resource_id, thread_id = event.get("resource_id"), event.get("thread_id")
+    if not isinstance(resource_id, str) or not resource_id:
+        raise InvalidInput("the event has no resource_id", field="resource_id")
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidInput("the event has no thread_id", field="thread_id")
+    return resource_id, thread_id
+
+
+def _number(event: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
+    value = event.get(name, default) if isinstance(event, Mapping) else default
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidInput(f"{name} must be an integer from {low} to {high}", field=name)
+    return value

@@ -1,0 +1,43 @@
+"""Lambda ``reflect``: the Reflect task of the observation state machine (spec §2.9.4 step 8; DESIGN.md
+"Step Functions"), run when the Observe step answered ``should_reflect``.
+
+Event: ``{"resource_id", "thread_id", "key", ...}`` (the execution's input; ids only) →
+``Memory.reflect`` → the ``ReflectResult`` as a dict. A bad Reflector answer is never committed (the
+engine keeps the observations). Errors propagate by class name (``Unavailable``/``Throttled`` are retried
+by the state machine). Logs carry ids and counts only. ``Memory`` is built on the first event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from memstack.bootstrap import memory_from_env
+from memstack.errors import InvalidInput
+
+logger = Logger()  # service: POWERTOOLS_SERVICE_NAME (memstack-reflect)
+
+
+def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    """Reflect the thread's observations if they are over the reflection threshold.
+
+    Raises:
+        InvalidInput: an event without string ``resource_id``/``thread_id``.
+        Unavailable (or Throttled): the model or store failed; the state machine retries.
+    """
+    if not isinstance(event, Mapping):
+        raise InvalidInput("the event must be an object", field="event")
+    resource_id, thread_id = event.get("resource_id"), event.get("thread_id")
+    if not isinstance(resource_id, str) or not resource_id:
+        raise InvalidInput("the event has no resource_id", field="resource_id")
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidInput("the event has no thread_id", field="thread_id")
+    result = memory_from_env().reflect(resource_id=resource_id, thread_id=thread_id)
+    out = result.to_dict()
+    logger.info(
+        "reflection step done",
+        extra={"resource_id": resource_id, "thread_id": thread_id, "key": str(event.get("key") or ""), **out},
+    )
+    return out

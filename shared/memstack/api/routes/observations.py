@@ -1,0 +1,77 @@
+"""Observational-memory routes (docs/observational-memory.md, spec §2.9): a thread's observation record
+(``GET /v1/threads/{thread_id}/observations``) and the model's ``recall`` tool call
+(``POST /v1/threads/{thread_id}/recall-tool``).
+
+Observation itself runs in the background (after saves); these routes only read the record and run the
+retrieval tool the context route offers when ``observational_memory.retrieval`` is on.
+"""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from memstack.api.app import API_PREFIX, MemstackResolver
+from memstack.api.schemas import (
+    ObservationsOut,
+    ObservationSummary,
+    RecallToolBody,
+    ResourceQuery,
+    ToolCallOut,
+)
+from memstack.context import tool_messages
+from memstack.model import ObservationRecord
+
+TAGS = ["observational memory"]
+
+
+def summary(record: ObservationRecord, thread_id: str) -> ObservationSummary:
+    """The API's view of ``record`` as it serves ``thread_id`` (``observed_seq`` is that thread's cursor;
+    buffered chunks are counted, not shown)."""
+    return ObservationSummary(
+        scope=record.scope,
+        active_observations=record.active_observations,
+        observation_tokens=record.observation_tokens,
+        generation_count=record.generation_count,
+        origin_type=record.origin_type,
+        observed_seq=record.observed_seq(thread_id),
+        pending_message_tokens=record.pending_message_tokens,
+        buffered_chunks=len(record.buffered_chunks),
+        current_task=record.current_task,
+        suggested_response=record.suggested_response,
+        failure_count=record.failure_count,
+        last_error=record.last_error,
+        updated_at=record.updated_at,
+    )
+
+
+def register(app: MemstackResolver) -> None:
+    """Add the observational-memory routes."""
+
+    @app.get(
+        f"{API_PREFIX}/threads/<thread_id>/observations",
+        tags=TAGS,
+        summary="The thread's observation record ({record: null} before anything is observed; 404 for a "
+        "missing or another resource's thread)",
+    )
+    def get_observations(thread_id: str, query: Annotated[ResourceQuery, Query()]) -> ObservationsOut:
+        memory = app.memory()
+        memory.get_thread(thread_id=thread_id, resource_id=query.resource_id)  # 404 unless the owner's
+        record = memory.get_observation_record(resource_id=query.resource_id, thread_id=thread_id)
+        return ObservationsOut(record=None if record is None else summary(record, thread_id))
+
+    @app.post(
+        f"{API_PREFIX}/threads/<thread_id>/recall-tool",
+        tags=TAGS,
+        summary="Run the model's recall tool call (observational-memory retrieval); returns the tool result "
+        "to send back",
+    )
+    def apply_recall_tool(
+        thread_id: str, body: RecallToolBody, query: Annotated[ResourceQuery, Query()]
+    ) -> ToolCallOut:
+        message = app.memory().apply_recall_tool(
+            thread_id=thread_id,
+            resource_id=query.resource_id,
+            tool_call=body.tool_call.model_dump(),
+            options=body.options,
+        )
+        return ToolCallOut(message=message, messages=tool_messages(message))

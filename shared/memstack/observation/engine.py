@@ -1,0 +1,927 @@
+"""The observational-memory engine: Observer and Reflector runs over the observation record (spec §2.9).
+
+Every change of the record is one compare-and-set write (``MemoryStore.put_observation_record`` with the
+version read). Model calls run outside any lock, on a snapshot; when the write loses a race the engine
+re-reads and applies its result only if the messages it observed are still unobserved and uncovered —
+otherwise the result is dropped. So two triggers racing over the same messages never observe them
+twice, and the cursor never skips a message (tests/unit/test_observation_engine.py).
+
+One background step (``step``) does, in order, whatever the thresholds say is due (spec §2.9.4):
+
+1. **activate** a prefix of buffered chunks once pending tokens reach ``message_tokens`` (no model call);
+2. **observe** synchronously when pending is still at the threshold after activation: every buffered
+   chunk becomes active and the uncovered tail is observed;
+3. **buffer**: below the threshold, observe the messages after the last chunk when an interval boundary
+   was crossed, as a chunk that is not yet shown to the model.
+
+``reflect`` runs the Reflector with the compression ladder (spec §2.9.4 step 8, §3.3) and never commits
+an empty or degenerate reflection: a bad model answer never wipes the observations.
+
+The record is per thread (scope ``thread``) or per resource (scope ``resource``: one log for all the
+resource's threads, each thread's contribution inside ``<thread id="…">``, a cursor per thread, no async
+buffering).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from memstack.config import MemoryOptions, ObservationalMemoryOptions
+from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, Unavailable
+from memstack.model import MAX_ERROR_CHARS, BufferedChunk, Message, ObservationRecord, Thread
+from memstack.observation.thresholds import Thresholds, activation_count, resolve, should_buffer
+from memstack.observation.transcript import count_message_tokens, transcript_batches
+from memstack.ports import ChatModel, Clock, MemoryStore, ObservationJob, Tokenizer
+
+if TYPE_CHECKING:
+    from memstack.observation.parsing import ObserverOutput
+
+__all__ = [
+    "BOUNDARY",
+    "MAX_UNOBSERVED_MESSAGES",
+    "ObservationFailed",
+    "ObservationEngine",
+    "ObserveResult",
+    "ReflectResult",
+    "split_log",
+    "thread_label",
+]
+
+logger = logging.getLogger("memstack.observation")
+
+MAX_UNOBSERVED_MESSAGES = 2_000
+"""Most unobserved messages one step reads; a longer backlog is worked through over several steps."""
+
+MAX_WRITE_ATTEMPTS = 5
+"""Compare-and-set attempts of one step before it gives up with ``Conflict``."""
+
+BOUNDARY = "--- message boundary ({at}) ---"
+"""The line between two observed pieces of the log (spec §2.9.4 step 6). Context assembly splits the log
+on it into separate system messages, so earlier pieces stay byte-identical (and cacheable)."""
+
+_BOUNDARY_RE = re.compile(r"^--- message boundary \([^)\n]*\) ---$", re.MULTILINE)
+
+_SAFE_KEY = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class ObservationFailed(MemstackError):
+    """The Observer or Reflector answered with nothing usable twice (empty or degenerate output). The
+    record is unchanged; the failure is recorded and a later run retries (spec §2.9.4 steps 7–8)."""
+
+    code = "observation_failed"
+    status = 502
+
+
+@dataclass(frozen=True, slots=True)
+class ObserveResult:
+    """What one background step did.
+
+    Attributes:
+        should_reflect: the observations reached a reflection point (run ``reflect`` next).
+        observed_messages: messages made active by this step (activation or synchronous observation).
+        activated_chunks: buffered chunks activated.
+        buffered_chunks: chunks buffered by this step.
+        observation_tokens: tokens of the active observations after the step.
+        pending_tokens: tokens of unobserved messages after the step.
+        title: the thread title set by this step, if any.
+    """
+
+    should_reflect: bool = False
+    observed_messages: int = 0
+    activated_chunks: int = 0
+    buffered_chunks: int = 0
+    observation_tokens: int = 0
+    pending_tokens: int = 0
+    title: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (the Step Functions task output)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectResult:
+    """What a reflection did.
+
+    Attributes:
+        reflected: a reflection (or a buffered one) was committed.
+        level: the compression level of the committed attempt (0: none).
+        tokens_before, tokens_after: observation tokens around the reflection.
+        generation_count: reflections of the record so far.
+        buffered: the reflection was stored as buffered (not yet active).
+    """
+
+    reflected: bool = False
+    level: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    generation_count: int = 0
+    buffered: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (the Step Functions task output)."""
+        return asdict(self)
+
+
+WorkingMemoryWriter = Callable[[MemoryOptions, str, str, str], None]
+"""``(options, resource_id, thread_id, document)`` → replace working memory (``manage_working_memory``)."""
+
+WorkingMemoryReader = Callable[[MemoryOptions, str, str], "str | None"]
+"""``(options, resource_id, thread_id)`` → the current working memory (``None``: none yet)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """A snapshot: the record (or a fresh one), the thread's unobserved messages and their token count."""
+
+    record: ObservationRecord
+    thread_id: str
+    tail: list[Message]
+    pending: int
+
+    @property
+    def chunks(self) -> list[BufferedChunk]:
+        return [c for c in self.record.buffered_chunks if c.thread_id == self.thread_id]
+
+    @property
+    def covered_seq(self) -> int:
+        """The last seq observed or buffered for the thread."""
+        chunks = self.chunks
+        return chunks[-1].to_seq if chunks else self.record.observed_seq(self.thread_id)
+
+    @property
+    def uncovered(self) -> list[Message]:
+        covered = self.covered_seq
+        return [m for m in self.tail if m.seq > covered]
+
+
+class ObservationEngine:
+    """Observer and Reflector over one store.
+
+    Args:
+        store: the observation records and messages.
+        tokenizer: counts message and observation tokens (tiktoken ``o200k_base``).
+        chat_model: the Observer's and Reflector's model; ``None`` makes every model step raise
+            ``InvalidInput`` (field ``chat_model``).
+        clock: time source.
+        working_memory: writes the Observer's ``<working-memory>`` (``manage_working_memory``).
+        read_working_memory: reads the current working memory shown to the Observer for that.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: MemoryStore,
+        tokenizer: Tokenizer,
+        chat_model: ChatModel | None,
+        clock: Clock,
+        working_memory: WorkingMemoryWriter | None = None,
+        read_working_memory: WorkingMemoryReader | None = None,
+    ) -> None:
+        self.store = store
+        self.tokenizer = tokenizer
+        self.chat_model = chat_model
+        self.clock = clock
+        self._write_working_memory = working_memory
+        self._read_working_memory = read_working_memory
+        self._models: dict[tuple[int, str], ChatModel] = {}
+        self._token_cache: OrderedDict[tuple[str, int, int], int] = OrderedDict()
+
+    # reading -------------------------------------------------------------------------------------
+
+    def owner(self, om: ObservationalMemoryOptions, thread_id: str) -> str | None:
+        """The record's ``thread_id``: the thread in thread scope, ``None`` in resource scope."""
+        return thread_id if om.scope == "thread" else None
+
+    def get_record(
+        self, om: ObservationalMemoryOptions, resource_id: str, thread_id: str
+    ) -> ObservationRecord | None:
+        """The stored record of the thread (or of its resource in resource scope)."""
+        return self.store.get_observation_record(resource_id, self.owner(om, thread_id))
+
+    def _fresh(self, om: ObservationalMemoryOptions, resource_id: str, thread_id: str) -> ObservationRecord:
+        return ObservationRecord(scope=om.scope, resource_id=resource_id, thread_id=self.owner(om, thread_id))
+
+    def view(
+        self,
+        om: ObservationalMemoryOptions,
+        resource_id: str,
+        thread_id: str,
+        record: ObservationRecord | None = None,
+    ) -> tuple[ObservationRecord, list[Message], int]:
+        """``(record, unobserved messages, their tokens)`` of the thread: the record as stored (or a
+        fresh, unsaved one) and the thread's messages after its cursor, oldest first (at most
+        ``MAX_UNOBSERVED_MESSAGES``)."""
+        rec = record if record is not None else self.get_record(om, resource_id, thread_id)
+        rec = rec if rec is not None else self._fresh(om, resource_id, thread_id)
+        tail = self.store.list_messages(
+            resource_id, thread_id, limit=MAX_UNOBSERVED_MESSAGES, after_seq=rec.observed_seq(thread_id)
+        )
+        return rec, tail, self.count(tail)
+
+    def _view(self, om: ObservationalMemoryOptions, resource_id: str, thread_id: str) -> _View:
+        rec, tail, pending = self.view(om, resource_id, thread_id)
+        return _View(rec, thread_id, tail, pending)
+
+    def count(self, messages: Sequence[Message]) -> int:
+        """Tokens of ``messages`` (cached per message id, seq, part count and text)."""
+        total = 0
+        for m in messages:
+            key = (m.id, m.seq, hash((len(m.parts), m.text)))  # parts may hold dicts (unhashable)
+            cached = self._token_cache.get(key)
+            if cached is None:
+                cached = count_message_tokens([m], self.tokenizer)
+                self._token_cache[key] = cached
+                if len(self._token_cache) > 50_000:
+                    self._token_cache.popitem(last=False)
+            total += cached
+        return total
+
+    def thresholds(self, om: ObservationalMemoryOptions, record: ObservationRecord) -> Thresholds:
+        """The resolved token points for this record (``share_token_budget`` depends on it)."""
+        return resolve(om, observation_tokens_now=record.observation_tokens)
+
+    def reflection_due(self, om: ObservationalMemoryOptions, record: ObservationRecord) -> bool:
+        """Whether ``reflect`` has work: over the threshold, or over the buffered-reflection point with
+        none buffered yet."""
+        t = self.thresholds(om, record)
+        if record.observation_tokens >= t.observation_tokens:
+            return True
+        return (
+            bool(t.reflection_buffer_at)
+            and record.buffered_reflection is None
+            and (record.observation_tokens >= t.reflection_buffer_at)
+        )
+
+    def due(self, om: ObservationalMemoryOptions, rec: ObservationRecord, pending: int) -> str | None:
+        """Why a background step is due now (``threshold``, ``buffer``, ``reflect``), or ``None``."""
+        t = self.thresholds(om, rec)
+        if pending >= t.message_tokens:
+            return "threshold"
+        if should_buffer(pending, rec.last_buffered_at_tokens, t):
+            return "buffer"
+        if self.reflection_due(om, rec):
+            return "reflect"
+        return None
+
+    def job(
+        self, rec: ObservationRecord, thread_id: str, last_seq: int, reason: str, *, salt: str = ""
+    ) -> ObservationJob:
+        """The idempotent job for this state: the key hashes the record's owner and includes its
+        version and the thread's last ``seq``, so triggers that see the same state share one key (at
+        most 80 characters, Step Functions' execution-name limit). ``salt`` separates jobs that must
+        run again on an unchanged state (the sweep passes its time bucket)."""
+        digest = hashlib.sha256(
+            f"{rec.resource_id}\x00{rec.thread_id or ''}\x00{thread_id}".encode()
+        ).hexdigest()
+        tag = _SAFE_KEY.sub("", reason)[:10] + _SAFE_KEY.sub("", salt)[:12]
+        key = f"om-{digest[:20]}-v{rec.version}-s{last_seq}-{tag}"
+        return ObservationJob(resource_id=rec.resource_id, thread_id=thread_id, key=key, reason=reason)
+
+    # the background step -------------------------------------------------------------------------
+
+    def step(
+        self,
+        opts: MemoryOptions,
+        resource_id: str,
+        thread_id: str,
+        *,
+        reason: str = "background",
+        block: bool = False,
+    ) -> ObserveResult:
+        """Activate, observe or buffer as the thresholds say (module docstring). ``block`` is context
+        assembly above ``block_after``: activation may overshoot its target (``forceMaxActivation``).
+
+        Raises:
+            InvalidInput: observational memory is disabled or no chat model is configured.
+            ObservationFailed: the Observer answered with nothing usable twice (record unchanged).
+            Unavailable: the model or the store failed (retrying is safe).
+            Conflict: lost the compare-and-set race ``MAX_WRITE_ATTEMPTS`` times.
+        """
+        om = opts.observational_memory
+        if not om.enabled:
+            raise InvalidInput("observational memory is disabled", field="observational_memory.enabled")
+        activated = observed = buffered = 0
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            v = self._view(om, resource_id, thread_id)
+            t = self.thresholds(om, v.record)
+            chunks = v.chunks
+            idle = reason == "sweep" and self._idle_activation_due(om, v)
+            if chunks and (v.pending >= t.message_tokens or idle):
+                n = len(chunks) if idle else activation_count(chunks, v.pending, t, force_max=block)
+                if n:
+                    if self._write(v.record, self._activated(v, n, t)):
+                        activated += n
+                        observed += sum(1 for m in v.tail if m.seq <= chunks[n - 1].to_seq)
+                    continue
+            if v.pending >= t.message_tokens:
+                outputs, last = self._observe(opts, v, v.uncovered, buffering=False)
+                if self._write_observed(om, v, outputs, last, thread_id):
+                    activated += len(chunks)
+                    observed += len(v.tail)
+                    continue
+                continue
+            if should_buffer(v.pending, v.record.last_buffered_at_tokens, t) and v.uncovered:
+                outputs, last = self._observe(opts, v, v.uncovered, buffering=True)
+                if self._write_buffered(om, v, outputs, last):
+                    buffered += 1
+                continue
+            return self._result(om, v, activated, observed, buffered)
+        raise Conflict(
+            f"observation of thread {thread_id} lost the write race {MAX_WRITE_ATTEMPTS} times; retry"
+        )
+
+    def _result(
+        self, om: ObservationalMemoryOptions, v: _View, activated: int, observed: int, buffered: int
+    ) -> ObserveResult:
+        return ObserveResult(
+            should_reflect=self.reflection_due(om, v.record),
+            observed_messages=observed,
+            activated_chunks=activated,
+            buffered_chunks=buffered,
+            observation_tokens=v.record.observation_tokens,
+            pending_tokens=v.pending,
+        )
+
+    def _idle_activation_due(self, om: ObservationalMemoryOptions, v: _View) -> bool:
+        idle = om.activate_after_idle_ms
+        if idle is None or not v.tail or not v.chunks:
+            return False
+        ms = 300_000 if idle == "auto" else idle
+        return self.clock.now() - v.tail[-1].created_at >= timedelta(milliseconds=ms)
+
+    def _write(self, base: ObservationRecord, new: ObservationRecord) -> bool:
+        """Compare-and-set ``new`` over ``base``; ``False`` when someone else wrote first."""
+        try:
+            self.store.put_observation_record(new, expected_version=base.version)
+        except Conflict:
+            return False
+        return True
+
+    def _activated(self, v: _View, n: int, t: Thresholds) -> ObservationRecord:
+        rec = v.record
+        chunks = v.chunks
+        taken = chunks[:n]
+        text = rec.active_observations
+        for chunk in taken:
+            text = _append(text, chunk.observations, chunk.created_at)
+        cursor = {**rec.cursor, v.thread_id: taken[-1].to_seq}
+        pending = max(0, v.pending - sum(c.message_tokens for c in taken))
+        last = taken[-1]
+        left = [c for c in rec.buffered_chunks if c not in taken]
+        return rec.model_copy(
+            update={
+                "active_observations": text,
+                "cursor": cursor,
+                "buffered_chunks": tuple(left),
+                "observation_tokens": self.tokenizer.count(text),
+                "pending_message_tokens": pending,
+                "total_tokens_observed": rec.total_tokens_observed + sum(c.message_tokens for c in taken),
+                "last_buffered_at_tokens": pending,
+                "current_task": last.current_task,
+                "suggested_response": last.suggested_response,
+                "thread_title": last.thread_title or rec.thread_title,
+                "pending_since": None,
+                "failure_count": 0,
+                "last_error": None,
+            }
+        )
+
+    def _write_observed(
+        self,
+        om: ObservationalMemoryOptions,
+        v: _View,
+        outputs: list[ObserverOutput],
+        last: Message | None,
+        thread_id: str,
+    ) -> bool:
+        """Commit a synchronous observation: every buffered chunk of the thread, then the new text."""
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            rec = v.record
+            chunks = v.chunks
+            text = rec.active_observations
+            now = self.clock.now()
+            for chunk in chunks:
+                text = _append(text, chunk.observations, chunk.created_at)
+            new_text = "\n\n".join(o.observations for o in outputs if o.observations.strip())
+            if new_text:
+                text = _append(text, self._wrap(om, rec, thread_id, new_text, v.uncovered), now)
+            final = outputs[-1] if outputs else None
+            to_seq = last.seq if last is not None else v.covered_seq
+            update: dict[str, Any] = {
+                "active_observations": text,
+                "cursor": {**rec.cursor, thread_id: max(to_seq, v.covered_seq)},
+                "buffered_chunks": tuple(c for c in rec.buffered_chunks if c.thread_id != thread_id),
+                "observation_tokens": self.tokenizer.count(text),
+                "pending_message_tokens": 0,
+                "total_tokens_observed": rec.total_tokens_observed + v.pending,
+                "last_buffered_at_tokens": 0,
+                "pending_since": None,
+                "failure_count": 0,
+                "last_error": None,
+            }
+            if final is not None:
+                update.update(
+                    current_task=final.current_task,
+                    suggested_response=final.suggested_response,
+                    thread_title=final.thread_title or rec.thread_title,
+                )
+            if self._write(rec, rec.model_copy(update=update)):
+                self._apply_side_outputs(om, rec, thread_id, outputs)
+                return True
+            fresh = self._view(om, rec.resource_id, thread_id)
+            if fresh.record.observed_seq(thread_id) != rec.observed_seq(thread_id) or [
+                c.id for c in fresh.chunks
+            ] != [c.id for c in chunks]:
+                return False  # someone else observed these messages: drop ours, never observe twice
+            v = _View(fresh.record, thread_id, fresh.tail, fresh.pending)
+        return False
+
+    def _write_buffered(
+        self, om: ObservationalMemoryOptions, v: _View, outputs: list[ObserverOutput], last: Message | None
+    ) -> bool:
+        """Append a buffered chunk right after the covered range (the invariant of spec §2.9.2)."""
+        uncovered = v.uncovered
+        if last is None or not uncovered:
+            return False
+        text = "\n\n".join(o.observations for o in outputs if o.observations.strip())
+        final = outputs[-1] if outputs else None
+        message_tokens = self.count([m for m in uncovered if m.seq <= last.seq])
+        chunk = BufferedChunk(
+            id=f"{uncovered[0].seq}-{last.seq}",
+            thread_id=v.thread_id,
+            from_seq=uncovered[0].seq,
+            to_seq=last.seq,
+            observations=text,
+            token_count=self.tokenizer.count(text),
+            message_tokens=message_tokens,
+            created_at=self.clock.now(),
+            current_task=final.current_task if final else None,
+            suggested_response=final.suggested_response if final else None,
+            thread_title=final.thread_title if final else None,
+        )
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            rec = v.record
+            if len(rec.buffered_chunks) >= 256:
+                raise Unavailable(
+                    f"thread {v.thread_id} has 256 buffered chunks waiting; activation is overdue"
+                )
+            new = rec.model_copy(
+                update={
+                    "buffered_chunks": (*rec.buffered_chunks, chunk),
+                    "last_buffered_at_tokens": v.pending,
+                    "pending_message_tokens": v.pending,
+                    # with activate_after_idle the sweep must find the thread once it goes idle
+                    "pending_since": (rec.pending_since or chunk.created_at)
+                    if om.activate_after_idle is not None
+                    else rec.pending_since,
+                    "failure_count": 0,
+                    "last_error": None,
+                }
+            )
+            if self._write(rec, new):
+                return True
+            fresh = self._view(om, rec.resource_id, v.thread_id)
+            if fresh.covered_seq != v.covered_seq:
+                return False  # another run covered these messages first
+            v = _View(fresh.record, v.thread_id, fresh.tail, fresh.pending)
+        return False
+
+    def _wrap(
+        self,
+        om: ObservationalMemoryOptions,
+        rec: ObservationRecord,
+        thread_id: str,
+        text: str,
+        messages: Sequence[Message],
+    ) -> str:
+        """Retrieval groups and resource-scope thread sections around newly observed text (spec §2.9.4
+        step 7, §2.9.8)."""
+        if om.retrieval.enabled and messages:
+            anchor = hashlib.sha256(f"{thread_id}:{messages[0].id}:{messages[-1].id}".encode()).hexdigest()[
+                :12
+            ]
+            text = (
+                f'<observation-group id="{anchor}" range="{messages[0].id}:{messages[-1].id}">\n'
+                f"{text}\n</observation-group>"
+            )
+        if rec.scope == "resource":
+            text = f'<thread id="{thread_label(om, thread_id)}">\n{text}\n</thread>'
+        return text
+
+    def _apply_side_outputs(
+        self,
+        om: ObservationalMemoryOptions,
+        rec: ObservationRecord,
+        thread_id: str,
+        outputs: list[ObserverOutput],
+    ) -> None:
+        wm = next((o.working_memory for o in reversed(outputs) if o.working_memory), None)
+        if wm and om.observation.manage_working_memory and self._write_working_memory is not None:
+            try:
+                self._write_working_memory(
+                    MemoryOptions(observational_memory=om), rec.resource_id, thread_id, wm
+                )
+            except MemstackError as exc:
+                logger.warning(
+                    "observer working-memory update refused (%s) for thread %s",
+                    exc.code,
+                    thread_id,
+                    extra={"thread_id": thread_id, "error": exc.code},
+                )
+
+    # model calls ---------------------------------------------------------------------------------
+
+    def _chat(self, om: ObservationalMemoryOptions | None = None, agent: str = "") -> ChatModel:
+        """The configured chat model, or — when the options name another model for this agent
+        (``model``, ``observation.model``, ``reflection.model``; spec §2.9.1 resolution) and the adapter
+        can switch models (``with_model``) — the same endpoint with that model."""
+        chat = self.chat_model
+        if chat is None:
+            raise InvalidInput(
+                "observational memory needs a chat model: configure OPENAI_API_KEY (or a compatible "
+                "OPENAI_BASE_URL) or pass chat_model",
+                field="chat_model",
+            )
+        current = str(getattr(chat, "model", chat.model_id))
+        if om is None or agent not in ("observer", "reflector"):
+            return chat
+        observer, reflector = om.models(current)
+        wanted = observer if agent == "observer" else reflector
+        switch = getattr(chat, "with_model", None)
+        if wanted == current or switch is None:
+            return chat
+        key = (id(chat), wanted)
+        model = self._models.get(key)
+        if model is None:
+            model = self._models[key] = switch(wanted)
+        return model
+
+    def _observe(
+        self, opts: MemoryOptions, v: _View, messages: list[Message], *, buffering: bool
+    ) -> tuple[list[ObserverOutput], Message | None]:
+        """Run the Observer over ``messages`` in batches under ``message_tokens`` (a huge message is
+        split into parts), each batch seeing the observations made so far.
+
+        Returns:
+            The parsed outputs and the last message observed (``None`` when there was nothing to observe).
+        """
+        from memstack.observation import prompts
+
+        om = opts.observational_memory
+        if not messages:
+            return [], None
+        chat = self._chat(om, "observer")
+        cap = max(1_000, min(om.observation.message_tokens, 30_000))
+        batches = transcript_batches(messages, tokenizer=self.tokenizer, max_tokens=cap)
+        previous = "\n\n".join([v.record.active_observations, *(c.observations for c in v.chunks)]).strip()
+        hints = v.chunks[-1] if v.chunks else v.record
+        outputs: list[ObserverOutput] = []
+        system = prompts.observer_system_prompt(
+            multi_thread=False,
+            instruction=om.observation.instruction,
+            thread_title=om.observation.thread_title,
+            current_task=om.observation.continuation_hints.current_task and not buffering,
+            suggested_response=om.observation.continuation_hints.suggested_response and not buffering,
+            manage_working_memory=om.observation.manage_working_memory,
+        )
+        current_wm = (
+            self._read_working_memory(opts, v.record.resource_id, v.thread_id)
+            if om.observation.manage_working_memory and self._read_working_memory is not None
+            else None
+        )
+        for batch in batches:
+            if not batch.text.strip():
+                continue  # nothing to show (e.g. only reasoning): observed without a model call
+            shown, truncated = self._previous(om, previous)
+            task = prompts.observer_task_prompt(
+                previous=shown,
+                truncated=truncated,
+                prior_current_task=hints.current_task,
+                prior_suggested_response=hints.suggested_response,
+                prior_thread_title=hints.thread_title,
+                buffering=buffering,
+                working_memory=current_wm,
+            )
+            request = [
+                {"role": "system", "content": system},
+                {"role": "user", "content": task},
+                {"role": "user", "content": prompts.observer_history_message(batch.text)},
+            ]
+            parsed = self._call_observer(chat, om, request, v.thread_id)
+            outputs.append(parsed)
+            if parsed.observations.strip():
+                previous = f"{previous}\n\n{parsed.observations}".strip()
+        logger.info(
+            "observed messages",
+            extra={
+                "thread_id": v.thread_id,
+                "messages": len(messages),
+                "batches": len(batches),
+                "buffering": buffering,
+            },
+        )
+        return outputs, messages[-1]
+
+    def _previous(self, om: ObservationalMemoryOptions, previous: str) -> tuple[str, bool]:
+        from memstack.observation.parsing import truncate_observations
+
+        budget = om.observation.previous_observer_tokens
+        if budget is False:
+            return previous, False
+        return truncate_observations(previous, int(budget), self.tokenizer)
+
+    def _call_observer(
+        self, chat: ChatModel, om: ObservationalMemoryOptions, request: list[dict[str, Any]], thread_id: str
+    ) -> ObserverOutput:
+        """One Observer call, retried once on degenerate or unusable output (spec §2.9.5)."""
+        from memstack.observation.parsing import is_degenerate, parse_observer_output
+
+        settings = om.observation.model_settings
+        for attempt in (1, 2):
+            answer = chat.complete(
+                request, max_output_tokens=settings.max_output_tokens, temperature=settings.temperature
+            )
+            text = answer.text or ""
+            parsed = parse_observer_output(text)
+            usable = parsed.observations.strip() or "<observations>" in text
+            if usable and not is_degenerate(text):
+                return parsed
+            logger.warning(
+                "observer output unusable (attempt %d) for thread %s",
+                attempt,
+                thread_id,
+                extra={"thread_id": thread_id, "attempt": attempt, "chars": len(text)},
+            )
+        raise ObservationFailed(
+            f"the Observer's answer for thread {thread_id} was empty or degenerate twice; nothing was committed"
+        )
+
+    # reflection ----------------------------------------------------------------------------------
+
+    def reflect(self, opts: MemoryOptions, resource_id: str, thread_id: str) -> ReflectResult:
+        """Reflect if due (``reflection_due``): activate a buffered reflection at the threshold, reflect
+        synchronously at the threshold without one, or buffer a reflection at the buffered-reflection
+        point (spec §2.9.4 step 8). The compression ladder starts at level 1 and goes to 4, retried until
+        the result is under ``observation_tokens``; the smallest good attempt is committed. An empty or
+        degenerate attempt is never committed.
+
+        Raises:
+            InvalidInput: disabled or no chat model. ObservationFailed: no attempt was usable (the old
+            observations stay). Unavailable: model or store failure. Conflict: lost every write race.
+        """
+        om = opts.observational_memory
+        if not om.enabled:
+            raise InvalidInput("observational memory is disabled", field="observational_memory.enabled")
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            rec = self.get_record(om, resource_id, thread_id)
+            if rec is None or not self.reflection_due(om, rec):
+                return ReflectResult(
+                    tokens_before=rec.observation_tokens if rec else 0,
+                    tokens_after=rec.observation_tokens if rec else 0,
+                    generation_count=rec.generation_count if rec else 0,
+                )
+            t = self.thresholds(om, rec)
+            at_threshold = rec.observation_tokens >= t.observation_tokens
+            if at_threshold and rec.buffered_reflection is not None:
+                swapped = self._swap_buffered(rec)
+                if swapped.observation_tokens < t.observation_tokens:
+                    if self._write(rec, swapped):
+                        return self._reflected(rec, swapped, 0)
+                    continue
+            lines = rec.active_observations.splitlines()
+            text, level = self._run_reflector(opts, rec, thread_id, t)
+            if at_threshold:
+                new = self._committed(rec, text)
+            else:
+                new = rec.model_copy(
+                    update={
+                        "buffered_reflection": text,
+                        "buffered_reflection_tokens": self.tokenizer.count(text),
+                        "reflected_line_count": len(lines),
+                    }
+                )
+            if self._write(rec, new):
+                return self._reflected(rec, new, level, buffered=not at_threshold)
+            latest = self.get_record(om, resource_id, thread_id)
+            if (
+                latest is not None
+                and at_threshold
+                and latest.active_observations.startswith(rec.active_observations)
+            ):
+                # observations were appended meanwhile: keep them after the reflection
+                added = latest.active_observations[len(rec.active_observations) :].strip()
+                merged = self._committed(latest, f"{text}\n\n{added}" if added else text)
+                if self._write(latest, merged):
+                    return self._reflected(rec, merged, level)
+        raise Conflict(
+            f"reflection of thread {thread_id} lost the write race {MAX_WRITE_ATTEMPTS} times; retry"
+        )
+
+    def _reflected(
+        self, before: ObservationRecord, after: ObservationRecord, level: int, *, buffered: bool = False
+    ) -> ReflectResult:
+        logger.info(
+            "reflected observations",
+            extra={
+                "resource_id": before.resource_id,
+                "thread_id": before.thread_id,
+                "tokens_before": before.observation_tokens,
+                "tokens_after": after.observation_tokens,
+                "level": level,
+                "buffered": buffered,
+            },
+        )
+        return ReflectResult(
+            reflected=True,
+            level=level,
+            tokens_before=before.observation_tokens,
+            tokens_after=after.buffered_reflection_tokens if buffered else after.observation_tokens,
+            generation_count=after.generation_count,
+            buffered=buffered,
+        )
+
+    def _committed(self, rec: ObservationRecord, text: str) -> ObservationRecord:
+        return rec.model_copy(
+            update={
+                "active_observations": text,
+                "observation_tokens": self.tokenizer.count(text),
+                "origin_type": "reflection",
+                "generation_count": rec.generation_count + 1,
+                "buffered_reflection": None,
+                "buffered_reflection_tokens": 0,
+                "reflected_line_count": 0,
+                "failure_count": 0,
+                "last_error": None,
+                "pending_since": None,
+            }
+        )
+
+    def _swap_buffered(self, rec: ObservationRecord) -> ObservationRecord:
+        """The buffered reflection replaces the lines it covered; lines appended since are kept."""
+        assert rec.buffered_reflection is not None
+        kept = "\n".join(rec.active_observations.splitlines()[rec.reflected_line_count :]).strip()
+        text = f"{rec.buffered_reflection}\n\n{kept}" if kept else rec.buffered_reflection
+        return self._committed(rec, text)
+
+    def _run_reflector(
+        self, opts: MemoryOptions, rec: ObservationRecord, thread_id: str, t: Thresholds
+    ) -> tuple[str, int]:
+        from memstack.observation import prompts
+        from memstack.observation.parsing import is_degenerate, parse_reflector_output
+
+        om = opts.observational_memory
+        chat = self._chat(om, "reflector")
+        system = prompts.reflector_system_prompt(
+            multi_thread=rec.scope == "resource",
+            instruction=om.reflection.instruction,
+            current_task=om.reflection.continuation_hints.current_task,
+            suggested_response=om.reflection.continuation_hints.suggested_response,
+        )
+        settings = om.reflection.model_settings
+        best: tuple[int, str, int] | None = None
+        failures = 0
+        for level in range(1, prompts.MAX_COMPRESSION_LEVEL + 1):
+            request = [
+                {"role": "system", "content": system},
+                {
+                    "role": "user",
+                    "content": prompts.reflector_task_prompt(rec.active_observations, level=level),
+                },
+            ]
+            answer = chat.complete(
+                request, max_output_tokens=settings.max_output_tokens, temperature=settings.temperature
+            )
+            raw = answer.text or ""
+            text = parse_reflector_output(raw).observations.strip()
+            if not text or is_degenerate(raw):
+                failures += 1
+                logger.warning(
+                    "reflector output unusable at level %d for thread %s",
+                    level,
+                    thread_id,
+                    extra={"thread_id": thread_id, "level": level, "chars": len(raw)},
+                )
+                continue
+            tokens = self.tokenizer.count(text)
+            if best is None or tokens < best[0]:
+                best = (tokens, text, level)
+            if tokens < t.observation_tokens:
+                break
+        if best is None:
+            raise ObservationFailed(
+                f"every Reflector answer for thread {thread_id} was empty or degenerate ({failures} attempts); "
+                "the observations are unchanged"
+            )
+        return best[1], best[2]
+
+    # failures and the sweep ----------------------------------------------------------------------
+
+    def record_failure(self, opts: MemoryOptions, resource_id: str, thread_id: str, error: str) -> None:
+        """Note a failed background run on the record (``failure_count``, ``last_error``) and mark it
+        due, so the sweep retries it (the Step Functions Catch path). Never touches observations.
+
+        Raises:
+            NotFound: thread scope and the thread is gone (nothing to retry). Unavailable: store failure.
+        """
+        om = opts.observational_memory
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            rec = self.get_record(om, resource_id, thread_id) or self._fresh(om, resource_id, thread_id)
+            new = rec.model_copy(
+                update={
+                    "failure_count": rec.failure_count + 1,
+                    "last_error": error[:MAX_ERROR_CHARS],
+                    "pending_since": rec.pending_since or self.clock.now(),
+                }
+            )
+            if self._write(rec, new):
+                return
+        raise Conflict(f"recording the failure of thread {thread_id} lost the write race; retry")
+
+    def work(self, opts: MemoryOptions, *, idle_seconds: int, limit: int) -> list[ObservationJob]:
+        """Jobs for records due at least ``idle_seconds`` ago (``MemoryStore.list_observation_work``)."""
+        due = self.clock.now() - timedelta(seconds=idle_seconds)
+        jobs: list[ObservationJob] = []
+        for resource_id, owner in self.store.list_observation_work(due_before=due, limit=limit):
+            rec = self.store.get_observation_record(resource_id, owner)
+            if rec is None:
+                continue
+            thread_id = owner or _last_thread(rec)
+            if thread_id is None:
+                continue
+            # an unchanged record must still be retried by a later sweep: the key carries the sweep's minute
+            bucket = str(int(self.clock.now().timestamp()) // 60)
+            jobs.append(self.job(rec, thread_id, rec.observed_seq(thread_id), "sweep", salt=bucket))
+        return jobs
+
+    # titles --------------------------------------------------------------------------------------
+
+    def title_due(self, opts: MemoryOptions, thread: Thread | None) -> bool:
+        """``generate_title`` is on and the thread is untitled (spec §2.6: never overwrite a title)."""
+        return bool(opts.generate_title.enabled and thread is not None and thread.title == "")
+
+    def generate_title(self, opts: MemoryOptions, thread: Thread) -> str | None:
+        """Title an untitled thread from its first messages once it has a user message (spec §2.6).
+
+        Returns the title set, or ``None`` (not due, no user message yet, or the title was set meanwhile:
+        the write is a compare-and-set on the thread's version, so a title a user set wins).
+
+        Raises:
+            InvalidInput: no chat model. Unavailable: the model failed or returned no title.
+        """
+        from memstack.observation.titles import generate_title
+
+        if not self.title_due(opts, thread):
+            return None
+        messages = self.store.list_messages(thread.resource_id, thread.id, limit=20)
+        if (
+            sum(1 for m in messages if m.role == "user") < 1
+            or len(messages) < opts.generate_title.min_messages
+        ):
+            return None
+        title = generate_title(self._chat(), messages, instructions=opts.generate_title.instructions)
+        try:
+            self.store.update_thread(
+                thread.resource_id,
+                thread.id,
+                title=title,
+                updated_at=self.clock.now(),
+                expected_version=thread.version,
+            )
+        except (Conflict, NotFound):
+            return None
+        return title
+
+
+def thread_label(om: ObservationalMemoryOptions, thread_id: str) -> str:
+    """The thread id as shown in resource-scope observations: hashed when ``obscure_thread_ids``."""
+    if om.effective_obscure_thread_ids:
+        return hashlib.sha256(thread_id.encode()).hexdigest()[:8]
+    return thread_id
+
+
+def split_log(text: str) -> list[str]:
+    """The observation log cut at its message-boundary lines (non-empty pieces, in order)."""
+    return [p.strip() for p in _BOUNDARY_RE.split(text) if p.strip()]
+
+
+def _append(text: str, new: str, at: datetime) -> str:
+    new = new.strip()
+    if not new:
+        return text
+    if not text.strip():
+        return new
+    return f"{text}\n\n{BOUNDARY.format(at=at.strftime('%Y-%m-%dT%H:%M:%SZ'))}\n\n{new}"
+
+
+def _last_thread(rec: ObservationRecord) -> str | None:
+    if rec.thread_id is not None:
+        return rec.thread_id
+    return next(iter(rec.cursor), None)

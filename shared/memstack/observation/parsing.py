@@ -1,0 +1,603 @@
+"""Reading the Observer's and Reflector's answers, and preparing observations for the actor
+(spec §2.9.5).
+
+* ``parse_observer_output`` / ``parse_reflector_output``: the ``<observations>`` text and the optional
+  hint sections, with fallbacks for answers that forget their tags.
+* ``is_degenerate``: answers stuck in a repetition loop, which must never be committed.
+* ``optimize_for_context`` and ``add_relative_time``: what the actor sees of the observations.
+* ``truncate_observations``: the previous observations sent back to the Observer
+  (``previous_observer_tokens``).
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+
+from memstack.ports import Tokenizer
+
+__all__ = [
+    "MAX_LINE_CHARS",
+    "MAX_TITLE_CHARS",
+    "ObserverOutput",
+    "add_relative_time",
+    "clean_title",
+    "is_degenerate",
+    "optimize_for_context",
+    "parse_observer_output",
+    "parse_reflector_output",
+    "strip_group_tags",
+    "strip_think",
+    "truncate_observations",
+]
+
+MAX_LINE_CHARS = 10_000
+"""Longer observation lines are cut to this many characters and marked `` … [truncated]``."""
+
+MAX_TITLE_CHARS = 80
+"""Longest thread title (spec §2.6)."""
+
+_TRUNCATED = " … [truncated]"
+
+# degenerate detection (spec §2.9.5)
+_DEGENERATE_MIN_CHARS = 2_000
+_WINDOW = 200
+_WINDOW_STRIDE = 50
+_WINDOW_DUPLICATES = 0.4
+_DEGENERATE_LINE_CHARS = 50_000
+_LINE_MIN_CHARS = 24
+_LINE_MIN_COUNT = 10
+_LINE_DUPLICATES = 0.5
+
+
+@dataclass(frozen=True)
+class ObserverOutput:
+    """A parsed Observer or Reflector answer.
+
+    Attributes:
+        observations: the observation text (``<observations>`` blocks joined by a newline; with
+            multi-thread output the ``<thread id>`` sections stay in it, their hint sections removed);
+            ``""`` when the answer had none.
+        current_task, suggested_response, thread_title, working_memory: the top-level optional sections,
+            trimmed (``None`` when absent or empty; the title at most ``MAX_TITLE_CHARS``).
+        threads: multi-thread output: thread id → that thread's observation text; ``{}`` otherwise.
+        thread_hints: multi-thread output: thread id → its hints found inside its ``<thread>`` section,
+            keyed ``current_task``, ``suggested_response``, ``thread_title`` (only those present).
+    """
+
+    observations: str
+    current_task: str | None = None
+    suggested_response: str | None = None
+    thread_title: str | None = None
+    working_memory: str | None = None
+    threads: dict[str, str] = field(default_factory=dict)
+    thread_hints: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+_THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.S | re.I)
+_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.I)
+_THINK_OPEN = re.compile(r"<think(?:ing)?>", re.I)
+_HINT_TAGS = ("current-task", "suggested-response", "thread-title", "working-memory")
+_HINT_FIELDS = {
+    "current-task": "current_task",
+    "suggested-response": "suggested_response",
+    "thread-title": "thread_title",
+    "working-memory": "working_memory",
+}
+_KNOWN_TAGS = ("observations", "thread", *_HINT_TAGS)
+_OPEN_AT_LINE = {
+    tag: re.compile(rf"^[ \t]*<{tag}(?:\s[^>\n]*)?>", re.M | re.I) for tag in ("observations", *_HINT_TAGS)
+}
+_THREAD_BLOCK = re.compile(
+    r"^[ \t]*<thread\s+id\s*=\s*(?:\"([^\"\n]*)\"|'([^'\n]*)')\s*>(.*?)(?:^[ \t]*</thread>|\Z)",
+    re.M | re.S | re.I,
+)
+_ANY_OPEN_AT_LINE = re.compile(rf"^[ \t]*<(?:{'|'.join(_KNOWN_TAGS)})\b[^>\n]*>", re.M | re.I)
+_FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*$", re.M)
+_OBSERVATION_LINE = re.compile(
+    r"^\s*(?:[*\-+•]\s|\d{1,3}[.)]\s|Date:|🔴|🟡|🟢|✅|\[[^\]\n]+ later\])",
+)
+_GROUP_TAG = re.compile(
+    r"^[ \t]*</?observation-group\b[^>\n]*>[ \t]*\n?|</?observation-group\b[^>\n]*>", re.M
+)
+
+
+def strip_think(text: str) -> str:
+    """``text`` without reasoning: ``<think>…</think>`` blocks removed; text before a lone ``</think>``
+    removed (a model that printed its reasoning without the opening tag); a lone ``<think>`` tag removed."""
+    text = _THINK_BLOCK.sub("", text)
+    closing = list(_THINK_CLOSE.finditer(text))
+    if closing:
+        text = text[closing[-1].end() :]
+    return _THINK_OPEN.sub("", text)
+
+
+def _cut_lines(text: str) -> str:
+    return "\n".join(
+        line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + _TRUNCATED
+        for line in text.split("\n")
+    )
+
+
+def _tidy(text: str) -> str:
+    """Code fences dropped, lines cut to ``MAX_LINE_CHARS``, blank lines around trimmed."""
+    text = _FENCE.sub("", text)
+    return _cut_lines(text).strip("\n").rstrip()
+
+
+def _blocks(text: str, tag: str) -> list[tuple[int, int, str]]:
+    """Every ``<tag>…</tag>`` block whose opening tag starts a line: ``(start, end, content)``.
+
+    A block without its closing tag ends at the next known opening tag that starts a line, or at the
+    end of the text.
+    """
+    out: list[tuple[int, int, str]] = []
+    closing = re.compile(rf"</{tag}\s*>", re.I)
+    position = 0
+    while True:
+        match = _OPEN_AT_LINE[tag].search(text, position)
+        if match is None:
+            return out
+        close = closing.search(text, match.end())
+        if close is not None:
+            # an unclosed block must not swallow the next block of the same tag
+            again = _OPEN_AT_LINE[tag].search(text, match.end(), close.start())
+            if again is None:
+                out.append((match.start(), close.end(), text[match.end() : close.start()]))
+                position = close.end()
+                continue
+        following = _ANY_OPEN_AT_LINE.search(text, match.end())
+        end = following.start() if following is not None else len(text)
+        out.append((match.start(), end, text[match.end() : end]))
+        position = max(end, match.end())
+
+
+def _hint(value: str | None, tag: str) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    if tag == "thread-title":
+        return clean_title(value) or None
+    return value
+
+
+def _remove(text: str, spans: list[tuple[int, int, str]]) -> str:
+    for start, end, _ in sorted(spans, reverse=True):
+        text = text[:start] + text[end:]
+    return text
+
+
+def _hints_in(text: str) -> tuple[dict[str, str], str]:
+    """The hint sections of ``text`` (the last of each tag wins) and ``text`` without them."""
+    found: dict[str, str] = {}
+    spans: list[tuple[int, int, str]] = []
+    for tag in _HINT_TAGS:
+        blocks = _blocks(text, tag)
+        spans.extend(blocks)
+        values = [v for v in (_hint(content, tag) for _, _, content in blocks) if v is not None]
+        if values:
+            found[_HINT_FIELDS[tag]] = values[-1]
+    return found, _remove(text, spans)
+
+
+def _fallback_observations(text: str) -> str:
+    """Observation-looking lines of an answer without ``<observations>`` tags: list items, ``Date:``
+    headers, lines starting with a priority marker, and the indented lines under them."""
+    kept: list[str] = []
+    keeping = False
+    for line in text.split("\n"):
+        if not line.strip():
+            if keeping:
+                kept.append("")
+            continue
+        if _OBSERVATION_LINE.match(line):
+            kept.append(line)
+            keeping = True
+        elif keeping and line[:1] in (" ", "\t"):
+            kept.append(line)  # a continuation or sub-bullet of the item above
+        else:
+            keeping = False
+    return "\n".join(kept)
+
+
+def _parse(text: str) -> ObserverOutput:
+    text = strip_think(text or "").replace("\r\n", "\n")
+    blocks = _blocks(text, "observations")
+    outside = _remove(text, blocks)
+    top, _ = _hints_in(outside)
+    if blocks:
+        body = "\n".join(content.strip("\n") for _, _, content in blocks)
+    else:
+        _, without_hints = _hints_in(text)
+        body = _fallback_observations(without_hints)
+    threads: dict[str, str] = {}
+    thread_hints: dict[str, dict[str, str]] = {}
+    pieces: list[str] = []
+    last = 0
+    for match in _THREAD_BLOCK.finditer(body):
+        thread_id = html.unescape(match.group(1) if match.group(1) is not None else match.group(2))
+        hints, content = _hints_in(match.group(3))
+        content = _tidy(content)
+        threads[thread_id] = (
+            f"{threads[thread_id]}\n{content}".strip("\n") if thread_id in threads else content
+        )
+        if hints:
+            thread_hints.setdefault(thread_id, {}).update(
+                {k: v for k, v in hints.items() if k != "working_memory"}
+            )
+        pieces.append(body[last : match.start()])
+        pieces.append(f'<thread id="{html.escape(thread_id, quote=True)}">\n{content}\n</thread>\n')
+        last = match.end()
+    pieces.append(body[last:])
+    if not threads:
+        # hints some models put inside <observations>: take them out of the observation text
+        inner, body = _hints_in(body)
+        top = {**inner, **top}
+        observations = _tidy(body)
+    else:
+        observations = _tidy("".join(pieces))
+    return ObserverOutput(
+        observations=observations,
+        current_task=top.get("current_task"),
+        suggested_response=top.get("suggested_response"),
+        thread_title=top.get("thread_title"),
+        working_memory=top.get("working_memory"),
+        threads=threads,
+        thread_hints=thread_hints,
+    )
+
+
+def parse_observer_output(text: str) -> ObserverOutput:
+    """Parse an Observer answer (spec §2.9.5 "Parsing").
+
+    Rules: reasoning (``<think>…</think>``) is removed first. Tags count only when the opening tag starts
+    a line (after optional spaces). Several ``<observations>`` blocks are joined by a newline; an unclosed
+    block runs to the next known section or the end. Without any ``<observations>`` block, the
+    observation-looking lines are used (list items, ``Date:`` headers, priority markers and their indented
+    lines). Lines over ``MAX_LINE_CHARS`` are cut and marked `` … [truncated]``; code fences are dropped.
+    Hints (``<current-task>``, ``<suggested-response>``, ``<thread-title>``, ``<working-memory>``) are
+    trimmed, empty ones are ``None``, the last of a tag wins; the title is cleaned by ``clean_title``.
+    Multi-thread output (``<thread id="…">`` sections inside ``<observations>``) fills ``threads`` and
+    ``thread_hints``.
+
+    Never raises: an answer with nothing usable gives ``observations == ""``.
+    """
+    return _parse(text)
+
+
+def parse_reflector_output(text: str) -> ObserverOutput:
+    """Parse a Reflector answer: the same rules as ``parse_observer_output``."""
+    return _parse(text)
+
+
+def clean_title(text: str) -> str:
+    """A title as the model wrote it, cleaned (spec §2.6): reasoning removed; the first non-empty line;
+    a leading ``Title:`` removed; quotes, backticks, ``*``/``#`` markup and colons removed; spaces
+    collapsed; cut to ``MAX_TITLE_CHARS`` on a word boundary (hard cut for a single longer word).
+    ``""`` when nothing is left."""
+    text = strip_think(text)
+    line = next((ln for ln in text.split("\n") if ln.strip()), "")
+    line = re.sub(r"^\s*(?:thread\s+)?title\s*:\s*", "", line, flags=re.I)
+    line = re.sub(r"[\"“”„«»`*#:]", "", line)
+    line = re.sub(r"^['‘’]+|['‘’]+$", "", line.strip())
+    line = " ".join(line.split())
+    if len(line) <= MAX_TITLE_CHARS:
+        return line
+    cut = line[: MAX_TITLE_CHARS + 1].rsplit(" ", 1)[0]
+    if not cut or len(cut) > MAX_TITLE_CHARS:
+        cut = line[:MAX_TITLE_CHARS]
+    return cut.rstrip(" ,;.-–—")
+
+
+# ---------------------------------------------------------------------------------------------------
+# degenerate output
+
+
+def is_degenerate(text: str) -> bool:
+    """Whether a model answer is stuck in a loop and must not be used (spec §2.9.5).
+
+    Degenerate when any of these hold:
+
+    * a line is over 50,000 characters;
+    * the text is at least 2,000 characters and more than 40 % of its 200-character windows (taken every
+      50 characters) repeat an earlier window;
+    * among the lines of at least 24 characters (stripped), when there are at least 10, more than 50 %
+      repeat an earlier line.
+    """
+    lines = text.split("\n")
+    if any(len(line) > _DEGENERATE_LINE_CHARS for line in lines):
+        return True
+    if len(text) >= _DEGENERATE_MIN_CHARS:
+        windows = [text[i : i + _WINDOW] for i in range(0, len(text) - _WINDOW + 1, _WINDOW_STRIDE)]
+        if windows and 1 - len(set(windows)) / len(windows) > _WINDOW_DUPLICATES:
+            return True
+    long_lines = [s for s in (line.strip() for line in lines) if len(s) >= _LINE_MIN_CHARS]
+    if len(long_lines) >= _LINE_MIN_COUNT:
+        repeated = len(long_lines) - len(set(long_lines))
+        if repeated / len(long_lines) > _LINE_DUPLICATES:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------------
+# the actor's view
+
+
+_BRACKET_TAG = re.compile(r"\[(?![\d\s]*items? collapsed\])(?!Image #)(?!File #)[^\[\]\n]+\](?!\()")
+_ARROW = re.compile(r"[ \t]*->[ \t]*")
+_PRIORITY_LOW = re.compile(r"(?:🟡|🟢)[ \t]*")
+_SPACES = re.compile(r"(?<=\S)[ \t]{2,}")
+_BLANKS = re.compile(r"\n{3,}")
+
+
+def optimize_for_context(observations: str) -> str:
+    """Observations made cheaper for the actor's context (spec §2.9.5 ``optimizeObservationsForContext``).
+
+    * The 🟡 and 🟢 markers are removed; 🔴 and ✅ stay. The items themselves stay: the markers guide the
+      Observer and Reflector, the facts are what the actor needs (Mastra removes the markers, not the
+      lines).
+    * ``[tags]`` in square brackets are removed, except markdown link labels ``[label](url)``,
+      ``[N items collapsed]`` and ``[Image #n: …]`` / ``[File #n: …]`` placeholders.
+    * ``->`` becomes a space; runs of spaces inside a line become one (indentation is kept);
+      trailing spaces go; three or more newlines become two.
+
+    ``Date:`` headers and ``<thread id>`` / ``<observation-group>`` tags are kept as they are.
+    """
+    out = _PRIORITY_LOW.sub("", observations)
+    out = _BRACKET_TAG.sub("", out)
+    out = _ARROW.sub(" ", out)
+    out = _SPACES.sub(" ", out)
+    out = "\n".join(line.rstrip() for line in out.split("\n"))
+    return _BLANKS.sub("\n\n", out).strip()
+
+
+_MONTH_NUMBERS = {
+    name: index
+    for index, names in enumerate(
+        (
+            ("jan", "january"),
+            ("feb", "february"),
+            ("mar", "march"),
+            ("apr", "april"),
+            ("may",),
+            ("jun", "june"),
+            ("jul", "july"),
+            ("aug", "august"),
+            ("sep", "sept", "september"),
+            ("oct", "october"),
+            ("nov", "november"),
+            ("dec", "december"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_WEEKDAY = r"(?:(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)[a-z]*,?\s+)?"
+_NAMED_DATE = re.compile(rf"^{_WEEKDAY}([A-Za-z]+)\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})$", re.I)
+_DAY_FIRST_DATE = re.compile(rf"^{_WEEKDAY}(\d{{1,2}})\s+([A-Za-z]+)\.?,?\s+(\d{{4}})$", re.I)
+_ISO_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
+_DATE_HEADER = re.compile(r"^([ \t]*Date:[ \t]*)(.+?)[ \t]*$")
+_GAP_LINE = re.compile(r"^\[\d+ (?:day|week|month|year)s? later\]$")
+_MEANING = re.compile(r"\((meaning|estimated)\s+([^()\n]+?)\)")
+_INTENT = re.compile(
+    r"\b(?:will|plan(?:s|ned|ning)? to|intend(?:s|ed)? to|going to|scheduled|upcoming|wants? to)\b", re.I
+)
+
+
+def _parse_date(text: str) -> date | None:
+    """A calendar date from ``May 15, 2023``, ``May 15 2023``, ``Tuesday, May 15, 2023``,
+    ``15 May 2023`` or ``2023-05-15``; ``None`` otherwise (or when the date does not exist)."""
+    text = text.strip()
+    try:
+        if match := _ISO_DATE.match(text):
+            return date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+        if match := _NAMED_DATE.match(text):
+            month = _MONTH_NUMBERS.get(match.group(1).lower())
+            return date(int(match.group(3)), month, int(match.group(2))) if month else None
+        if match := _DAY_FIRST_DATE.match(text):
+            month = _MONTH_NUMBERS.get(match.group(2).lower())
+            return date(int(match.group(3)), month, int(match.group(1))) if month else None
+    except ValueError:
+        return None
+    return None
+
+
+def _months_between(earlier: date, later: date) -> int:
+    """Whole calendar months from ``earlier`` to ``later`` (``later`` ≥ ``earlier``)."""
+    months = (later.year - earlier.year) * 12 + later.month - earlier.month
+    if later.day < earlier.day:
+        months -= 1
+    return months
+
+
+def _span(earlier: date, later: date) -> tuple[int, str]:
+    """The distance from ``earlier`` to ``later`` (not before it) in the largest fitting unit, rounded
+    down: days under a week, weeks under a month, months under a year, then years."""
+    days = (later - earlier).days
+    if days < 7:
+        return days, "day"
+    months = _months_between(earlier, later)
+    if months < 1:
+        return days // 7, "week"
+    if months < 12:
+        return months, "month"
+    return months // 12, "year"
+
+
+def _amount(n: int, unit: str) -> str:
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
+
+
+def _relative(when: date, today: date) -> str:
+    """``today``, ``yesterday``, ``tomorrow``, ``5 days ago``, ``3 weeks ago``, ``in 2 months`` …"""
+    days = (today - when).days
+    if days == 0:
+        return "today"
+    if days == 1:
+        return "yesterday"
+    if days == -1:
+        return "tomorrow"
+    if days > 0:
+        n, unit = _span(when, today)
+        return f"{_amount(n, unit)} ago"
+    n, unit = _span(today, when)
+    return f"in {_amount(n, unit)}"
+
+
+def _format_date(when: date) -> str:
+    return f"{_MONTH_NAMES[when.month - 1]} {when.day}, {when.year}"
+
+
+def add_relative_time(observations: str, now: datetime) -> str:
+    """Observations with relative time added for the actor (spec §2.9.5 ``addRelativeTimeToObservations``).
+
+    * ``Date: May 15, 2023`` → ``Date: May 15, 2023 (5 days ago)`` (``today``, ``yesterday``,
+      ``N days/weeks/months/years ago``, ``in …`` for future dates). Headers that already carry a
+      parenthesis are left alone, so the function is idempotent.
+    * Between two date groups more than one day apart, a line such as ``[3 days later]`` or
+      ``[2 weeks later]`` is inserted before the later header (calendar units, rounded down).
+    * ``(meaning DATE)`` / ``(estimated DATE)`` with a past DATE becomes ``(meaning DATE - 3 weeks ago)``,
+      plus ``, likely already happened`` when the line speaks of an intention ("will", "plans to" …);
+      a future DATE gets ``- in 2 days``; today gets ``- today``.
+
+    Dates are calendar dates in UTC (the Observer's transcript is in UTC); ``now`` is converted to UTC
+    (a naive ``now`` is taken as UTC). Unparseable dates are left as they are.
+    """
+    moment = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+    today = moment.date()
+    out: list[str] = []
+    previous: date | None = None
+    for line in observations.split("\n"):
+        header = _DATE_HEADER.match(line)
+        if header is not None:
+            raw = header.group(2)
+            annotated = raw.endswith(")")
+            when = _parse_date(raw.rsplit("(", 1)[0] if annotated else raw)
+            if when is not None:
+                if previous is not None and (when - previous).days > 1:
+                    n, unit = _span(previous, when)
+                    gap = f"[{_amount(n, unit)} later]"
+                    last = next((x.strip() for x in reversed(out) if x.strip()), "")
+                    if not _GAP_LINE.match(last):
+                        indent = line[: len(line) - len(line.lstrip())]
+                        out.append(indent + gap)
+                previous = when
+                if not annotated:
+                    line = f"{header.group(1)}{raw} ({_relative(when, today)})"
+            out.append(line)
+            continue
+        intent = _INTENT.search(line) is not None
+        out.append(_MEANING.sub(functools.partial(_annotate_meaning, intent=intent, today=today), line))
+    return "\n".join(out)
+
+
+def _annotate_meaning(match: re.Match[str], *, intent: bool, today: date) -> str:
+    kind, raw = match.group(1), match.group(2)
+    if " - " in raw:  # already annotated
+        return match.group(0)
+    when = _parse_date(raw)
+    if when is None:
+        return match.group(0)
+    relative = _relative(when, today)
+    if when < today and intent:
+        relative += ", likely already happened"
+    return f"({kind} {raw} - {relative})"
+
+
+# ---------------------------------------------------------------------------------------------------
+# the Observer's view of previous observations
+
+
+def strip_group_tags(text: str) -> str:
+    """``text`` without ``<observation-group …>`` and ``</observation-group>`` tags (their content kept;
+    a tag alone on its line takes the line with it)."""
+    return _GROUP_TAG.sub("", text)
+
+
+def _important(line: str) -> bool:
+    return "🔴" in line
+
+
+def truncate_observations(text: str, budget: int, tokenizer: Tokenizer) -> tuple[str, bool]:
+    """Previous observations cut to ``budget`` tokens for the Observer (spec §2.9.1
+    ``previousObserverTokens``, Mastra's ``truncateObservationsToTokenBudget``).
+
+    Keeps 🔴 lines of the older part (newest first, each with its ``Date:`` header) within half the
+    budget, and the most recent lines (the tail) in the rest; the kept 🔴 lines come first, in their
+    original order, then a line ``[… N earlier observation lines omitted …]``, then the tail.
+
+    Args:
+        text: the observations.
+        budget: the most tokens of the result; 0 omits the observations.
+        tokenizer: counts tokens.
+
+    Returns:
+        ``(kept text, whether anything was cut)``; the text itself and ``False`` when it fits.
+
+    Raises:
+        ValueError: a negative ``budget``.
+    """
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    if budget == 0:
+        return "", text != ""
+    if tokenizer.count(text) <= budget:
+        return text, False
+    lines = text.split("\n")
+    costs = [tokenizer.count(line) + 1 for line in lines]
+    marker_cost = tokenizer.count(f"[… {len(lines)} earlier observation lines omitted …]") + 1
+    available = budget - marker_cost
+
+    def tail_start(room: int) -> tuple[int, int]:
+        start, used = len(lines), 0
+        while start > 0 and used + costs[start - 1] <= room:
+            start -= 1
+            used += costs[start]
+        while start < len(lines) and not lines[start].strip():  # no blank line first
+            used -= costs[start]
+            start += 1
+        return start, used
+
+    # 🔴 lines of the part the tail leaves out may take up to half the budget, newest first
+    start, _ = tail_start(available)
+    chosen: set[int] = set()
+    spent = 0
+    headers = [i for i in range(start) if _DATE_HEADER.match(lines[i])]
+    for i in reversed(range(start)):
+        if not _important(lines[i]):
+            continue
+        header = next((h for h in reversed(headers) if h < i), None)
+        extra = costs[i] + (costs[header] if header is not None and header not in chosen else 0)
+        if spent + extra > available // 2:
+            continue
+        chosen.add(i)
+        if header is not None:
+            chosen.add(header)
+        spent += extra
+    start, _ = tail_start(available - spent)
+    start = max(start, max(chosen, default=-1) + 1)
+
+    def build(kept: list[int], first: int) -> str:
+        omitted = first - len(kept)
+        head = [lines[i] for i in sorted(kept)]
+        marker = [f"[… {omitted} earlier observation lines omitted …]"] if omitted > 0 else []
+        return "\n".join([*head, *marker, *lines[first:]]).strip("\n")
+
+    kept = sorted(chosen)
+    result = build(kept, start)
+    # the per-line sum is an estimate: trim until the whole really fits
+    while tokenizer.count(result) > budget and (kept or start < len(lines)):
+        if kept:
+            kept.pop(0)
+        else:
+            start += 1
+        result = build(kept, start)
+    if tokenizer.count(result) > budget:  # not even the marker fits
+        return "", True
+    return result, True

@@ -1,0 +1,95 @@
+"""``InProcessScheduler``: the ``ObservationScheduler`` of the embedded default (DESIGN.md "Local mode":
+background work runs in-process through the same port that Step Functions fills on AWS)."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+from memstack.ports import ObservationJob
+
+__all__ = ["InProcessScheduler"]
+
+logger = logging.getLogger("memstack.observation")
+
+_STOP = object()
+
+
+class InProcessScheduler:
+    """Runs observation jobs on one daemon worker thread, in submission order, or inline.
+
+    Jobs with a key already seen are dropped (the idempotent start that Step Functions execution names
+    give on AWS); the last ``max_keys`` keys are remembered. ``run`` must not raise for a failed job —
+    ``Memory.run_observation_job`` records failures on the record, as the state machine's Catch does.
+
+    Args:
+        run: does one job.
+        synchronous: run each job inside ``submit`` (tests, simulations, one-shot scripts).
+        max_keys: how many recent keys to remember for de-duplication.
+    """
+
+    def __init__(
+        self, run: Callable[[ObservationJob], None], *, synchronous: bool = False, max_keys: int = 10_000
+    ) -> None:
+        self._run = run
+        self.synchronous = synchronous
+        self._max_keys = max_keys
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, job: ObservationJob) -> None:
+        """Queue ``job`` (or run it now when ``synchronous``); a repeated key is ignored."""
+        with self._lock:
+            if self._closed or job.key in self._seen:
+                return
+            self._seen[job.key] = None
+            if len(self._seen) > self._max_keys:
+                self._seen.popitem(last=False)
+            if not self.synchronous and self._worker is None:
+                self._worker = threading.Thread(target=self._loop, name="memstack-observer", daemon=True)
+                self._worker.start()
+        if self.synchronous:
+            self._run(job)
+        else:
+            self._queue.put(job)
+
+    def settled(self, timeout: float | None = None) -> bool:
+        """Wait until every queued job has run; ``False`` if ``timeout`` (seconds) passed first."""
+        if self._worker is None:
+            return True
+        done = threading.Event()
+
+        def waiter() -> None:
+            self._queue.join()
+            done.set()
+
+        threading.Thread(target=waiter, daemon=True).start()
+        return done.wait(timeout)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Finish queued jobs (up to ``timeout`` seconds) and stop the worker; later submits are dropped."""
+        with self._lock:
+            self._closed = True
+            worker = self._worker
+        if worker is not None:
+            self._queue.put(_STOP)
+            worker.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                if job is _STOP:
+                    return
+                assert isinstance(job, ObservationJob)
+                self._run(job)
+            except Exception:  # run() records failures itself; this guards the worker
+                logger.exception("observation job crashed")
+            finally:
+                self._queue.task_done()

@@ -1,0 +1,133 @@
+"""Thread titles (spec §2.6, §3.6): the title transcript and one generation through a scripted model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from memstack.errors import Unavailable
+from memstack.model import (
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from memstack.observation.prompts import TITLE_INSTRUCTIONS
+from memstack.observation.titles import generate_title, title_transcript
+from memstack.ports import ChatModel, ChatResult
+
+
+class ScriptedChat:
+    """A ChatModel that answers from a script and records what it was asked."""
+
+    model_id = "scripted"
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.calls: list[dict[str, Any]] = []
+
+    def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatResult:
+        self.calls.append({"messages": list(messages), "temperature": temperature, "tools": tools})
+        return ChatResult(text=self.answers.pop(0))
+
+
+def msg(role: str, *parts: Part | str) -> Message:
+    return Message(
+        id=f"m-{role}",
+        thread_id="t",
+        resource_id="r",
+        role=role,
+        parts=tuple(TextPart(text=p) if isinstance(p, str) else p for p in parts),
+        created_at=datetime(2025, 1, 1, tzinfo=UTC),
+    )
+
+
+def test_given_a_scripted_chat_then_it_satisfies_the_port() -> None:
+    assert isinstance(ScriptedChat(), ChatModel)
+
+
+def test_given_every_part_kind_when_title_transcript_then_spec_lines() -> None:
+    messages = [
+        msg(
+            "user",
+            "  Plan my trip to Porto  ",
+            FilePart(url="s3://b/" + "x" * 200, media_type="application/pdf"),
+        ),
+        msg(
+            "assistant",
+            ReasoningPart(text="they want a plan"),
+            ToolCallPart(id="c1", name="search", args={"q": "y" * 300}),
+            "Sure.",
+        ),
+        msg("tool", ToolResultPart(tool_call_id="c1", result="z" * 300)),
+        msg("user", ImagePart(url="https://x/map.png", media_type="image/png"), ""),
+    ]
+    lines = title_transcript(messages).split("\n")
+    assert lines[0] == "User: Plan my trip to Porto"
+    assert lines[1] == "User added application/pdf file: " + ("s3://b/" + "x" * 200)[:100]
+    assert lines[2] == "Reasoning: they want a plan"
+    assert (
+        lines[3].startswith('Tool Call search: {"q": "yyy')
+        and len(lines[3]) == len("Tool Call search: ") + 200
+    )
+    assert lines[4] == "Assistant: Sure."
+    assert lines[5] == "Tool Result search: " + "z" * 200
+    assert lines[6] == "User added image/png file: https://x/map.png"
+    assert len(lines) == 7
+
+
+def test_given_an_answer_when_generate_title_then_one_call_with_instructions_and_transcript() -> None:
+    chat = ScriptedChat("Trip to Porto")
+    assert generate_title(chat, [msg("user", "Plan my trip to Porto")]) == "Trip to Porto"
+    (call,) = chat.calls
+    assert call["messages"] == [
+        {"role": "system", "content": TITLE_INSTRUCTIONS},
+        {"role": "user", "content": "User: Plan my trip to Porto"},
+    ]
+    assert call["temperature"] is None and call["tools"] is None
+
+
+def test_given_custom_instructions_when_generate_title_then_they_are_the_system_message() -> None:
+    chat = ScriptedChat("Porto")
+    generate_title(chat, [msg("user", "hi")], instructions="Three words, in French.")
+    assert chat.calls[0]["messages"][0] == {"role": "system", "content": "Three words, in French."}
+
+
+@pytest.mark.parametrize(
+    ("answer", "title"),
+    [
+        ('"Trip to Porto"', "Trip to Porto"),
+        ("<think>The user wants a title: trip.</think>\n\nTrip: Porto in May", "Trip Porto in May"),
+        ("Title: Porto weekend\n\nThis title summarises the request.", "Porto weekend"),
+        ("  ‘Garden plans’  ", "Garden plans"),
+    ],
+)
+def test_given_a_messy_answer_when_generate_title_then_cleaned(answer: str, title: str) -> None:
+    assert generate_title(ScriptedChat(answer), [msg("user", "x")]) == title
+
+
+def test_given_a_long_answer_when_generate_title_then_cut_on_a_word_boundary() -> None:
+    answer = "Planning a two week family holiday in northern Portugal with stops in Porto Braga and Guimaraes"
+    title = generate_title(ScriptedChat(answer), [msg("user", "x")])
+    assert len(title) <= 80
+    assert answer.startswith(title) and answer[len(title)] == " "
+
+
+@pytest.mark.parametrize("answer", ["", "   ", "<think>nothing to say</think>", '""'])
+def test_given_an_empty_answer_when_generate_title_then_unavailable(answer: str) -> None:
+    with pytest.raises(Unavailable, match="no title"):
+        generate_title(ScriptedChat(answer), [msg("user", "x")])
