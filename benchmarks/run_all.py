@@ -2,7 +2,8 @@
 
 Runs, in order: recall quality (recall_quality.py), speed side by side with Mastra (speed.py), requests per
 turn on the AWS path under moto (aws_requests.py, its own process), cold start (cold_start.py, its own
-process), answer quality (answer_quality.py; skipped without an OpenAI key or endpoint). Each writes its
+process), observational memory's cost per turn (observation_cost.py, its own process), answer quality
+(answer_quality.py; skipped without an OpenAI key or endpoint). Each writes its
 Markdown and JSON (and PNG plots); this script then writes ``benchmarks/results/README.md``: the headline
 table (Memstack vs Mastra, measured side by side in this run), the machine, and links to every result.
 
@@ -10,7 +11,7 @@ table (Memstack vs Mastra, measured side by side in this run), the machine, and 
 minutes). The full run takes about 15 minutes on the 2-core build machine (most of it Mastra: its growth
 to 10k messages and its per-conversation processes, and the local embedder's ~35 ms per text).
 
-Usage: ``python benchmarks/run_all.py [--quick] [--no-mastra] [--skip recall,speed,aws,cold,answers]``
+Usage: ``python benchmarks/run_all.py [--quick] [--no-mastra] [--skip recall,speed,aws,cold,observation,answers]``
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ if str(ROOT) not in sys.path:
 from benchmarks import answer_quality, recall_quality, speed  # noqa: E402
 from benchmarks.common import RESULTS, MastraPeer, machine, machine_line, markdown_table, write_json  # noqa: E402
 
-STEPS = ("recall", "speed", "aws", "cold", "answers")
+STEPS = ("recall", "speed", "aws", "cold", "observation", "answers")
 
 
 def _section(title: str) -> None:
@@ -154,6 +155,17 @@ def main(argv: list[str] | None = None) -> int:
         table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
         sections.append(f"* [Cold start](cold_start.md) ([JSON](cold_start.json)):\n\n{table}\n")
         status["cold"] = "ok" if code == 0 else f"exit {code}"
+
+    if "observation" not in skip:
+        _section("observational memory cost")
+        code, out = _run_script(
+            ["benchmarks/observation_cost.py", "--turns", "500" if args.quick else "2000"]
+        )
+        table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
+        sections.append(
+            f"* [Observational memory: cost per turn](observation_cost.md) ([JSON](observation_cost.json)):\n\n{table}\n"
+        )
+        status["observation"] = "ok" if code == 0 else f"exit {code}"
 
     if "answers" not in skip:
         _section("answer quality")

@@ -87,25 +87,28 @@ class Observation(Construct):
         sweep_minutes: int = 5,
     ) -> None:
         super().__init__(scope, construct_id)
-        observe = tasks.LambdaInvoke(
-            self,
+
+        def step(name: str, function: lambda_.IFunction, comment: str) -> tasks.LambdaInvoke:
+            return tasks.LambdaInvoke(
+                self,
+                name,
+                lambda_function=function,
+                payload=sfn.TaskInput.from_object(IDS),
+                payload_response_only=True,
+                retry_on_service_exceptions=False,
+                result_path=f"$.{name.lower()}",
+                comment=comment,
+            )
+
+        observe = step(
             "Observe",
-            lambda_function=observe_function,
-            payload=sfn.TaskInput.from_object(IDS),
-            payload_response_only=True,
-            retry_on_service_exceptions=False,
-            result_path="$.observe",
-            comment="One background step: title, buffer, activate or observe as the thresholds say.",
+            observe_function,
+            "One background step: title, buffer, activate or observe as the thresholds say.",
         )
-        reflect = tasks.LambdaInvoke(
-            self,
+        reflect = step(
             "Reflect",
-            lambda_function=reflect_function,
-            payload=sfn.TaskInput.from_object(IDS),
-            payload_response_only=True,
-            retry_on_service_exceptions=False,
-            result_path="$.reflect",
-            comment="Rewrite the observations when they are over the reflection threshold.",
+            reflect_function,
+            "Rewrite the observations when they are over the reflection threshold.",
         )
         record_failure = tasks.LambdaInvoke(
             self,

@@ -25,6 +25,7 @@ from aws_lambda_powertools import Logger
 
 from memstack.bootstrap import memory_from_env
 from memstack.errors import InvalidInput, Unavailable
+from memstack.observation.events import job_ids
 from memstack.settings import load_settings
 
 logger = Logger()  # service: POWERTOOLS_SERVICE_NAME (memstack-observe, memstack-sweep)
@@ -42,7 +43,7 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         InvalidInput: an event without string ``resource_id``/``thread_id``.
         Unavailable (or Throttled): the model, store or index failed; the state machine retries.
     """
-    resource_id, thread_id = _ids(event)
+    resource_id, thread_id = job_ids(event)
     key = str(event.get("key") or "")
     memory = memory_from_env()
     if event.get("action") == "record_failure":
@@ -141,17 +142,6 @@ def failure_text(error: object) -> str:
             message = cause
     message = message.strip()[:CAUSE_CHARS]
     return f"{name}: {message}" if message else name
-
-
-def _ids(event: Mapping[str, Any]) -> tuple[str, str]:
-    if not isinstance(event, Mapping):
-        raise InvalidInput("the event must be an object", field="event")
-    resource_id, thread_id = event.get("resource_id"), event.get("thread_id")
-    if not isinstance(resource_id, str) or not resource_id:
-        raise InvalidInput("the event has no resource_id", field="resource_id")
-    if not isinstance(thread_id, str) or not thread_id:
-        raise InvalidInput("the event has no thread_id", field="thread_id")
-    return resource_id, thread_id
 
 
 def _number(event: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:

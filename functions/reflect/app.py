@@ -15,7 +15,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from memstack.bootstrap import memory_from_env
-from memstack.errors import InvalidInput
+from memstack.observation.events import job_ids
 
 logger = Logger()  # service: POWERTOOLS_SERVICE_NAME (memstack-reflect)
 
@@ -27,13 +27,7 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         InvalidInput: an event without string ``resource_id``/``thread_id``.
         Unavailable (or Throttled): the model or store failed; the state machine retries.
     """
-    if not isinstance(event, Mapping):
-        raise InvalidInput("the event must be an object", field="event")
-    resource_id, thread_id = event.get("resource_id"), event.get("thread_id")
-    if not isinstance(resource_id, str) or not resource_id:
-        raise InvalidInput("the event has no resource_id", field="resource_id")
-    if not isinstance(thread_id, str) or not thread_id:
-        raise InvalidInput("the event has no thread_id", field="thread_id")
+    resource_id, thread_id = job_ids(event)
     result = memory_from_env().reflect(resource_id=resource_id, thread_id=thread_id)
     out = result.to_dict()
     logger.info(

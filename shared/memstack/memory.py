@@ -839,10 +839,9 @@ class Memory:
             return None
         job: ObservationJob | None = None
         if om.enabled:
-            rec, tail, pending = self.observation.view(om, resource_id, thread_id)
+            rec, pending, last = self.observation.pending(om, resource_id, thread_id)
             reason = self.observation.due(om, rec, pending)
             if reason is not None:
-                last = tail[-1].seq if tail else rec.observed_seq(thread_id)
                 job = self.observation.job(rec, thread_id, last, reason)
         if job is None and self.observation.title_due(opts, thread):
             rec = self._fresh_record(thread_id, resource_id)

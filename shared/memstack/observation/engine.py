@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -193,6 +194,8 @@ class ObservationEngine:
         self._read_working_memory = read_working_memory
         self._models: dict[tuple[int, str], ChatModel] = {}
         self._token_cache: OrderedDict[tuple[str, int, int], int] = OrderedDict()
+        self._pending: OrderedDict[tuple[str, str], tuple[int, int, int]] = OrderedDict()
+        self._pending_lock = threading.Lock()
 
     # reading -------------------------------------------------------------------------------------
 
@@ -225,6 +228,38 @@ class ObservationEngine:
             resource_id, thread_id, limit=MAX_UNOBSERVED_MESSAGES, after_seq=rec.observed_seq(thread_id)
         )
         return rec, tail, self.count(tail)
+
+    def pending(
+        self, om: ObservationalMemoryOptions, resource_id: str, thread_id: str
+    ) -> tuple[ObservationRecord, int, int]:
+        """``(record, pending tokens, last seq)`` for a trigger check after a save — the cheap version of
+        ``view``: while the thread's cursor has not moved, only the messages saved since the last check
+        are read and counted (a per-process cache; a cold cache reads the whole tail once). Edits or
+        deletions of counted messages can skew the figure until the cursor moves; the step itself always
+        recounts from the store."""
+        rec = self.get_record(om, resource_id, thread_id) or self._fresh(om, resource_id, thread_id)
+        cursor = rec.observed_seq(thread_id)
+        key = (resource_id, thread_id)
+        with self._pending_lock:
+            cached = self._pending.get(key)
+        if cached is not None and cached[0] == cursor:
+            _, last, tokens = cached
+            new = self.store.list_messages(
+                resource_id, thread_id, limit=MAX_UNOBSERVED_MESSAGES, after_seq=last
+            )
+        else:
+            last, tokens = cursor, 0
+            new = self.store.list_messages(
+                resource_id, thread_id, limit=MAX_UNOBSERVED_MESSAGES, after_seq=cursor
+            )
+        tokens += self.count(new)
+        last = new[-1].seq if new else last
+        with self._pending_lock:
+            self._pending[key] = (cursor, last, tokens)
+            self._pending.move_to_end(key)
+            if len(self._pending) > 10_000:
+                self._pending.popitem(last=False)
+        return rec, tokens, last
 
     def _view(self, om: ObservationalMemoryOptions, resource_id: str, thread_id: str) -> _View:
         rec, tail, pending = self.view(om, resource_id, thread_id)
