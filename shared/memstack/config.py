@@ -456,6 +456,11 @@ class ObservationalMemoryOptions(_Options):
                 "observational_memory.scope 'resource' disables async buffering: "
                 "observation.buffer_tokens must be false (or left unset) there"
             )
+        if self.scope == "resource" and "buffer_activation" in self.observation.model_fields_set:
+            raise ValueError(
+                "observational_memory.scope 'resource' disables async buffering: "
+                "observation.buffer_activation cannot be set there"
+            )
         if self.share_token_budget and self.observation.buffer_tokens is not False:
             raise ValueError(
                 "observational_memory.share_token_budget requires observation.buffer_tokens: false"
@@ -625,7 +630,9 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 def _invalid(exc: ValidationError) -> InvalidInput:
     err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "int", "literal")))
+    # pydantic names union branches in the location (``buffer_tokens.float``); the field is what users set
+    branches = ("function-", "int", "literal", "float", "bool", "str", "list[", "dict[", "constrained-")
+    field = ".".join(str(p) for p in err["loc"] if not str(p).startswith(branches))
     ctx_error = (err.get("ctx") or {}).get("error")
     if isinstance(ctx_error, InvalidInput):
         return ctx_error

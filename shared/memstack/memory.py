@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -845,7 +845,9 @@ class Memory:
                 job = self.observation.job(rec, thread_id, last, reason)
         if job is None and self.observation.title_due(opts, thread):
             rec = self._fresh_record(thread_id, resource_id)
-            job = self.observation.job(rec, thread_id, 0, f"title{thread.version}")
+            # a title that failed is tried again by a later save, at most once a minute
+            minute = str(int(self.clock.now().timestamp()) // 60)
+            job = self.observation.job(rec, thread_id, 0, f"title{thread.version}", salt=minute)
         if job is not None:
             self.scheduler.submit(job)
         return job
@@ -954,12 +956,9 @@ class Memory:
                 job.thread_id,
                 extra={"thread_id": job.thread_id, "error": type(exc).__name__, "reason": job.reason},
             )
-            detail = exc.message if isinstance(exc, MemstackError) else ""
             try:
                 self.record_observation_failure(
-                    resource_id=job.resource_id,
-                    thread_id=job.thread_id,
-                    error=f"{type(exc).__name__}: {detail}",
+                    resource_id=job.resource_id, thread_id=job.thread_id, error=_failure_text(exc)
                 )
             except Exception as again:
                 logger.warning("recording the failure failed (%s)", type(again).__name__)
@@ -1231,7 +1230,18 @@ class Memory:
         rec, tail, pending = engine.view(om, resource_id, thread_id)
         t = engine.thresholds(om, rec)
         over = pending > t.block_after
-        if not opts.read_only and (over or rec.observation_tokens > t.reflection_block_after):
+        # a synchronous run that failed a moment ago is not retried on every turn (a down endpoint would
+        # cost each turn its retries): the background and the sweep carry on
+        failed_recently = (
+            rec.failure_count > 0
+            and rec.pending_since is not None
+            and self.clock.now() - rec.pending_since < SYNC_RETRY_AFTER
+        )
+        if (
+            not opts.read_only
+            and not failed_recently
+            and (over or rec.observation_tokens > t.reflection_block_after)
+        ):
             self._check_chat_model(opts)
             try:
                 if over:
@@ -1242,13 +1252,17 @@ class Memory:
                     and latest.observation_tokens > engine.thresholds(om, latest).reflection_block_after
                 ):
                     engine.reflect(opts, resource_id, thread_id)
-            except MemstackError as exc:
+            except Exception as exc:  # the turn never fails on the Observer: it goes on unobserved
                 logger.warning(
                     "synchronous observation failed (%s) for thread %s; continuing with unobserved messages",
-                    exc.code,
+                    type(exc).__name__,
                     thread_id,
-                    extra={"thread_id": thread_id, "error": exc.code},
+                    extra={"thread_id": thread_id, "error": type(exc).__name__},
                 )
+                try:
+                    engine.record_failure(opts, resource_id, thread_id, _failure_text(exc))
+                except Exception as again:
+                    logger.warning("recording the failure failed (%s)", type(again).__name__)
             rec, tail, pending = engine.view(om, resource_id, thread_id)
         return thread, tail, (rec if rec.version else None)
 
@@ -1275,6 +1289,18 @@ class Memory:
                     field=f"metadata.{key}",
                 )
         return checked
+
+
+SYNC_RETRY_AFTER = timedelta(minutes=1)
+"""After a failed background or synchronous observation, ``context()`` waits this long before observing
+synchronously again (above ``block_after``)."""
+
+
+def _failure_text(exc: BaseException) -> str:
+    """``"<ErrorClass>: <message>"`` for Memstack's own errors (their messages name ids and limits, never
+    conversation text), the class alone for anything else (whose message could quote anything)."""
+    name = type(exc).__name__
+    return f"{name}: {exc.message}" if isinstance(exc, MemstackError) and exc.message else name
 
 
 def _as_list(value: str | Sequence[str] | None, field: str) -> list[str]:

@@ -531,3 +531,163 @@ def test_sweep_jobs_of_an_unchanged_record_get_a_new_key_each_minute() -> None:
         memory.observation.clock = Fixed(start + timedelta(minutes=6))
         later = memory.observation_work(idle_seconds=0)
         assert later[0].key != first[0].key and len(later[0].key) <= 80
+
+
+def test_an_empty_observer_answer_is_never_committed_on_the_buffering_path() -> None:
+    empty = "<observations>\n</observations>"
+    chat = ScriptedChat([empty, empty])
+    quiet = RecordingScheduler()
+    with om_memory(chat, scheduler=quiet, observational_memory=SMALL) as memory:
+        save(memory, 1, 12)
+        memory.run_observation_job(quiet.jobs[-1])
+        rec = memory.get_observation_record(resource_id=R, thread_id=T)
+        assert rec is not None and rec.buffered_chunks == () and rec.failure_count == 1
+        memory.run_observation_job(memory.observation.job(rec, T, 12, "retry"))  # a good answer now
+        rec = memory.get_observation_record(resource_id=R, thread_id=T)
+        assert (
+            rec is not None
+            and rec.buffered_chunks
+            and all(c.observations.strip() for c in rec.buffered_chunks)
+        )
+        assert rec.failure_count == 0
+
+
+def test_a_model_that_raises_never_fails_the_turn_and_is_not_retried_every_turn() -> None:
+    class Broken(ScriptedChat):
+        def complete(self, messages: Any, **kw: Any) -> Any:
+            self.calls.append((self.kind(messages), list(messages)))
+            raise RuntimeError("the endpoint sent HTML")
+
+    chat = Broken()
+    with om_memory(chat, scheduler=RecordingScheduler(), observational_memory=SMALL) as memory:
+        save(memory, 1, 60)  # above block_after; the background never ran
+        ctx = memory.context(thread_id=T, resource_id=R, message="hi")  # must not raise
+        assert ctx.messages[-1].text == "hi"
+        rec = memory.get_observation_record(resource_id=R, thread_id=T)
+        assert rec is not None and rec.failure_count == 1
+        assert rec.last_error == "Unavailable: the Observer model call failed (RuntimeError)"
+        calls = len(chat.calls)
+        memory.context(thread_id=T, resource_id=R, message="again")  # within a minute: no new attempt
+        assert len(chat.calls) == calls
+
+
+def test_retrieval_groups_survive_buffering_and_reflection() -> None:
+    import re
+
+    chat = ScriptedChat()
+    options = {**SMALL, "retrieval": {"scope": "thread"}}
+    with om_memory(chat, observational_memory=options) as memory:
+        save(memory, 1, 45)
+        rec = memory.get_observation_record(resource_id=R, thread_id=T)
+        assert rec is not None and rec.active_observations
+        pieces = split_log(rec.active_observations)
+        assert pieces and all(p.startswith("<observation-group ") for p in pieces)
+        for chunk in rec.buffered_chunks:
+            assert (
+                chunk.observations.startswith('<observation-group id="')
+                and f'range="{T}-m{chunk.from_seq}:' in chunk.observations
+            )
+        before = re.findall(r'range="([^"]+)"', rec.active_observations)
+        result = memory.reflect(resource_id=R, thread_id=T)
+        after = memory.get_observation_record(resource_id=R, thread_id=T)
+        assert after is not None
+        if result.reflected and not result.buffered:
+            assert 'kind="reflection"' in after.active_observations
+            first = re.findall(r'range="([^"]+)"', after.active_observations)[0]
+            assert first.split(":")[0] == before[0].split(":")[0]
+        else:
+            assert after.buffered_reflection is not None and 'kind="reflection"' in after.buffered_reflection
+
+
+def test_split_range_handles_ids_with_colons() -> None:
+    from memstack.observation.recall_tool import split_range
+
+    assert split_range("m1:m9") == ("m1", "m9")
+    assert split_range("conv-26:D1:3:conv-26:D2:8") == ("conv-26:D1:3", "conv-26:D2:8")
+    assert split_range("a&quot;b:c") == ('a"b', "c")
+
+
+def test_a_failed_reflection_backs_off() -> None:
+    chat = ScriptedChat()
+    with reflected_setup(chat) as memory:
+        save(memory, 1, 120)
+        for _ in range(4):
+            memory.observe(resource_id=R, thread_id=T)
+        chat.script = [""] * 4
+        with pytest.raises(ObservationFailed):
+            memory.reflect(resource_id=R, thread_id=T)
+        memory.record_observation_failure(
+            resource_id=R, thread_id=T, error="ReflectionFailed: every attempt empty"
+        )
+        rec = memory.get_observation_record(resource_id=R, thread_id=T)
+        assert rec is not None and not memory.observation.reflection_due(
+            memory.options.observational_memory, rec
+        )
+        assert memory.reflect(resource_id=R, thread_id=T).reflected is False
+        save(memory, 121, 5)  # saves do not clear a reflection failure
+        rec = memory.get_observation_record(resource_id=R, thread_id=T)
+        assert rec is not None and rec.failure_count == 1
+
+
+def test_a_failed_title_is_tried_again_by_a_later_save() -> None:
+    from datetime import timedelta
+
+    chat = ScriptedChat([RuntimeError("down")])
+    with om_memory(chat, generate_title=True) as memory:
+        save(memory, 1, 1)
+        assert memory.get_thread(thread_id=T, resource_id=R).title == ""
+
+        class Later:
+            def now(self) -> Any:
+                from memstack.model import utcnow
+
+                return utcnow() + timedelta(minutes=2)
+
+        memory.clock = Later()
+        save(memory, 2, 1)
+        assert memory.get_thread(thread_id=T, resource_id=R).title == "Scripted title"
+
+
+def test_recall_reads_a_long_message_in_pieces_and_threads_from_either_end() -> None:
+    chat = ScriptedChat()
+    options = {**NO_BUFFER, "retrieval": True}  # resource scope for the tool
+    long_text = " ".join(f"word{i}" for i in range(6_000))
+    with om_memory(chat, observational_memory=options) as memory:
+        memory.save_messages(
+            thread_id=T, resource_id=R, messages=[{"id": "long", "role": "user", "content": long_text}]
+        )
+        save(memory, 1, 5)
+        first = (
+            memory.apply_recall_tool(
+                thread_id=T, resource_id=R, tool_call=recall_call(cursor="long", detail="high", limit=1)
+            )
+            .parts[0]
+            .result
+        )
+        assert first["truncated"] and len(first["messages"]) == 1
+        offset = first["next_char_offset"]
+        assert long_text.startswith(first["messages"][0]["text"].split(": ", 1)[1][:50])
+        rest = (
+            memory.apply_recall_tool(
+                thread_id=T,
+                resource_id=R,
+                tool_call=recall_call(cursor="long", detail="high", limit=1, char_offset=offset),
+            )
+            .parts[0]
+            .result
+        )
+        assert rest["messages"][0]["text"] and rest["messages"][0]["text"] != first["messages"][0]["text"]
+        start = memory.apply_recall_tool(
+            thread_id=T, resource_id=R, tool_call=recall_call(thread_id="current", limit=2)
+        )
+        assert [m["id"] for m in start.parts[0].result["messages"]] == ["long", f"{T}-m1"]
+        end = memory.apply_recall_tool(
+            thread_id=T, resource_id=R, tool_call=recall_call(thread_id=T, page=-1, limit=2)
+        )
+        assert [m["id"] for m in end.parts[0].result["messages"]] == [f"{T}-m4", f"{T}-m5"]
+        threads = memory.apply_recall_tool(thread_id=T, resource_id=R, tool_call=recall_call(mode="threads"))
+        assert [t["id"] for t in threads.parts[0].result["threads"]] == [T]
+        nowhere = memory.apply_recall_tool(
+            thread_id=T, resource_id=R, tool_call=recall_call(thread_id="nope")
+        )
+        assert nowhere.parts[0].is_error

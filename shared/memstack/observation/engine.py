@@ -25,6 +25,7 @@ buffering).
 from __future__ import annotations
 
 import hashlib
+import html
 import logging
 import re
 import threading
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from memstack.config import MemoryOptions, ObservationalMemoryOptions
 from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, Unavailable
 from memstack.model import MAX_ERROR_CHARS, BufferedChunk, Message, ObservationRecord, Thread
+from memstack.observation.recall_tool import split_range
 from memstack.observation.thresholds import Thresholds, activation_count, resolve, should_buffer
 from memstack.observation.transcript import count_message_tokens, transcript_batches
 from memstack.ports import ChatModel, Clock, MemoryStore, ObservationJob, Tokenizer
@@ -51,6 +53,7 @@ __all__ = [
     "ObservationEngine",
     "ObserveResult",
     "ReflectResult",
+    "ReflectionFailed",
     "split_log",
     "thread_label",
 ]
@@ -71,6 +74,8 @@ _BOUNDARY_RE = re.compile(r"^--- message boundary \([^)\n]*\) ---$", re.MULTILIN
 
 _SAFE_KEY = re.compile(r"[^A-Za-z0-9_-]")
 
+_RANGE_RE = re.compile(r'<observation-group\b[^>\n]*\brange="([^"\n]*)"')
+
 
 class ObservationFailed(MemstackError):
     """The Observer or Reflector answered with nothing usable twice (empty or degenerate output). The
@@ -78,6 +83,40 @@ class ObservationFailed(MemstackError):
 
     code = "observation_failed"
     status = 502
+
+
+class ReflectionFailed(ObservationFailed):
+    """Every Reflector attempt of the ladder was empty or degenerate; the observations are unchanged.
+    Reflection is then not retried by saves for a while (``REFLECTION_BACKOFF``); the sweep retries."""
+
+    code = "reflection_failed"
+
+
+REFLECTION_BACKOFF = timedelta(minutes=2)
+"""After a failed reflection, saves do not retry it for ``REFLECTION_BACKOFF × 2^(failures − 1)``
+(at most ``MAX_REFLECTION_BACKOFF``): a model that keeps failing is not called on every turn."""
+
+MAX_REFLECTION_BACKOFF = timedelta(hours=1)
+
+MAX_OUTPUT_TOKENS = 32_000
+"""Largest answer asked of the Observer or Reflector, whatever ``model_settings.max_output_tokens`` says
+(Mastra's 100,000): a longer answer could not fit the observation record (``MAX_OBSERVATION_RECORD_BYTES``)."""
+
+
+def _complete(
+    chat: ChatModel, request: list[dict[str, Any]], max_output_tokens: int, temperature: float, agent: str
+) -> str:
+    """One model call; an error that is not Memstack's (a broken endpoint's undecodable answer, a client
+    bug) becomes ``Unavailable`` naming its class, so callers and the state machine treat it as transient."""
+    try:
+        answer = chat.complete(
+            request, max_output_tokens=min(max_output_tokens, MAX_OUTPUT_TOKENS), temperature=temperature
+        )
+    except MemstackError:
+        raise
+    except Exception as exc:
+        raise Unavailable(f"the {agent} model call failed ({type(exc).__name__})") from exc
+    return answer.text or ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +326,8 @@ class ObservationEngine:
         """Whether ``reflect`` has work: over the threshold, or over the buffered-reflection point with
         none buffered yet."""
         t = self.thresholds(om, record)
+        if self._reflection_backing_off(record):
+            return False
         if record.observation_tokens >= t.observation_tokens:
             return True
         return (
@@ -294,6 +335,16 @@ class ObservationEngine:
             and record.buffered_reflection is None
             and (record.observation_tokens >= t.reflection_buffer_at)
         )
+
+    def _reflection_backing_off(self, record: ObservationRecord) -> bool:
+        if not record.failure_count or not (record.last_error or "").startswith(ReflectionFailed.__name__):
+            return False
+        if record.pending_since is None:
+            return False
+        wait: timedelta = min(
+            REFLECTION_BACKOFF * 2 ** min(record.failure_count - 1, 10), MAX_REFLECTION_BACKOFF
+        )
+        return bool(self.clock.now() < record.pending_since + wait)
 
     def due(self, om: ObservationalMemoryOptions, rec: ObservationRecord, pending: int) -> str | None:
         """Why a background step is due now (``threshold``, ``buffer``, ``reflect``), or ``None``."""
@@ -352,7 +403,7 @@ class ObservationEngine:
             if chunks and (v.pending >= t.message_tokens or idle):
                 n = len(chunks) if idle else activation_count(chunks, v.pending, t, force_max=block)
                 if n:
-                    if self._write(v.record, self._activated(v, n, t)):
+                    if self._write(v.record, self._activated(om, v, n, t)):
                         activated += n
                         observed += sum(1 for m in v.tail if m.seq <= chunks[n - 1].to_seq)
                     continue
@@ -400,7 +451,24 @@ class ObservationEngine:
             return False
         return True
 
-    def _activated(self, v: _View, n: int, t: Thresholds) -> ObservationRecord:
+    def _health(
+        self, om: ObservationalMemoryOptions, rec: ObservationRecord, *, chunks_left: bool
+    ) -> dict[str, Any]:
+        """The failure and due-time fields after a successful observation write: a recorded observation
+        failure is healed; a failing reflection keeps its record (and backoff) until a reflection
+        succeeds; with ``activate_after_idle`` and chunks left the record stays due for the sweep."""
+        if rec.failure_count and (rec.last_error or "").startswith(ReflectionFailed.__name__):
+            return {}
+        idle = om.activate_after_idle is not None and chunks_left
+        return {
+            "failure_count": 0,
+            "last_error": None,
+            "pending_since": (rec.pending_since or self.clock.now()) if idle else None,
+        }
+
+    def _activated(
+        self, om: ObservationalMemoryOptions, v: _View, n: int, t: Thresholds
+    ) -> ObservationRecord:
         rec = v.record
         chunks = v.chunks
         taken = chunks[:n]
@@ -423,9 +491,7 @@ class ObservationEngine:
                 "current_task": last.current_task,
                 "suggested_response": last.suggested_response,
                 "thread_title": last.thread_title or rec.thread_title,
-                "pending_since": None,
-                "failure_count": 0,
-                "last_error": None,
+                **self._health(om, rec, chunks_left=bool(left)),
             }
         )
 
@@ -458,9 +524,7 @@ class ObservationEngine:
                 "pending_message_tokens": 0,
                 "total_tokens_observed": rec.total_tokens_observed + v.pending,
                 "last_buffered_at_tokens": 0,
-                "pending_since": None,
-                "failure_count": 0,
-                "last_error": None,
+                **self._health(om, rec, chunks_left=False),
             }
             if final is not None:
                 update.update(
@@ -486,9 +550,11 @@ class ObservationEngine:
         uncovered = v.uncovered
         if last is None or not uncovered:
             return False
+        covered = [m for m in uncovered if m.seq <= last.seq]
         text = "\n\n".join(o.observations for o in outputs if o.observations.strip())
+        text = self._wrap(om, v.record, v.thread_id, text, covered)
         final = outputs[-1] if outputs else None
-        message_tokens = self.count([m for m in uncovered if m.seq <= last.seq])
+        message_tokens = self.count(covered)
         chunk = BufferedChunk(
             id=f"{uncovered[0].seq}-{last.seq}",
             thread_id=v.thread_id,
@@ -513,12 +579,7 @@ class ObservationEngine:
                     "buffered_chunks": (*rec.buffered_chunks, chunk),
                     "last_buffered_at_tokens": v.pending,
                     "pending_message_tokens": v.pending,
-                    # with activate_after_idle the sweep must find the thread once it goes idle
-                    "pending_since": (rec.pending_since or chunk.created_at)
-                    if om.activate_after_idle is not None
-                    else rec.pending_since,
-                    "failure_count": 0,
-                    "last_error": None,
+                    **self._health(om, rec, chunks_left=True),
                 }
             )
             if self._write(rec, new):
@@ -540,16 +601,31 @@ class ObservationEngine:
         """Retrieval groups and resource-scope thread sections around newly observed text (spec §2.9.4
         step 7, §2.9.8)."""
         if om.retrieval.enabled and messages:
-            anchor = hashlib.sha256(f"{thread_id}:{messages[0].id}:{messages[-1].id}".encode()).hexdigest()[
-                :12
-            ]
-            text = (
-                f'<observation-group id="{anchor}" range="{messages[0].id}:{messages[-1].id}">\n'
-                f"{text}\n</observation-group>"
-            )
+            first, last = messages[0].id, messages[-1].id
+            anchor = hashlib.sha256(f"{thread_id}:{first}:{last}".encode()).hexdigest()[:12]
+            span = html.escape(f"{first}:{last}", quote=True)
+            text = f'<observation-group id="{anchor}" range="{span}">\n{text}\n</observation-group>'
         if rec.scope == "resource":
             text = f'<thread id="{thread_label(om, thread_id)}">\n{text}\n</thread>'
         return text
+
+    def _reflection_group(
+        self, om: ObservationalMemoryOptions, rec: ObservationRecord, source: str, text: str
+    ) -> str:
+        """With retrieval on (thread scope), a reflection keeps pointing at its messages: it is wrapped as
+        one ``kind="reflection"`` group whose range runs from the first reflected group's first message to
+        the last one's last message (spec §2.9.8 "reflection reconciles and merges ranges")."""
+        from memstack.observation.parsing import strip_group_tags
+
+        text = strip_group_tags(text).strip()
+        ranges = _RANGE_RE.findall(source)
+        if not om.retrieval.enabled or rec.scope != "thread" or not ranges:
+            return text
+        start, end = split_range(ranges[0])[0], split_range(ranges[-1])[1]
+        anchor = hashlib.sha256(f"reflection:{start}:{end}".encode()).hexdigest()[:12]
+        span = html.escape(f"{start}:{end}", quote=True)
+        head = f'<observation-group id="{anchor}" kind="reflection" range="{span}">'
+        return f"{head}\n{text}\n</observation-group>"
 
     def _apply_side_outputs(
         self,
@@ -614,7 +690,11 @@ class ObservationEngine:
         if not messages:
             return [], None
         chat = self._chat(om, "observer")
-        cap = max(1_000, min(om.observation.message_tokens, 30_000))
+        # each call sees at most message_tokens (≤ 30,000) of transcript; resource scope: max_tokens_per_batch
+        cap = min(om.observation.message_tokens, 30_000)
+        if om.scope == "resource":
+            cap = min(cap, om.observation.max_tokens_per_batch)
+        cap = max(1_000, cap)
         batches = transcript_batches(messages, tokenizer=self.tokenizer, max_tokens=cap)
         previous = "\n\n".join([v.record.active_observations, *(c.observations for c in v.chunks)]).strip()
         hints = v.chunks[-1] if v.chunks else v.record
@@ -681,13 +761,11 @@ class ObservationEngine:
 
         settings = om.observation.model_settings
         for attempt in (1, 2):
-            answer = chat.complete(
-                request, max_output_tokens=settings.max_output_tokens, temperature=settings.temperature
-            )
-            text = answer.text or ""
+            text = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Observer")
             parsed = parse_observer_output(text)
-            usable = parsed.observations.strip() or "<observations>" in text
-            if usable and not is_degenerate(text):
+            # an answer with no observations is unusable: committing it would move the cursor past
+            # messages that then appear nowhere in the context
+            if parsed.observations.strip() and not is_degenerate(text):
                 return parsed
             logger.warning(
                 "observer output unusable (attempt %d) for thread %s",
@@ -733,6 +811,7 @@ class ObservationEngine:
                     continue
             lines = rec.active_observations.splitlines()
             text, level = self._run_reflector(opts, rec, thread_id, t)
+            text = self._reflection_group(om, rec, rec.active_observations, text)
             if at_threshold:
                 new = self._committed(rec, text)
             else:
@@ -831,10 +910,7 @@ class ObservationEngine:
                     "content": prompts.reflector_task_prompt(rec.active_observations, level=level),
                 },
             ]
-            answer = chat.complete(
-                request, max_output_tokens=settings.max_output_tokens, temperature=settings.temperature
-            )
-            raw = answer.text or ""
+            raw = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Reflector")
             text = parse_reflector_output(raw).observations.strip()
             if not text or is_degenerate(raw):
                 failures += 1
@@ -851,7 +927,7 @@ class ObservationEngine:
             if tokens < t.observation_tokens:
                 break
         if best is None:
-            raise ObservationFailed(
+            raise ReflectionFailed(
                 f"every Reflector answer for thread {thread_id} was empty or degenerate ({failures} attempts); "
                 "the observations are unchanged"
             )
@@ -873,7 +949,7 @@ class ObservationEngine:
                 update={
                     "failure_count": rec.failure_count + 1,
                     "last_error": error[:MAX_ERROR_CHARS],
-                    "pending_since": rec.pending_since or self.clock.now(),
+                    "pending_since": self.clock.now(),  # the last failure: backoffs and the sweep count from it
                 }
             )
             if self._write(rec, new):

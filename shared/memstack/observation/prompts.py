@@ -609,7 +609,7 @@ def retrieval_instructions(scope: Literal["thread", "resource"], custom: str | N
 
     The tool's parameters named here: ``mode`` (``messages`` | ``threads``), ``cursor`` (a message id
     from a range), ``thread_id``, ``page`` (1, 2, … forward from the cursor; −1, −2, … backward),
-    ``limit``, ``detail`` (``low`` | ``high``), ``part_index`` and ``char_offset``.
+    ``limit``, ``detail`` (``low`` | ``high``) and ``char_offset``.
 
     Args:
         scope: ``resource`` lets the tool read every thread of the resource; ``thread`` only the
@@ -668,8 +668,8 @@ content.
 
 ### Following up on truncated parts
 
-When a result says a part was truncated, ask for the rest of it with `part_index` (which part of the \
-message) and `char_offset` (where to continue, as given in the result).
+When a result says a message was truncated and gives `next_char_offset`, ask for the rest of it with \
+the same `cursor` (that message's id) and `char_offset` set to that number.
 
 ### When recall is NOT needed
 

@@ -7,10 +7,13 @@ to read the source messages of a range when the observations are not detailed en
 Modes:
 
 * ``messages`` (default): a page of messages of one thread starting at ``cursor`` (a message id, usually
-  one end of a range). ``page`` 1, 2, … reads forward from the cursor (inclusive); −1, −2, … reads
-  backward. ``limit`` 1..20 (20). ``detail`` ``low`` cuts each message to 300 characters, ``high``
-  shows up to the output budget.
-* ``threads``: the resource's threads, newest first (resource scope only).
+  one end of a range; a whole ``first:last`` range is read from its first id) or at either end of
+  ``thread_id`` (``current`` or, in resource scope, any of the resource's threads). ``page`` 1, 2, …
+  reads forward (inclusive of the cursor); −1, −2, … backward. ``limit`` 1..20 (20). ``detail`` ``low``
+  shows each message's text cut to 300 characters; ``high`` every part (tool calls and results too) up to
+  the output budget. A first message longer than the budget is cut where it no longer fits, and
+  ``next_char_offset`` says where to continue (pass it back as ``char_offset``).
+* ``threads``: the resource's threads, newest first (resource scope), or the current one (thread scope).
 
 Ownership: the cursor must be a message of the caller's resource — and, when the tool's ``scope`` is
 ``thread``, of the current thread. Anything else reads as "not found", never as another tenant's data.
@@ -19,12 +22,14 @@ The answer is kept under about ``OUTPUT_TOKENS`` tokens (``truncated`` says when
 
 from __future__ import annotations
 
+import html
 from typing import Any, Literal
 
 from memstack.errors import InvalidInput
+from memstack.model import Message, Thread
 from memstack.ports import MemoryStore, Tokenizer
 
-__all__ = ["MAX_LIMIT", "OUTPUT_TOKENS", "TOOL_NAME", "run_recall", "tool_definition"]
+__all__ = ["MAX_LIMIT", "OUTPUT_TOKENS", "TOOL_NAME", "run_recall", "split_range", "tool_definition"]
 
 TOOL_NAME = "recall"
 """The tool's function name."""
@@ -42,23 +47,42 @@ MAX_PAGE = 1_000
 """Largest ``|page|``."""
 
 
+def split_range(value: str) -> tuple[str, str]:
+    """``"<first id>:<last id>"`` (an ``observation-group`` range, attribute-unescaped) as its two ids.
+
+    Ids may themselves hold ``:`` (LoCoMo's ``conv-26:D1:3``); both ends of a range are ids of one
+    thread, which usually share their shape, so with an odd number of colons the middle one separates
+    them; otherwise the first does."""
+    value = html.unescape(value)
+    colons = [i for i, ch in enumerate(value) if ch == ":"]
+    if not colons:
+        return value, value
+    cut = colons[len(colons) // 2] if len(colons) % 2 == 1 else colons[0]
+    return value[:cut], value[cut + 1 :]
+
+
 def tool_definition(scope: Literal["thread", "resource"]) -> dict[str, Any]:
     """The OpenAI function definition of the tool for this retrieval ``scope``."""
-    modes = ["messages", "threads"] if scope == "resource" else ["messages"]
     return {
         "type": "function",
         "function": {
             "name": TOOL_NAME,
             "description": (
                 "Read the original messages behind your observations. Pass a message id from an "
-                "observation-group range as cursor; page 1 reads forward from it, page -1 backward."
-                + (" Mode threads lists this user's conversations." if scope == "resource" else "")
+                "observation-group range as cursor (page 1 reads forward from it, page -1 backward), or a "
+                "thread_id to read a conversation from its start (page 1) or end (page -1). Mode threads "
+                + (
+                    "lists this user's conversations."
+                    if scope == "resource"
+                    else "describes this conversation."
+                )
             ),
             "parameters": {
                 "type": "object",
                 "properties": {
-                    "mode": {"type": "string", "enum": modes, "default": "messages"},
+                    "mode": {"type": "string", "enum": ["messages", "threads"], "default": "messages"},
                     "cursor": {"type": "string", "description": "a message id (one end of a range)"},
+                    "thread_id": {"type": "string", "description": "a conversation id, or 'current'"},
                     "page": {
                         "type": "integer",
                         "default": 1,
@@ -66,6 +90,11 @@ def tool_definition(scope: Literal["thread", "resource"]) -> dict[str, Any]:
                     },
                     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": MAX_LIMIT},
                     "detail": {"type": "string", "enum": ["low", "high"], "default": "low"},
+                    "char_offset": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "continue a truncated first message from this character",
+                    },
                 },
                 "additionalProperties": False,
             },
@@ -82,6 +111,17 @@ def _int(args: dict[str, Any], name: str, default: int, low: int, high: int) -> 
     return value
 
 
+def _render(message: Message, tokenizer: Tokenizer, detail: str) -> str:
+    """A message as the tool shows it: its text at ``low`` detail; at ``high``, every part (tool calls and
+    results too) in the Observer's transcript lines."""
+    if detail == "low" and message.text:
+        return message.text
+    from memstack.observation.transcript import format_transcript
+
+    lines = format_transcript([message], tokenizer=tokenizer).splitlines()
+    return "\n".join(lines[1:]) if len(lines) > 1 else message.text  # without the date header
+
+
 def run_recall(
     store: MemoryStore,
     tokenizer: Tokenizer,
@@ -94,76 +134,129 @@ def run_recall(
     """Answer one ``recall`` call.
 
     Args:
-        args: the model's arguments (``mode``, ``cursor``, ``page``, ``limit``, ``detail``).
+        args: the model's arguments (``mode``, ``cursor``, ``thread_id``, ``page``, ``limit``, ``detail``,
+            ``char_offset``).
 
     Returns:
         ``{"mode": "messages", "thread_id", "messages": [{"id", "role", "created_at", "text"}], "page",
-        "has_more", "truncated"}``, ``{"mode": "threads", "threads": [{"id", "title", "updated_at"}],
-        "truncated"}``, or ``{"error": "..."}`` for a cursor that is not found (the model reads errors).
+        "has_more", "truncated", "next_char_offset"?}``; ``{"mode": "threads", "threads": [{"id", "title",
+        "updated_at"}], "truncated"}``; or ``{"error": "..."}`` for a cursor or thread that is not found
+        (the model reads errors).
 
     Raises:
-        InvalidInput: malformed arguments (unknown mode or keys, out-of-range numbers).
+        InvalidInput: malformed arguments (unknown mode or keys, out-of-range numbers, neither cursor nor
+            thread).
     """
     if not isinstance(args, dict):
         raise InvalidInput("recall arguments must be an object", field="recall")
-    unknown = set(args) - {"mode", "cursor", "page", "limit", "detail"}
+    unknown = set(args) - {"mode", "cursor", "thread_id", "page", "limit", "detail", "char_offset"}
     if unknown:
         raise InvalidInput(f"recall got unknown arguments: {', '.join(sorted(unknown))}", field="recall")
     mode = args.get("mode", "messages")
     limit = _int(args, "limit", MAX_LIMIT, 1, MAX_LIMIT)
     if mode == "threads":
         if scope != "resource":
-            raise InvalidInput("recall mode 'threads' needs retrieval scope 'resource'", field="recall.mode")
+            own = store.get_thread(resource_id, thread_id)
+            items = [] if own is None else [_thread_item(own)]
+            return {"mode": "threads", "threads": items, "truncated": False}
         page_threads = store.list_threads(resource_id, order_by="updated_at", direction="desc", limit=limit)
-        items = [
-            {"id": t.id, "title": t.title, "updated_at": t.updated_at.isoformat()}
-            for t in page_threads.threads
-        ]
+        items = [_thread_item(t) for t in page_threads.threads]
         return {"mode": "threads", "threads": items, "truncated": page_threads.next_cursor is not None}
     if mode != "messages":
         raise InvalidInput("recall.mode must be 'messages' or 'threads'", field="recall.mode")
-    cursor = args.get("cursor")
-    if not isinstance(cursor, str) or not cursor or len(cursor) > 256:
-        raise InvalidInput("recall.cursor must be a message id", field="recall.cursor")
     page = _int(args, "page", 1, 1, MAX_PAGE)
+    offset = args.get("char_offset", 0)
+    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= 10_000_000:
+        raise InvalidInput(
+            "recall.char_offset must be an integer from 0 to 10000000", field="recall.char_offset"
+        )
     detail = args.get("detail", "low")
     if detail not in ("low", "high"):
         raise InvalidInput("recall.detail must be 'low' or 'high'", field="recall.detail")
-    found = store.get_messages(resource_id, [cursor])
-    anchor = found[0] if found else None
-    if anchor is None or (scope == "thread" and anchor.thread_id != thread_id):
-        return {
-            "error": f"no message {cursor!r} in {'this conversation' if scope == 'thread' else 'your memory'}"
-        }
-    if page > 0:
-        start = anchor.seq - 1 + (page - 1) * limit
-        rows = store.list_messages(resource_id, anchor.thread_id, limit=limit + 1, after_seq=start)
+    cursor, wanted = args.get("cursor"), args.get("thread_id")
+    seq: int | None
+    nowhere = "this conversation" if scope == "thread" else "your memory"
+    if cursor is not None:
+        if not isinstance(cursor, str) or not cursor or len(cursor) > 600:
+            raise InvalidInput("recall.cursor must be a message id", field="recall.cursor")
+        found = store.get_messages(resource_id, [cursor])
+        if not found and ":" in cursor:  # the model passed a whole range: start from its first message
+            found = store.get_messages(resource_id, [split_range(cursor)[0]])
+        anchor = found[0] if found else None
+        if anchor is None or (scope == "thread" and anchor.thread_id != thread_id):
+            return {"error": f"no message {cursor[:100]!r} in {nowhere}"}
+        source, seq = anchor.thread_id, anchor.seq
+    elif wanted is not None:
+        if not isinstance(wanted, str) or not wanted or len(wanted) > 256:
+            raise InvalidInput("recall.thread_id must be a thread id or 'current'", field="recall.thread_id")
+        source = thread_id if wanted == "current" else wanted
+        if (scope == "thread" and source != thread_id) or store.get_thread(resource_id, source) is None:
+            return {"error": f"no conversation {wanted[:100]!r} in {nowhere}"}
+        seq = 1 if page > 0 else None  # from the start, or from the end
     else:
-        end = anchor.seq + 1 - (-page - 1) * limit
+        raise InvalidInput("recall needs a cursor (a message id) or a thread_id", field="recall.cursor")
+    if page > 0:
         rows = store.list_messages(
-            resource_id, anchor.thread_id, limit=limit + 1, before_seq=end, newest_first=True
+            resource_id, source, limit=limit + 1, after_seq=(seq or 1) - 1 + (page - 1) * limit
         )
+    else:
+        before = None if seq is None else seq + 1 - (-page - 1) * limit
+        if seq is None and page < -1:
+            # from the end: skip the later pages
+            newest = store.list_messages(resource_id, source, limit=(-page - 1) * limit, newest_first=True)
+            before = newest[-1].seq if newest else None
+        rows = store.list_messages(resource_id, source, limit=limit + 1, before_seq=before, newest_first=True)
         rows.reverse()
     has_more = len(rows) > limit
     rows = rows[:limit] if page > 0 else rows[-limit:]
     out: list[dict[str, Any]] = []
     used = 0
     truncated = False
-    for m in rows:
-        text = m.text
+    next_offset: int | None = None
+    for i, m in enumerate(rows):
+        text = _render(m, tokenizer, detail)
+        if i == 0 and offset:
+            text = text[offset:]
         if detail == "low" and len(text) > LOW_DETAIL_CHARS:
             text, truncated = text[:LOW_DETAIL_CHARS] + " …", True
         tokens = tokenizer.count(text) + 8
         if used + tokens > OUTPUT_TOKENS:
+            if i == 0:  # one long message: show what fits and say where to continue
+                cut = _fit(text, OUTPUT_TOKENS - 8, tokenizer)
+                next_offset = offset + len(cut)
+                out.append(_message_item(m, cut))
             truncated = True
             break
         used += tokens
-        out.append({"id": m.id, "role": m.role, "created_at": m.created_at.isoformat(), "text": text})
-    return {
+        out.append(_message_item(m, text))
+    result: dict[str, Any] = {
         "mode": "messages",
-        "thread_id": anchor.thread_id,
+        "thread_id": source,
         "messages": out,
         "page": page,
-        "has_more": has_more or len(out) < len(rows),
+        "has_more": has_more or len(out) < len(rows) or next_offset is not None,
         "truncated": truncated,
     }
+    if next_offset is not None:
+        result["next_char_offset"] = next_offset
+    return result
+
+
+def _fit(text: str, budget: int, tokenizer: Tokenizer) -> str:
+    """The longest prefix of ``text`` within ``budget`` tokens (binary search over characters)."""
+    low, high = 0, len(text)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if tokenizer.count(text[:mid]) <= budget:
+            low = mid
+        else:
+            high = mid - 1
+    return text[:low]
+
+
+def _message_item(m: Message, text: str) -> dict[str, Any]:
+    return {"id": m.id, "role": m.role, "created_at": m.created_at.isoformat(), "text": text}
+
+
+def _thread_item(t: Thread) -> dict[str, Any]:
+    return {"id": t.id, "title": t.title, "updated_at": t.updated_at.isoformat()}
