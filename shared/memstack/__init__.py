@@ -1,4 +1,5 @@
-"""Memstack: agent memory — message history, working memory and semantic recall — on an embedded default
+"""Memstack: agent memory — message history, working memory, semantic recall and observational memory — on
+an embedded default
 (SQLite + an offline embedder) or on AWS.
 
 Start with ``Memory.local()``::
@@ -13,10 +14,12 @@ Start with ``Memory.local()``::
 import logging as _logging
 
 from memstack.config import (
+    GenerateTitleOptions,
     HybridOptions,
     MemoryOptions,
     MessageHistoryOptions,
     MessageRange,
+    ObservationalMemoryOptions,
     SemanticRecallOptions,
     ToolCallFilterOptions,
     WorkingMemoryOptions,
@@ -39,6 +42,7 @@ from memstack.model import (
     ImagePart,
     Message,
     MessagePage,
+    ObservationRecord,
     ReasoningPart,
     Resource,
     TextPart,
@@ -47,6 +51,7 @@ from memstack.model import (
     ToolCallPart,
     ToolResultPart,
 )
+from memstack.observation.engine import ObservationFailed, ObserveResult, ReflectionFailed, ReflectResult
 from memstack.recall import RecallResult
 
 __all__ = [
@@ -55,6 +60,7 @@ __all__ = [
     "Conflict",
     "FilePart",
     "Forbidden",
+    "GenerateTitleOptions",
     "HybridOptions",
     "ImagePart",
     "Include",
@@ -68,9 +74,15 @@ __all__ = [
     "MessageRange",
     "ModelContext",
     "NotFound",
+    "ObservationFailed",
+    "ObservationRecord",
+    "ObservationalMemoryOptions",
+    "ObserveResult",
     "PayloadTooLarge",
     "ReasoningPart",
     "RecallResult",
+    "ReflectResult",
+    "ReflectionFailed",
     "Resource",
     "SemanticRecallOptions",
     "SystemMessage",
