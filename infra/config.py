@@ -142,6 +142,16 @@ class MemstackConfig:
             collection_name=get("collectionName") or defaults.collection_name,
             api_execution_logs=flag("apiExecutionLogs", defaults.api_execution_logs),
             tags=json.loads(tags) if isinstance(tags, str) else dict(tags or {}),
-            memory_options=json.loads(options) if isinstance(options, str) else options,
+            memory_options=_json_context("memoryOptions", options) if isinstance(options, str) else options,
             observation_sweep_minutes=number("observationSweepMinutes") or defaults.observation_sweep_minutes,
         )
+
+
+def _json_context(name: str, text: str) -> Any:
+    """A CDK context value given as JSON text; ``ValueError`` naming the key when it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{name}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None

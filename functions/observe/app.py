@@ -64,8 +64,11 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         resource_id=resource_id,
         thread_id=thread_id,
         reason=reason if isinstance(reason, str) else "background",
+        time_budget=_time_budget(context),
     )
     out = result.to_dict()
+    # the title is conversation text: the execution's output (kept in its history) says only whether one was set
+    out["title"] = out.get("title") is not None
     logger.info(
         "observation step done",
         extra={
@@ -73,7 +76,7 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             "thread_id": thread_id,
             "key": key,
             **{k: v for k, v in out.items() if isinstance(v, bool | int)},
-            "title_set": out.get("title") is not None,
+            "title_set": out["title"],
         },
     )
     return out
@@ -142,6 +145,21 @@ def failure_text(error: object) -> str:
             message = cause
     message = message.strip()[:CAUSE_CHARS]
     return f"{name}: {message}" if message else name
+
+
+MODEL_CALL_MARGIN = 120.0
+"""Seconds kept free at the end of an Observe invocation: no Observer call starts later than that, so a
+step commits what it did before Lambda's timeout (a call is bounded by the chat client's timeout)."""
+
+
+def _time_budget(context: Any) -> float | None:
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return None
+    try:
+        return max(0.0, float(remaining()) / 1000 - MODEL_CALL_MARGIN)
+    except (TypeError, ValueError):
+        return None
 
 
 def _number(event: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -855,9 +856,22 @@ class Memory:
     def _fresh_record(self, thread_id: str, resource_id: str) -> ObservationRecord:
         return ObservationRecord(scope="thread", resource_id=resource_id, thread_id=thread_id)
 
-    def observe(self, *, resource_id: str, thread_id: str, reason: str = "background") -> ObserveResult:
+    def observe(
+        self,
+        *,
+        resource_id: str,
+        thread_id: str,
+        reason: str = "background",
+        time_budget: float | None = None,
+    ) -> ObserveResult:
         """One background step for the thread: title it if due, then activate, observe or buffer as the
-        thresholds say (``memstack.observation.engine``; spec §2.9.4). A no-op when nothing is due.
+        thresholds say (``memstack.observation.engine``; spec §2.9.4). A no-op when nothing is due, or
+        when the thread was deleted meanwhile. A failed title is logged and retried by a later save; it
+        never holds up observation.
+
+        Args:
+            time_budget: seconds after which no new Observer call starts (the Lambda's remaining time less
+                a margin); what was committed stays, the next trigger or the sweep continues.
 
         Raises:
             InvalidInput: bad ids or no chat model. ObservationFailed: the Observer's answer was unusable
@@ -873,10 +887,24 @@ class Memory:
         if thread is None:
             return ObserveResult()
         if self.observation.title_due(opts, thread):
-            title = self.observation.generate_title(opts, thread)
+            try:
+                title = self.observation.generate_title(opts, thread)
+            except Exception as exc:  # a failed title never holds up observation; a later save retries it
+                logger.warning(
+                    "title generation failed (%s) for thread %s",
+                    type(exc).__name__,
+                    thread_id,
+                    extra={"thread_id": thread_id, "error": type(exc).__name__},
+                )
+                if not opts.observational_memory.enabled:
+                    raise
         if not opts.observational_memory.enabled:
             return ObserveResult(title=title)
-        result = self.observation.step(opts, resource_id, thread_id, reason=reason)
+        deadline = None if time_budget is None else time.monotonic() + max(0.0, time_budget)
+        try:
+            result = self.observation.step(opts, resource_id, thread_id, reason=reason, deadline=deadline)
+        except NotFound:  # the thread was deleted meanwhile: nothing left to observe
+            return ObserveResult(title=title)
         return ObserveResult(**{**result.to_dict(), "title": title or self._observer_title(thread, result)})
 
     def _observer_title(self, thread: Thread, result: ObserveResult) -> str | None:
@@ -915,7 +943,10 @@ class Memory:
         check_id(resource_id, "resource_id")
         check_id(thread_id, "thread_id")
         self._check_chat_model(self.options)
-        return self.observation.reflect(self.options, resource_id, thread_id)
+        try:
+            return self.observation.reflect(self.options, resource_id, thread_id)
+        except NotFound:  # the thread was deleted meanwhile
+            return ReflectResult()
 
     def record_observation_failure(self, *, resource_id: str, thread_id: str, error: str) -> None:
         """Note a failed background run on the observation record so the sweep retries it (the state
@@ -1232,10 +1263,10 @@ class Memory:
         over = pending > t.block_after
         # a synchronous run that failed a moment ago is not retried on every turn (a down endpoint would
         # cost each turn its retries): the background and the sweep carry on
+        # pending_since is also the mark a run takes before calling the model: one killed mid-call (a
+        # Lambda timeout) leaves it, so a later turn does not start the same long run again at once
         failed_recently = (
-            rec.failure_count > 0
-            and rec.pending_since is not None
-            and self.clock.now() - rec.pending_since < SYNC_RETRY_AFTER
+            rec.pending_since is not None and self.clock.now() - rec.pending_since < SYNC_RETRY_AFTER
         )
         if (
             not opts.read_only
@@ -1245,7 +1276,14 @@ class Memory:
             self._check_chat_model(opts)
             try:
                 if over:
-                    engine.step(opts, resource_id, thread_id, reason="block_after", block=True)
+                    engine.step(
+                        opts,
+                        resource_id,
+                        thread_id,
+                        reason="block_after",
+                        block=True,
+                        deadline=time.monotonic() + SYNC_OBSERVATION_SECONDS,
+                    )
                 latest = engine.get_record(om, resource_id, thread_id)
                 if (
                     latest is not None
@@ -1290,6 +1328,10 @@ class Memory:
                 )
         return checked
 
+
+SYNC_OBSERVATION_SECONDS = 15.0
+"""``context()`` starts no new Observer call after this many seconds of synchronous observation (API
+Gateway gives a request 29 s); what was committed stays, the background does the rest."""
 
 SYNC_RETRY_AFTER = timedelta(minutes=1)
 """After a failed background or synchronous observation, ``context()`` waits this long before observing

@@ -220,3 +220,11 @@ def test_given_the_stack_then_alarms_watch_failed_throttled_and_timed_out_execut
 def test_given_the_stack_then_the_state_machine_arn_is_an_output(synth: Synth) -> None:
     logical, _ = state_machine(synth)
     assert synth.json["Outputs"]["ObservationStateMachineArn"]["Value"] == {"Ref": logical}
+
+
+def test_given_memory_options_that_are_not_json_then_the_error_names_the_key() -> None:
+    from aws_cdk import App
+
+    app = App(context={"memoryOptions": '{"observational_memory": tru'})
+    with pytest.raises(ValueError, match="memoryOptions: not valid JSON"):
+        MemstackConfig.from_context(app.node)

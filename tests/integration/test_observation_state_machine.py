@@ -113,7 +113,14 @@ class FakeMemory:
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def observe(self, *, resource_id: str, thread_id: str, reason: str = "background") -> ObserveResult:
+    def observe(
+        self,
+        *,
+        resource_id: str,
+        thread_id: str,
+        reason: str = "background",
+        time_budget: float | None = None,
+    ) -> ObserveResult:
         with self.lock:
             self.calls.append(
                 ("observe", {"resource_id": resource_id, "thread_id": thread_id, "reason": reason})

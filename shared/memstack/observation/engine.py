@@ -29,6 +29,7 @@ import html
 import logging
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -64,7 +65,10 @@ MAX_UNOBSERVED_MESSAGES = 2_000
 """Most unobserved messages one step reads; a longer backlog is worked through over several steps."""
 
 MAX_WRITE_ATTEMPTS = 5
-"""Compare-and-set attempts of one step before it gives up with ``Conflict``."""
+"""Compare-and-set writes one step may lose in a row before it gives up with ``Conflict``."""
+
+MAX_STEP_ROUNDS = 40
+"""Most read-decide-write rounds of one step (each round commits one activation, batch or chunk)."""
 
 BOUNDARY = "--- message boundary ({at}) ---"
 """The line between two observed pieces of the log (spec §2.9.4 step 6). Context assembly splits the log
@@ -97,6 +101,9 @@ REFLECTION_BACKOFF = timedelta(minutes=2)
 (at most ``MAX_REFLECTION_BACKOFF``): a model that keeps failing is not called on every turn."""
 
 MAX_REFLECTION_BACKOFF = timedelta(hours=1)
+
+MAX_SWEEP_BACKOFF = timedelta(hours=6)
+"""The longest the sweep waits before retrying a record that keeps failing."""
 
 MAX_OUTPUT_TOKENS = 32_000
 """Largest answer asked of the Observer or Reflector, whatever ``model_settings.max_output_tokens`` says
@@ -346,6 +353,14 @@ class ObservationEngine:
         )
         return bool(self.clock.now() < record.pending_since + wait)
 
+    def _sweep_backing_off(self, rec: ObservationRecord, idle_seconds: int) -> bool:
+        """A record that keeps failing is retried by the sweep ever less often: ``idle × 2^(failures−1)``,
+        at most ``MAX_SWEEP_BACKOFF`` (a model that refuses every request does not cost a run each sweep)."""
+        if rec.failure_count <= 1 or rec.pending_since is None:
+            return False
+        wait = timedelta(seconds=max(idle_seconds, 60)) * 2 ** min(rec.failure_count - 1, 12)
+        return bool(self.clock.now() - rec.pending_since < min(wait, MAX_SWEEP_BACKOFF))
+
     def due(self, om: ObservationalMemoryOptions, rec: ObservationRecord, pending: int) -> str | None:
         """Why a background step is due now (``threshold``, ``buffer``, ``reflect``), or ``None``."""
         t = self.thresholds(om, rec)
@@ -381,21 +396,37 @@ class ObservationEngine:
         *,
         reason: str = "background",
         block: bool = False,
+        deadline: float | None = None,
     ) -> ObserveResult:
-        """Activate, observe or buffer as the thresholds say (module docstring). ``block`` is context
-        assembly above ``block_after``: activation may overshoot its target (``forceMaxActivation``).
+        """Activate, observe or buffer as the thresholds say (module docstring), committing as it goes.
+        ``block`` is context assembly above ``block_after``: activation may overshoot its target
+        (``forceMaxActivation``).
+
+        Synchronous observation commits one batch (at most ``message_tokens``, ≤ 30,000 tokens, of the
+        oldest unobserved messages) per write, so a long backlog makes progress even when a run is cut
+        short. Before a model call the record is marked (``pending_since``) unless it already is: a run
+        killed mid-call (a Lambda timeout) leaves the mark, which the sweep and ``context()`` see.
+
+        Args:
+            deadline: ``time.monotonic()`` value after which no new model call starts (the step returns
+                what it committed so far).
 
         Raises:
             InvalidInput: observational memory is disabled or no chat model is configured.
             ObservationFailed: the Observer answered with nothing usable twice (record unchanged).
             Unavailable: the model or the store failed (retrying is safe).
-            Conflict: lost the compare-and-set race ``MAX_WRITE_ATTEMPTS`` times.
+            Conflict: lost the compare-and-set race ``MAX_WRITE_ATTEMPTS`` times in a row.
         """
         om = opts.observational_memory
         if not om.enabled:
             raise InvalidInput("observational memory is disabled", field="observational_memory.enabled")
         activated = observed = buffered = 0
-        for _ in range(MAX_WRITE_ATTEMPTS):
+        lost = 0
+        for _ in range(MAX_STEP_ROUNDS):
+            if lost >= MAX_WRITE_ATTEMPTS:
+                raise Conflict(
+                    f"observation of thread {thread_id} lost the write race {MAX_WRITE_ATTEMPTS} times; retry"
+                )
             v = self._view(om, resource_id, thread_id)
             t = self.thresholds(om, v.record)
             chunks = v.chunks
@@ -406,23 +437,58 @@ class ObservationEngine:
                     if self._write(v.record, self._activated(om, v, n, t)):
                         activated += n
                         observed += sum(1 for m in v.tail if m.seq <= chunks[n - 1].to_seq)
+                    else:
+                        lost += 1
                     continue
-            if v.pending >= t.message_tokens:
-                outputs, last = self._observe(opts, v, v.uncovered, buffering=False)
-                if self._write_observed(om, v, outputs, last, thread_id):
+            sync = v.pending >= t.message_tokens
+            if not sync and not (
+                should_buffer(v.pending, v.record.last_buffered_at_tokens, t) and v.uncovered
+            ):
+                return self._result(om, v, activated, observed, buffered)
+            if deadline is not None and time.monotonic() >= deadline:
+                break  # no time for another model call: what is committed stays
+            if v.record.pending_since is None:  # mark the record before the model runs (a lease)
+                if not self._write(v.record, v.record.model_copy(update={"pending_since": self.clock.now()})):
+                    lost += 1
+                continue
+            if sync:
+                batch = self._prefix(om, v.uncovered)
+                outputs, last = self._observe(opts, v, batch, buffering=False)
+                if self._write_observed(om, v, outputs, last, thread_id, batch):
                     activated += len(chunks)
-                    observed += len(v.tail)
-                    continue
+                    observed += sum(1 for m in v.tail if m.seq <= (last.seq if last else v.covered_seq))
+                else:
+                    lost += 1
                 continue
-            if should_buffer(v.pending, v.record.last_buffered_at_tokens, t) and v.uncovered:
-                outputs, last = self._observe(opts, v, v.uncovered, buffering=True)
-                if self._write_buffered(om, v, outputs, last):
-                    buffered += 1
-                continue
-            return self._result(om, v, activated, observed, buffered)
-        raise Conflict(
-            f"observation of thread {thread_id} lost the write race {MAX_WRITE_ATTEMPTS} times; retry"
-        )
+            outputs, last = self._observe(opts, v, v.uncovered, buffering=True)
+            if self._write_buffered(om, v, outputs, last):
+                buffered += 1
+            else:
+                lost += 1
+        v = self._view(om, resource_id, thread_id)
+        return self._result(om, v, activated, observed, buffered)
+
+    def _cap(self, om: ObservationalMemoryOptions) -> int:
+        """Most transcript tokens of one Observer call: ``message_tokens`` (≤ 30,000); in resource scope
+        also ``max_tokens_per_batch``; at least 1,000."""
+        cap = min(om.observation.message_tokens, 30_000)
+        if om.scope == "resource":
+            cap = min(cap, om.observation.max_tokens_per_batch)
+        return max(1_000, cap)
+
+    def _prefix(self, om: ObservationalMemoryOptions, messages: list[Message]) -> list[Message]:
+        """The oldest messages whose tokens fit one Observer call (at least one: a huge message is
+        observed in parts, then committed whole)."""
+        cap = self._cap(om)
+        out: list[Message] = []
+        used = 0
+        for m in messages:
+            tokens = self.count([m])
+            if out and used + tokens > cap:
+                break
+            out.append(m)
+            used += tokens
+        return out
 
     def _result(
         self, om: ObservationalMemoryOptions, v: _View, activated: int, observed: int, buffered: int
@@ -502,8 +568,10 @@ class ObservationEngine:
         outputs: list[ObserverOutput],
         last: Message | None,
         thread_id: str,
+        batch: list[Message],
     ) -> bool:
-        """Commit a synchronous observation: every buffered chunk of the thread, then the new text."""
+        """Commit a synchronous observation of ``batch`` (the oldest uncovered messages): every buffered
+        chunk of the thread, then the new text; the cursor moves to the batch's last message."""
         for _ in range(MAX_WRITE_ATTEMPTS):
             rec = v.record
             chunks = v.chunks
@@ -513,17 +581,19 @@ class ObservationEngine:
                 text = _append(text, chunk.observations, chunk.created_at)
             new_text = "\n\n".join(o.observations for o in outputs if o.observations.strip())
             if new_text:
-                text = _append(text, self._wrap(om, rec, thread_id, new_text, v.uncovered), now)
+                text = _append(text, self._wrap(om, rec, thread_id, new_text, batch), now)
             final = outputs[-1] if outputs else None
-            to_seq = last.seq if last is not None else v.covered_seq
+            to_seq = max(last.seq if last is not None else 0, v.covered_seq)
+            done = self.count([m for m in v.tail if m.seq <= to_seq])
+            left = max(0, v.pending - done)
             update: dict[str, Any] = {
                 "active_observations": text,
-                "cursor": {**rec.cursor, thread_id: max(to_seq, v.covered_seq)},
+                "cursor": {**rec.cursor, thread_id: to_seq},
                 "buffered_chunks": tuple(c for c in rec.buffered_chunks if c.thread_id != thread_id),
                 "observation_tokens": self.tokenizer.count(text),
-                "pending_message_tokens": 0,
-                "total_tokens_observed": rec.total_tokens_observed + v.pending,
-                "last_buffered_at_tokens": 0,
+                "pending_message_tokens": left,
+                "total_tokens_observed": rec.total_tokens_observed + done,
+                "last_buffered_at_tokens": left,
                 **self._health(om, rec, chunks_left=False),
             }
             if final is not None:
@@ -690,11 +760,7 @@ class ObservationEngine:
         if not messages:
             return [], None
         chat = self._chat(om, "observer")
-        # each call sees at most message_tokens (≤ 30,000) of transcript; resource scope: max_tokens_per_batch
-        cap = min(om.observation.message_tokens, 30_000)
-        if om.scope == "resource":
-            cap = min(cap, om.observation.max_tokens_per_batch)
-        cap = max(1_000, cap)
+        cap = self._cap(om)
         batches = transcript_batches(messages, tokenizer=self.tokenizer, max_tokens=cap)
         previous = "\n\n".join([v.record.active_observations, *(c.observations for c in v.chunks)]).strip()
         hints = v.chunks[-1] if v.chunks else v.record
@@ -962,7 +1028,7 @@ class ObservationEngine:
         jobs: list[ObservationJob] = []
         for resource_id, owner in self.store.list_observation_work(due_before=due, limit=limit):
             rec = self.store.get_observation_record(resource_id, owner)
-            if rec is None:
+            if rec is None or self._sweep_backing_off(rec, idle_seconds):
                 continue
             thread_id = owner or _last_thread(rec)
             if thread_id is None:
