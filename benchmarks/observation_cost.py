@@ -26,10 +26,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import RESULTS, machine, machine_line, markdown_table, percentile, write_report  # noqa: E402
-from tests.observation_support import ScriptedChat, om_memory  # noqa: E402
+from tests.observation_support import ScriptedChat, locomo_turns, om_memory  # noqa: E402
 
-from memstack import locomo  # noqa: E402
-from memstack.demo import default_data_path  # noqa: E402
 from memstack.ports import ObservationJob  # noqa: E402
 
 
@@ -44,28 +42,9 @@ class _Deferred:
         self.jobs.append(job)
 
 
-def _turns(count: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    rep = 0
-    while len(out) < count:
-        for conv in locomo.load(default_data_path()):
-            for session in conv.sessions.values():
-                for turn in session:
-                    out.append(
-                        {
-                            "id": f"{turn.message_id}:{rep}",
-                            "role": turn.role,
-                            "content": turn.text,
-                            "created_at": turn.created_at,
-                        }
-                    )
-        rep += 1
-    return out[:count]
-
-
 def run(turns: int, *, inline: bool) -> dict[str, Any]:
     """Replay ``turns`` turns with the layer off and on; returns the timings (ms) and context sizes."""
-    data = _turns(turns)
+    data = locomo_turns(turns, repeats=turns // 2_700 + 1)
     result: dict[str, Any] = {"turns": turns, "inline": inline}
     for label, om in (("off", False), ("on", True)):
         chat = ScriptedChat()

@@ -137,3 +137,28 @@ def om_memory(
         scheduler=scheduler,
         background=background,  # type: ignore[arg-type]
     )
+
+
+def locomo_turns(count: int | None = None, *, repeats: int = 1) -> list[dict[str, Any]]:
+    """LoCoMo turns as message dicts, every conversation's sessions in order, ``repeats`` passes (each pass a
+    year later, with its own ids), cut to ``count``. One pass is about 105k tokens."""
+    from datetime import timedelta
+
+    from memstack import locomo
+    from memstack.demo import default_data_path
+
+    out: list[dict[str, Any]] = []
+    conversations = locomo.load(default_data_path())
+    for rep in range(repeats):
+        for conv in conversations:
+            for session in conv.sessions.values():
+                for turn in session:
+                    out.append(
+                        {
+                            "id": f"{turn.message_id}:{rep}",
+                            "role": turn.role,
+                            "content": turn.text,
+                            "created_at": turn.created_at + timedelta(days=366 * rep),
+                        }
+                    )
+    return out if count is None else out[:count]

@@ -6,39 +6,16 @@ buffering, activation and reflection all happen along the way.
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
-
-from memstack import locomo
-from memstack.demo import default_data_path
-from tests.observation_support import ScriptedChat, om_memory
+from tests.observation_support import ScriptedChat, locomo_turns, om_memory
 
 R, T = "locomo-reader", "one-long-thread"
 BATCH = 10
 
 
-def turns() -> list[dict[str, Any]]:
-    """Every LoCoMo turn twice (the second pass a year later, with its own ids): ~210k tokens."""
-    out: list[dict[str, Any]] = []
-    for rep in range(2):
-        for conv in locomo.load(default_data_path()):
-            for session in conv.sessions.values():
-                for turn in session:
-                    out.append(
-                        {
-                            "id": f"{turn.message_id}:{rep}",
-                            "role": turn.role,
-                            "content": turn.text,
-                            "created_at": turn.created_at + timedelta(days=366 * rep),
-                        }
-                    )
-    return out
-
-
 def test_every_context_stays_under_message_plus_observation_tokens() -> None:
     chat = ScriptedChat()
     budget = 30_000 + 40_000
-    all_turns = turns()
+    all_turns = locomo_turns(repeats=2)  # every turn twice: ~210k tokens
     with om_memory(chat, observational_memory=True) as memory:
         saved_tokens = 0
         largest = 0

@@ -201,14 +201,20 @@ def reflected_setup(chat: ScriptedChat) -> Any:
     return om_memory(chat, scheduler=RecordingScheduler(), observational_memory=options)
 
 
+def observed_past_reflection(memory: Any) -> Any:
+    """Save 120 messages and observe them: the observations end over the reflection threshold (600)."""
+    save(memory, 1, 120)
+    for _ in range(4):
+        memory.observe(resource_id=R, thread_id=T)
+    record = memory.get_observation_record(resource_id=R, thread_id=T)
+    assert record is not None and record.observation_tokens >= 600
+    return record
+
+
 def test_reflection_compresses_below_the_threshold_as_a_new_generation() -> None:
     chat = ScriptedChat()
     with reflected_setup(chat) as memory:
-        save(memory, 1, 120)
-        for _ in range(4):
-            memory.observe(resource_id=R, thread_id=T)
-        before = memory.get_observation_record(resource_id=R, thread_id=T)
-        assert before is not None and before.observation_tokens >= 600
+        before = observed_past_reflection(memory)
         result = memory.reflect(resource_id=R, thread_id=T)
         after = memory.get_observation_record(resource_id=R, thread_id=T)
         assert after is not None
@@ -221,11 +227,7 @@ def test_reflection_compresses_below_the_threshold_as_a_new_generation() -> None
 def test_a_failed_or_degenerate_reflection_keeps_the_old_observations(bad: list[str]) -> None:
     chat = ScriptedChat()
     with reflected_setup(chat) as memory:
-        save(memory, 1, 120)
-        for _ in range(4):
-            memory.observe(resource_id=R, thread_id=T)
-        before = memory.get_observation_record(resource_id=R, thread_id=T)
-        assert before is not None and before.observation_tokens >= 600
+        before = observed_past_reflection(memory)
         chat.script = list(bad)
         with pytest.raises(ObservationFailed):
             memory.reflect(resource_id=R, thread_id=T)
@@ -615,9 +617,7 @@ def test_split_range_handles_ids_with_colons() -> None:
 def test_a_failed_reflection_backs_off() -> None:
     chat = ScriptedChat()
     with reflected_setup(chat) as memory:
-        save(memory, 1, 120)
-        for _ in range(4):
-            memory.observe(resource_id=R, thread_id=T)
+        observed_past_reflection(memory)
         chat.script = [""] * 4
         with pytest.raises(ObservationFailed):
             memory.reflect(resource_id=R, thread_id=T)
