@@ -845,16 +845,10 @@ class Memory:
             if reason is not None:
                 job = self.observation.job(rec, thread_id, last, reason)
         if job is None and self.observation.title_due(opts, thread):
-            rec = self._fresh_record(thread_id, resource_id)
-            # a title that failed is tried again by a later save, at most once a minute
-            minute = str(int(self.clock.now().timestamp()) // 60)
-            job = self.observation.job(rec, thread_id, 0, f"title{thread.version}", salt=minute)
+            job = self.observation.title_job(thread)
         if job is not None:
             self.scheduler.submit(job)
         return job
-
-    def _fresh_record(self, thread_id: str, resource_id: str) -> ObservationRecord:
-        return ObservationRecord(scope="thread", resource_id=resource_id, thread_id=thread_id)
 
     def observe(
         self,
@@ -928,7 +922,7 @@ class Memory:
                 updated_at=self.clock.now(),
                 expected_version=thread.version,
             )
-        except (NotFound, MemstackError):
+        except MemstackError:
             return None
         return title
 

@@ -38,7 +38,14 @@ from typing import TYPE_CHECKING, Any
 
 from memstack.config import MemoryOptions, ObservationalMemoryOptions
 from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, Unavailable
-from memstack.model import MAX_ERROR_CHARS, BufferedChunk, Message, ObservationRecord, Thread
+from memstack.model import (
+    MAX_BUFFERED_CHUNKS,
+    MAX_ERROR_CHARS,
+    BufferedChunk,
+    Message,
+    ObservationRecord,
+    Thread,
+)
 from memstack.observation.recall_tool import split_range
 from memstack.observation.thresholds import Thresholds, activation_count, resolve, should_buffer
 from memstack.observation.transcript import count_message_tokens, transcript_batches
@@ -386,6 +393,13 @@ class ObservationEngine:
         key = f"om-{digest[:20]}-v{rec.version}-s{last_seq}-{tag}"
         return ObservationJob(resource_id=rec.resource_id, thread_id=thread_id, key=key, reason=reason)
 
+    def title_job(self, thread: Thread) -> ObservationJob:
+        """The job that titles ``thread``: keyed on the thread's version and the current minute, so a
+        title that failed is tried again by a later save, at most once a minute."""
+        minute = str(int(self.clock.now().timestamp()) // 60)
+        rec = self._fresh(ObservationalMemoryOptions(), thread.resource_id, thread.id)
+        return self.job(rec, thread.id, 0, f"title{thread.version}", salt=minute)
+
     # the background step -------------------------------------------------------------------------
 
     def step(
@@ -640,9 +654,9 @@ class ObservationEngine:
         )
         for _ in range(MAX_WRITE_ATTEMPTS):
             rec = v.record
-            if len(rec.buffered_chunks) >= 256:
+            if len(rec.buffered_chunks) >= MAX_BUFFERED_CHUNKS:
                 raise Unavailable(
-                    f"thread {v.thread_id} has 256 buffered chunks waiting; activation is overdue"
+                    f"thread {v.thread_id} has {MAX_BUFFERED_CHUNKS} buffered chunks waiting; activation is overdue"
                 )
             new = rec.model_copy(
                 update={
