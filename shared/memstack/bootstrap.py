@@ -86,12 +86,6 @@ def make_chat_model(settings: Settings | None = None) -> ChatModel:
     )
 
 
-def needs_chat_model(options: MemoryOptions) -> bool:
-    """Whether these options use a chat model: observational memory is on (spec §2.9) or thread titles
-    are generated (spec §2.6). Both run as background observation work on AWS."""
-    return options.observational_memory.enabled or options.generate_title.enabled
-
-
 def chat_model_for(settings: Settings, options: MemoryOptions | dict[str, Any] | None) -> ChatModel | None:
     """The chat model a ``Memory`` with these options needs (``make_chat_model``), or ``None`` when the
     options use none — so a deployment without observational memory or titles needs no chat key.
@@ -103,6 +97,7 @@ def chat_model_for(settings: Settings, options: MemoryOptions | dict[str, Any] |
     """
     from memstack.config import MemoryOptions
     from memstack.errors import InvalidInput
+    from memstack.usecases.core import needs_chat_model
 
     if not needs_chat_model(MemoryOptions.parse(options)):
         return None

@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memstack.bootstrap import needs_chat_model
+from memstack.usecases.core import needs_chat_model
 from memstack.memory import Memory
 
 logger = logging.getLogger(__name__)

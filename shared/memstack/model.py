@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -394,6 +395,9 @@ class ObservationRecord(_Frozen):
             not yet active, its tokens, and how many leading lines of the observations it replaces.
         last_buffered_at_tokens: the pending count at the last buffering boundary.
         current_task, suggested_response, thread_title: the Observer's latest hints.
+        reflected_threads: resource scope: the threads whose observations a reflection in the active log
+            merged (a reflection cannot be split by thread, so deleting one of them drops it; see
+            docs/adr/0004-layers-as-processors.md).
         pending_since: when work was left for later (buffered chunks not yet active, a failed
             observation or reflection); ``None`` when nothing is due. Stores index it so a periodic sweep
             (``MemoryStore.list_observation_work``) finds threads that went idle with work pending.
@@ -424,6 +428,7 @@ class ObservationRecord(_Frozen):
     current_task: str | None = Field(None, max_length=MAX_HINT_CHARS)
     suggested_response: str | None = Field(None, max_length=MAX_HINT_CHARS)
     thread_title: str | None = Field(None, max_length=MAX_HINT_CHARS)
+    reflected_threads: tuple[str, ...] = Field((), max_length=MAX_CURSOR_THREADS)
     pending_since: datetime | None = None
     failure_count: int = Field(0, ge=0)
     last_error: str | None = Field(None, max_length=MAX_ERROR_CHARS)
@@ -502,3 +507,22 @@ class ObservationRecord(_Frozen):
                 field="observation_record",
             )
         return encoded
+
+
+@dataclass(frozen=True, slots=True)
+class EraseReceipt:
+    """What ``Memory.erase_resource`` deleted.
+
+    Attributes:
+        resource_id: the erased resource.
+        counts: per kind of data, how many were deleted by this call: ``threads``, ``messages``,
+            ``working_memory`` (resource records), ``observation_records`` (resource-scoped; thread-scoped
+            ones go with their threads), ``index_documents``.
+    """
+
+    resource_id: str
+    counts: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"resource_id": ..., "counts": {...}}``."""
+        return {"resource_id": self.resource_id, "counts": dict(self.counts)}

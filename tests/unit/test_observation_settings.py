@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from memstack.bootstrap import chat_model_for, needs_chat_model, scheduler_for
+from memstack.bootstrap import chat_model_for, scheduler_for
+from memstack.usecases.core import needs_chat_model
 from memstack.config import MemoryOptions
 from memstack.errors import InvalidInput
 from memstack.settings import load_settings

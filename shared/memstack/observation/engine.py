@@ -531,6 +531,13 @@ class ObservationEngine:
             return False
         return True
 
+    def _thread_gone(self, rec: ObservationRecord, thread_id: str) -> bool:
+        """Whether a resource-scoped run lost its write because its thread was deleted. Deleting a thread
+        always rewrites the resource's record (``observation.lifecycle``), so a run that read the record
+        before the delete fails its compare-and-set and asks here before trying again. Thread-scoped
+        records go with their thread (the store refuses a record for a missing thread)."""
+        return rec.scope == "resource" and self.store.get_thread(rec.resource_id, thread_id) is None
+
     def _health(
         self, om: ObservationalMemoryOptions, rec: ObservationRecord, *, chunks_left: bool
     ) -> dict[str, Any]:
@@ -619,6 +626,8 @@ class ObservationEngine:
             if self._write(rec, rec.model_copy(update=update)):
                 self._apply_side_outputs(om, rec, thread_id, outputs)
                 return True
+            if self._thread_gone(rec, thread_id):
+                return False  # deleted meanwhile: its content must not come back
             fresh = self._view(om, rec.resource_id, thread_id)
             if fresh.record.observed_seq(thread_id) != rec.observed_seq(thread_id) or [
                 c.id for c in fresh.chunks
@@ -668,6 +677,8 @@ class ObservationEngine:
             )
             if self._write(rec, new):
                 return True
+            if self._thread_gone(rec, v.thread_id):
+                return False  # deleted meanwhile: its content must not come back
             fresh = self._view(om, rec.resource_id, v.thread_id)
             if fresh.covered_seq != v.covered_seq:
                 return False  # another run covered these messages first
@@ -690,7 +701,7 @@ class ObservationEngine:
             span = html.escape(f"{first}:{last}", quote=True)
             text = f'<observation-group id="{anchor}" range="{span}">\n{text}\n</observation-group>'
         if rec.scope == "resource":
-            text = f'<thread id="{thread_label(om, thread_id)}">\n{text}\n</thread>'
+            text = f'<thread id="{html.escape(thread_label(om, thread_id), quote=True)}">\n{text}\n</thread>'
         return text
 
     def _reflection_group(
@@ -943,8 +954,14 @@ class ObservationEngine:
         )
 
     def _committed(self, rec: ObservationRecord, text: str) -> ObservationRecord:
+        """``rec`` with ``text`` as its active observations, produced by a reflection. In resource scope the
+        threads observed so far are noted as merged into it (``reflected_threads``)."""
+        merged = rec.reflected_threads
+        if rec.scope == "resource":
+            merged = tuple(sorted({*merged, *(t for t, seq in rec.cursor.items() if seq > 0)}))
         return rec.model_copy(
             update={
+                "reflected_threads": merged,
                 "active_observations": text,
                 "observation_tokens": self.tokenizer.count(text),
                 "origin_type": "reflection",

@@ -29,18 +29,18 @@ class WorkingMemoryActions:
     clock: Clock
     tokenizer: Tokenizer
 
-    def slot(self, options: WorkingMemoryOptions, resource_id: str, thread_id: str) -> Slot:
+    def slot(self, options: WorkingMemoryOptions, resource_id: str, thread_id: str | None) -> Slot:
         """Where this scope's document lives."""
         return Slot(self.store, self.clock, resource_id, None if options.scope == "resource" else thread_id)
 
-    def get(self, options: WorkingMemoryOptions, resource_id: str, thread_id: str) -> str | None:
+    def get(self, options: WorkingMemoryOptions, resource_id: str, thread_id: str | None) -> str | None:
         """The stored document, ``None`` if none (or the thread is missing or another resource's)."""
         try:
             return self.slot(options, resource_id, thread_id).read()[0]
         except NotFound:
             return None
 
-    def update(self, opts: MemoryOptions, resource_id: str, thread_id: str, value: object) -> Outcome:
+    def update(self, opts: MemoryOptions, resource_id: str, thread_id: str | None, value: object) -> Outcome:
         """A direct update: markdown replaces, JSON merges (``value`` an object or a JSON string).
 
         Raises:
@@ -121,7 +121,7 @@ class WorkingMemoryActions:
         return self._run(wm, resource_id, thread_id, call.arguments, guard=True)
 
     def _run(
-        self, wm: WorkingMemoryOptions, resource_id: str, thread_id: str, args: dict[str, Any], *, guard: bool
+        self, wm: WorkingMemoryOptions, resource_id: str, thread_id: str | None, args: dict[str, Any], *, guard: bool
     ) -> Outcome:
         slot = self.slot(wm, resource_id, thread_id)
 

@@ -27,7 +27,7 @@ from memstack.ports import Embedder, IndexEntry, IndexHit, MemoryStore, MessageW
 from memstack.text import chunk_text, searchable_text
 from memstack.working_memory import THREAD_METADATA_KEY
 
-logger = logging.getLogger("memstack.recall")
+logger = logging.getLogger(__name__)
 
 
 INDEX_EXCLUDED_THREAD_KEYS = frozenset({THREAD_METADATA_KEY, "clone"})

@@ -1,0 +1,267 @@
+"""The observational-memory layer (spec §2.9, §2.11): observations shown as system messages, the unobserved
+tail as the history, the continuation reminder and temporal markers; background observation scheduled
+after each save; the record kept true through thread deletes, clones and resource erasures."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from memstack.config import MemoryOptions
+from memstack.context import SystemMessage
+from memstack.errors import Conflict, MemstackError
+from memstack.layers.base import (
+    Contribution,
+    LayerBase,
+    Needs,
+    ThreadCloned,
+    ThreadDeleted,
+    Turn,
+    TurnReads,
+)
+from memstack.model import Message, ObservationRecord, Thread
+from memstack.observation.context import continuation_message, observation_context, temporal_marker_message
+from memstack.observation.engine import ObservationEngine, thread_label
+from memstack.observation.lifecycle import cloned_record, without_thread
+from memstack.observation.recall_tool import tool_definition as recall_tool_definition
+from memstack.ports import Clock, MemoryStore
+from memstack.scope import Scope
+
+logger = logging.getLogger(__name__)
+
+SYNC_OBSERVATION_SECONDS = 15.0
+"""``context()`` starts no new Observer call after this many seconds of synchronous observation (API
+Gateway gives a request 29 s); what was committed stays, the background does the rest."""
+
+SYNC_RETRY_AFTER = timedelta(minutes=1)
+"""After a failed background or synchronous observation, ``context()`` waits this long before observing
+synchronously again (above ``block_after``)."""
+
+MAX_CLEANUP_ATTEMPTS = 10
+"""Compare-and-set rounds a thread delete's record cleanup may lose before it gives up with ``Conflict``."""
+
+
+def failure_text(exc: BaseException) -> str:
+    """``"<ErrorClass>: <message>"`` for Memstack's own errors (their messages name ids and limits, never
+    conversation text), the class alone for anything else (whose message could quote anything)."""
+    name = type(exc).__name__
+    return f"{name}: {exc.message}" if isinstance(exc, MemstackError) and exc.message else name
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What ``prepare`` read: the record (``None`` before the first write) and the unobserved tail."""
+
+    record: ObservationRecord | None
+    tail: list[Message]
+
+
+class ObservationalLayer(LayerBase):
+    """Observational memory as a layer.
+
+    Args:
+        engine: the Observer/Reflector engine (shared with the background use cases).
+        store: where records live.
+        clock: the time source (the synchronous-retry pause).
+        require_chat_model: raises ``InvalidInput`` when the options need a chat model and there is none.
+        schedule: submits background work for a thread after a save (``Background.schedule``).
+        inline: schedule in ``after_save`` (``Memory(index_on_save=True)``); ``False`` when the stream
+            indexer does it (AWS).
+    """
+
+    name = "observational_memory"
+
+    def __init__(
+        self,
+        engine: ObservationEngine,
+        store: MemoryStore,
+        clock: Clock,
+        *,
+        require_chat_model: Callable[[MemoryOptions], None],
+        schedule: Callable[[Scope], object],
+        inline: bool = True,
+    ) -> None:
+        self.engine = engine
+        self.store = store
+        self.clock = clock
+        self.require_chat_model = require_chat_model
+        self.schedule = schedule
+        self.inline = inline
+
+    # the turn ------------------------------------------------------------------------------------
+
+    def prepare(self, turn: Turn) -> Observed | None:
+        """Observe (or reflect) synchronously when the thread is over ``block_after`` (or the log over the
+        reflection's ``block_after``), then read the record and the unobserved tail (spec §2.9.1
+        ``blockAfter``). Below it the turn never waits. A failed run is logged and recorded, and the turn
+        goes on with the unobserved messages as they are; a run that failed a moment ago is not retried
+        on every turn (a down endpoint would cost each turn its retries)."""
+        opts = turn.options
+        om = opts.observational_memory
+        if not om.enabled:
+            return None
+        resource_id, thread_id = turn.scope.resource_id, turn.scope.thread
+        engine = self.engine
+        rec, tail, pending = engine.view(om, resource_id, thread_id)
+        t = engine.thresholds(om, rec)
+        over = pending > t.block_after
+        # pending_since is also the mark a run takes before calling the model: one killed mid-call (a
+        # Lambda timeout) leaves it, so a later turn does not start the same long run again at once
+        failed_recently = (
+            rec.pending_since is not None and self.clock.now() - rec.pending_since < SYNC_RETRY_AFTER
+        )
+        if (
+            opts.read_only
+            or failed_recently
+            or not (over or rec.observation_tokens > t.reflection_block_after)
+        ):
+            return Observed(rec if rec.version else None, tail)
+        self.require_chat_model(opts)
+        try:
+            self._observe_now(opts, resource_id, thread_id, over=over)
+        except Exception as exc:  # the turn never fails on the Observer: it goes on unobserved
+            logger.warning(
+                "synchronous observation failed (%s) for thread %s; continuing with unobserved messages",
+                type(exc).__name__,
+                thread_id,
+                extra={"thread_id": thread_id, "error": type(exc).__name__},
+            )
+            try:
+                engine.record_failure(opts, resource_id, thread_id, failure_text(exc))
+            except Exception as again:
+                logger.warning("recording the failure failed (%s)", type(again).__name__)
+        rec, tail, _ = engine.view(om, resource_id, thread_id)
+        return Observed(rec if rec.version else None, tail)
+
+    def _observe_now(self, opts: MemoryOptions, resource_id: str, thread_id: str, *, over: bool) -> None:
+        om = opts.observational_memory
+        engine = self.engine
+        if over:
+            engine.step(
+                opts,
+                resource_id,
+                thread_id,
+                reason="block_after",
+                block=True,
+                deadline=time.monotonic() + SYNC_OBSERVATION_SECONDS,
+            )
+        latest = engine.get_record(om, resource_id, thread_id)
+        if (
+            latest is not None
+            and latest.observation_tokens > engine.thresholds(om, latest).reflection_block_after
+        ):
+            engine.reflect(opts, resource_id, thread_id)
+
+    def needs(self, turn: Turn, prepared: Any) -> Needs:
+        if not isinstance(prepared, Observed):
+            return Needs()
+        return Needs(tail=prepared.tail)
+
+    def contribute(self, turn: Turn, reads: TurnReads) -> Contribution:
+        opts = turn.options
+        om = opts.observational_memory
+        observed = reads.prepared.get(self.name)
+        if not om.enabled or not isinstance(observed, Observed):
+            return Contribution()
+        record = observed.record
+        has_log = record is not None and bool(record.active_observations.strip())
+        markers = om.temporal_markers and turn.new is not None
+        return Contribution(
+            system=[SystemMessage(t, "observations") for t in observation_context(om, record, turn.now)],
+            tools=[recall_tool_definition(om.retrieval.scope)]
+            if om.retrieval.enabled and not opts.read_only
+            else [],
+            lead=[continuation_message(turn.scope.thread, turn.scope.resource_id)] if has_log else [],
+            marker=temporal_marker_message if markers else None,
+        )
+
+    # saves ---------------------------------------------------------------------------------------
+
+    def after_save(self, thread: Thread, options: MemoryOptions, saved: Sequence[Message]) -> None:
+        """Schedule background observation (and titles) for the thread; a failure is logged, the save
+        stands, and the next save or the sweep schedules again."""
+        if not self.inline or not saved:
+            return
+        try:
+            self.schedule(Scope(thread.resource_id, thread.id))
+        except Exception as exc:
+            logger.warning(
+                "scheduling observation failed (%s) for thread %s",
+                type(exc).__name__,
+                thread.id,
+                extra={"thread_id": thread.id, "error": type(exc).__name__},
+            )
+
+    # lifecycle -----------------------------------------------------------------------------------
+
+    def on_thread_deleted(self, event: ThreadDeleted) -> Mapping[str, int]:
+        """Thread scope: the record went with the thread (the store deletes it). Resource scope: the
+        thread's content leaves the resource's log (``observation.lifecycle.without_thread``). The record
+        is rewritten even when nothing of the thread is in it, so a background run that read it before
+        the delete loses its compare-and-set and, finding the thread gone, commits nothing."""
+        om = event.options.observational_memory
+        if event.erasing or not om.enabled or om.scope != "resource":
+            return {}
+        resource_id, thread_id = event.scope.resource_id, event.scope.thread
+        label = thread_label(om, thread_id)
+        for _ in range(MAX_CLEANUP_ATTEMPTS):
+            rec = self.store.get_observation_record(resource_id, None)
+            if rec is None:
+                return {}
+            try:
+                self.store.put_observation_record(
+                    without_thread(rec, thread_id, label, self.engine.tokenizer), expected_version=rec.version
+                )
+                return {}
+            except Conflict:
+                continue
+        raise Conflict(f"cleaning the observations of thread {thread_id} lost every write race; delete again")
+
+    def on_thread_cloned(self, event: ThreadCloned) -> None:
+        """Thread scope: the clone gets a copy of the source's record (Mastra copies it too), its ranges
+        and cursor pointing at the copies. Resource scope, same resource: the copies count as observed as
+        far as the source was, so the shared log does not observe them twice."""
+        om = event.options.observational_memory
+        if not om.enabled:
+            return
+        source, clone = event.source, event.clone
+        if om.scope == "thread":
+            rec = self.store.get_observation_record(source.resource_id, source.id)
+            if rec is not None and rec.version:
+                copy = cloned_record(
+                    rec,
+                    resource_id=clone.resource_id,
+                    thread_id=clone.id,
+                    id_map=event.id_map,
+                    seq_map=event.seq_map,
+                )
+                self.store.put_observation_record(copy, expected_version=0)
+            return
+        if clone.resource_id == source.resource_id:
+            self._share_cursor(source, clone, event.seq_map)
+
+    def _share_cursor(self, source: Thread, clone: Thread, seq_map: Mapping[int, int]) -> None:
+        for _ in range(MAX_CLEANUP_ATTEMPTS):
+            rec = self.store.get_observation_record(source.resource_id, None)
+            observed = rec.observed_seq(source.id) if rec is not None else 0
+            copied = [new for old, new in seq_map.items() if old <= observed]
+            if rec is None or not copied:
+                return
+            try:
+                self.store.put_observation_record(
+                    rec.model_copy(update={"cursor": {**rec.cursor, clone.id: max(copied)}}),
+                    expected_version=rec.version,
+                )
+                return
+            except Conflict:
+                continue
+        raise Conflict(f"sharing the observation cursor with clone {clone.id} lost every write race")
+
+    def on_resource_erased(self, scope: Scope, options: MemoryOptions) -> Mapping[str, int]:
+        """Delete the resource-scoped record (thread-scoped ones went with their threads), whatever the
+        configured scope: an erasure leaves nothing behind."""
+        return {"observation_records": int(self.store.delete_observation_record(scope.resource_id, None))}

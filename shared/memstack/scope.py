@@ -1,0 +1,61 @@
+"""``Scope``: who a call acts for — a resource and, for thread operations, one of its threads.
+
+The trusted caller names both (DESIGN.md "Who uses it and how"); the facade checks them once at the edge
+and passes the value inward, so the use cases and layers never re-validate bare id strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memstack.errors import InvalidInput
+from memstack.model import check_id
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """A resource id and an optional thread id, both already validated.
+
+    Build it with ``Scope.of`` (a thread operation) or ``Scope.resource`` (a resource-wide one); the plain
+    constructor does not validate.
+
+    Attributes:
+        resource_id: the owner (a user, org or project); at most 256 characters, no control characters.
+        thread_id: one conversation of that owner, or ``None`` for resource-wide operations.
+    """
+
+    resource_id: str
+    thread_id: str | None = None
+
+    @classmethod
+    def of(cls, resource_id: object, thread_id: object) -> Scope:
+        """A thread scope.
+
+        Raises:
+            InvalidInput: either id is not a valid id (fields ``resource_id`` / ``thread_id``).
+        """
+        return cls(check_id(resource_id, "resource_id"), check_id(thread_id, "thread_id"))
+
+    @classmethod
+    def resource(cls, resource_id: object) -> Scope:
+        """A resource-wide scope (no thread).
+
+        Raises:
+            InvalidInput: ``resource_id`` is not a valid id.
+        """
+        return cls(check_id(resource_id, "resource_id"))
+
+    @property
+    def thread(self) -> str:
+        """The thread id.
+
+        Raises:
+            InvalidInput: this is a resource-wide scope (field ``thread_id``).
+        """
+        if self.thread_id is None:
+            raise InvalidInput("thread_id is required here", field="thread_id")
+        return self.thread_id
+
+    def with_thread(self, thread_id: str) -> Scope:
+        """The same resource, another (already validated) thread."""
+        return Scope(self.resource_id, thread_id)

@@ -1,0 +1,121 @@
+"""One read plan per turn: the only code that reads the store on ``context()``'s path.
+
+The layers declare what they need (``Needs``); this module fetches it in as few round trips as the store
+allows, concurrently where a turn can afford it (STYLE.md "Synchronous core"):
+
+* the thread and its last messages in one read (``get_thread_with_history``: one DynamoDB Query), or the
+  thread alone when a layer's ``prepare`` already read the history tail (observational memory);
+* semantic recall (embedding + index search + neighbour windows) beside it, on the pool when the backend is
+  remote, with the resource record read in the same store request as the recalled windows
+  (``get_resource_and_windows``: one BatchGetItem);
+* the resource record alone, beside the history read, when there is nothing to recall.
+
+A turn on AWS therefore costs 2 DynamoDB requests + 1 OpenSearch ``_msearch`` + 1 embedding
+(``tests/unit/test_context_reads.py``, ``benchmarks/aws_requests.py``). Recall failures never fail the
+turn: they are logged and the turn goes on without recall.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from functools import partial
+from typing import Any
+
+from memstack.layers.base import Needs, Turn, TurnReads
+from memstack.model import Message, Resource, Thread
+from memstack.ports import MemoryStore
+from memstack.recall import RecallResult, SemanticRecall
+
+logger = logging.getLogger(__name__)
+
+Submit = Callable[..., Future[Any]]
+"""Runs ``fn(*args)`` and returns its future: the recall pool's ``submit``, or inline (``run_now``)."""
+
+
+def run_now(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """``fn(*args)`` run in this thread, as a completed future (its exception kept for ``result()``)."""
+    done: Future[Any] = Future()
+    try:
+        done.set_result(fn(*args))
+    except Exception as exc:
+        done.set_exception(exc)
+    return done
+
+
+def merge_needs(needs: Iterable[Needs]) -> Needs:
+    """One ``Needs`` for the whole turn: the most history asked for (a prepared tail wins), the resource if
+    any layer wants it, the first recall query."""
+    last, tail, resource, query = 0, None, False, None
+    for n in needs:
+        last = max(last, n.last_messages)
+        tail = n.tail if n.tail is not None else tail
+        resource = resource or n.resource
+        query = query if query is not None else n.recall_query
+    return Needs(last_messages=last, tail=tail, resource=resource, recall_query=query)
+
+
+def read_turn(
+    store: MemoryStore,
+    recall: SemanticRecall,
+    turn: Turn,
+    needs: Needs,
+    prepared: Mapping[str, Any],
+    submit: Submit,
+) -> TurnReads:
+    """Fetch what ``needs`` asks for, for ``turn``'s scope.
+
+    Args:
+        submit: where recall (or the lone resource read) runs beside the history read.
+
+    Returns:
+        The reads; ``recall`` is ``None`` when not asked for or when it failed (logged at WARNING with the
+        error class and the thread id, never the query).
+
+    Raises:
+        What the store raises for the history read (the turn cannot go on without its thread).
+    """
+    resource_id, thread_id = turn.scope.resource_id, turn.scope.thread
+    query = needs.recall_query
+    recalled: Future[RecallResult] | None = None
+    resource_read: Future[Resource | None] | None = None
+    if query is not None and query.strip():
+        recalled = submit(
+            partial(recall.recall, with_resource=needs.resource),
+            resource_id,
+            thread_id,
+            query,
+            turn.options.semantic_recall,
+        )
+    elif needs.resource:
+        resource_read = submit(store.get_resource, resource_id)
+    thread, history = _history(store, resource_id, thread_id, needs)
+    result: RecallResult | None = None
+    resource: Resource | None = None
+    if recalled is not None:
+        try:
+            result = recalled.result()
+            resource = result.resource
+        except Exception as exc:
+            logger.warning(
+                "semantic recall failed (%s) for thread %s; continuing with history only",
+                type(exc).__name__,
+                thread_id,
+                extra={"thread_id": thread_id, "error": type(exc).__name__},
+            )
+            if needs.resource:
+                resource = store.get_resource(resource_id)
+    elif resource_read is not None:
+        resource = resource_read.result()
+    return TurnReads(thread=thread, history=history, resource=resource, recall=result, prepared=prepared)
+
+
+def _history(
+    store: MemoryStore, resource_id: str, thread_id: str, needs: Needs
+) -> tuple[Thread | None, list[Message]]:
+    """The thread and its history: one read for both, or the thread alone beside a prepared tail."""
+    if needs.tail is not None:
+        thread = store.get_thread(resource_id, thread_id)
+        return thread, list(needs.tail) if thread is not None else []
+    return store.get_thread_with_history(resource_id, thread_id, last=needs.last_messages)

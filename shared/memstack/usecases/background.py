@@ -1,0 +1,213 @@
+"""Background work: observation, reflection and thread titles (spec §2.9, §2.3 ``generateTitle``) —
+scheduled after saves, run in-process or as Step Functions tasks, swept when idle — and the model's
+``recall`` tool over observed messages (spec §2.9.8)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from memstack.errors import InvalidInput, MemstackError, NotFound
+from memstack.model import Message, ObservationRecord, Thread, ToolResultPart, new_id
+from memstack.observation.engine import ObserveResult, ReflectResult
+from memstack.observation.layer import failure_text
+from memstack.observation.recall_tool import TOOL_NAME as RECALL
+from memstack.observation.recall_tool import run_recall
+from memstack.ports import ObservationJob, ObservationScheduler
+from memstack.scope import Scope
+from memstack.usecases.checks import MAX_TITLE_CHARS, check_limit
+from memstack.usecases.core import Core, needs_chat_model
+from memstack.working_memory.tools import parse_tool_call
+
+logger = logging.getLogger(__name__)
+
+
+class Background:
+    """Observation, reflection and titles over the core.
+
+    Args:
+        scheduler: returns the scheduler that runs jobs (made lazily by the facade).
+    """
+
+    def __init__(self, core: Core, scheduler: Any) -> None:
+        self.core = core
+        self._scheduler = scheduler
+
+    def schedule(self, scope: Scope) -> ObservationJob | None:
+        """See ``Memory.schedule_observation``."""
+        core = self.core
+        opts = core.options
+        if not needs_chat_model(opts) or opts.read_only:
+            return None
+        thread = core.store.get_thread(scope.resource_id, scope.thread)
+        if thread is None:
+            return None
+        engine = core.observation
+        job: ObservationJob | None = None
+        om = opts.observational_memory
+        if om.enabled:
+            rec, pending, last = engine.pending(om, scope.resource_id, scope.thread)
+            reason = engine.due(om, rec, pending)
+            if reason is not None:
+                job = engine.job(rec, scope.thread, last, reason)
+        if job is None and engine.title_due(opts, thread):
+            job = engine.title_job(thread)
+        if job is not None:
+            scheduler: ObservationScheduler = self._scheduler()
+            scheduler.submit(job)
+        return job
+
+    def observe(self, scope: Scope, *, reason: str, time_budget: float | None) -> ObserveResult:
+        """See ``Memory.observe``."""
+        core = self.core
+        opts = core.options
+        core.require_chat_model(opts)
+        thread = core.store.get_thread(scope.resource_id, scope.thread)
+        if thread is None:
+            return ObserveResult()
+        title = self._title(thread)
+        if not opts.observational_memory.enabled:
+            return ObserveResult(title=title)
+        deadline = None if time_budget is None else time.monotonic() + max(0.0, time_budget)
+        try:
+            result = core.observation.step(
+                opts, scope.resource_id, scope.thread, reason=reason, deadline=deadline
+            )
+        except NotFound:  # the thread was deleted meanwhile: nothing left to observe
+            return ObserveResult(title=title)
+        return ObserveResult(**{**result.to_dict(), "title": title or self._observer_title(thread, result)})
+
+    def _title(self, thread: Thread) -> str | None:
+        """Title the thread if due; a failure never holds up observation (a later save retries it)."""
+        core = self.core
+        opts = core.options
+        if not core.observation.title_due(opts, thread):
+            return None
+        try:
+            return core.observation.generate_title(opts, thread)
+        except Exception as exc:
+            logger.warning(
+                "title generation failed (%s) for thread %s",
+                type(exc).__name__,
+                thread.id,
+                extra={"thread_id": thread.id, "error": type(exc).__name__},
+            )
+            if not opts.observational_memory.enabled:
+                raise
+            return None
+
+    def _observer_title(self, thread: Thread, result: ObserveResult) -> str | None:
+        """``observation.thread_title``: the Observer's title goes on an untitled thread only."""
+        core = self.core
+        om = core.options.observational_memory
+        if (
+            not om.observation.thread_title
+            or thread.title
+            or not (result.observed_messages or result.buffered_chunks)
+        ):
+            return None
+        rec = core.observation.get_record(om, thread.resource_id, thread.id)
+        title = rec.thread_title if rec is not None else None
+        if not title:
+            return None
+        try:
+            core.store.update_thread(
+                thread.resource_id,
+                thread.id,
+                title=title[:MAX_TITLE_CHARS],
+                updated_at=core.clock.now(),
+                expected_version=thread.version,
+            )
+        except MemstackError:
+            return None
+        return title
+
+    def reflect(self, scope: Scope) -> ReflectResult:
+        """See ``Memory.reflect``."""
+        self.core.require_chat_model(self.core.options)
+        try:
+            return self.core.observation.reflect(self.core.options, scope.resource_id, scope.thread)
+        except NotFound:  # the thread was deleted meanwhile
+            return ReflectResult()
+
+    def record_failure(self, scope: Scope, error: str) -> None:
+        """See ``Memory.record_observation_failure``."""
+        if not self.core.options.observational_memory.enabled:
+            return
+        try:
+            self.core.observation.record_failure(
+                self.core.options, scope.resource_id, scope.thread, str(error)
+            )
+        except NotFound:
+            return
+
+    def work(self, *, idle_seconds: int, limit: int) -> list[ObservationJob]:
+        """See ``Memory.observation_work``."""
+        check_limit(idle_seconds, "idle_seconds", 86_400, minimum=0)
+        check_limit(limit, "limit", 1_000)
+        if not self.core.options.observational_memory.enabled:
+            return []
+        return self.core.observation.work(self.core.options, idle_seconds=idle_seconds, limit=limit)
+
+    def run(self, job: ObservationJob) -> None:
+        """See ``Memory.run_observation_job``: observe, reflect if due; failures go on the record."""
+        scope = Scope(job.resource_id, job.thread_id)
+        try:
+            result = self.observe(scope, reason=job.reason, time_budget=None)
+            if result.should_reflect:
+                self.reflect(scope)
+        except Exception as exc:
+            logger.warning(
+                "background observation failed (%s) for thread %s",
+                type(exc).__name__,
+                job.thread_id,
+                extra={"thread_id": job.thread_id, "error": type(exc).__name__, "reason": job.reason},
+            )
+            try:
+                self.record_failure(scope, failure_text(exc))
+            except Exception as again:
+                logger.warning("recording the failure failed (%s)", type(again).__name__)
+
+    def record(self, scope: Scope) -> ObservationRecord | None:
+        """See ``Memory.get_observation_record``."""
+        return self.core.observation.get_record(
+            self.core.options.observational_memory, scope.resource_id, scope.thread
+        )
+
+    def recall_tool(self, scope: Scope, tool_call: object, overrides: dict[str, Any] | None) -> Message:
+        """See ``Memory.apply_recall_tool``."""
+        core = self.core
+        opts = core.options.merged(overrides)
+        call = parse_tool_call(tool_call)
+        if call.name != RECALL:
+            raise InvalidInput(f"tool_call is {call.name!r}, not {RECALL}", field="tool_call.function.name")
+        om = opts.observational_memory
+        if not (om.enabled and om.retrieval.enabled):
+            raise InvalidInput(
+                "the recall tool needs observational_memory.retrieval", field="observational_memory.retrieval"
+            )
+        if call.arguments is None:
+            result: dict[str, Any] = {"error": f"bad arguments: {call.error}"}
+        else:
+            try:
+                result = run_recall(
+                    core.store,
+                    core.tokenizer,
+                    resource_id=scope.resource_id,
+                    thread_id=scope.thread,
+                    scope=om.retrieval.scope,
+                    args=call.arguments,
+                )
+            except InvalidInput as exc:
+                result = {"error": exc.message}
+        return Message(
+            id=new_id(),
+            thread_id=scope.thread,
+            resource_id=scope.resource_id,
+            role="tool",
+            parts=(
+                ToolResultPart(tool_call_id=call.id, name=RECALL, result=result, is_error="error" in result),
+            ),
+            created_at=core.clock.now(),
+        )

@@ -1,0 +1,121 @@
+"""Argument checks shared by the use cases: each raises ``InvalidInput`` or ``PayloadTooLarge`` naming the
+field and the limit."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from memstack.errors import InvalidInput, PayloadTooLarge
+from memstack.model import check_metadata, check_text
+
+MAX_BATCH = 1_000
+"""Most messages one ``save_messages`` call takes (and most ids one deletion or index call takes)."""
+
+MAX_PAGE = 1_000
+"""Largest page size of ``list_threads``/``list_messages``."""
+
+MAX_INSTRUCTIONS_CHARS = 1_000_000
+"""Most characters of caller instructions one ``context()`` call takes."""
+
+MAX_INCLUDE = 100
+"""Most ``include`` items one ``list_messages`` call takes."""
+
+MAX_TITLE_CHARS = 1_000
+"""Longest thread title, in characters."""
+
+_METADATA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_FORBIDDEN_KEYS = {"__proto__", "constructor", "prototype"}
+
+
+def check_limit(value: object, field: str, maximum: int, minimum: int = 1) -> int:
+    """``value`` if it is an integer in ``minimum..maximum``.
+
+    Raises:
+        InvalidInput: naming ``field`` and the range.
+    """
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        raise InvalidInput(f"{field} must be an integer from {minimum} to {maximum}", field=field)
+    return value
+
+
+def check_batch(values: object, field: str, *, empty_ok: bool = True) -> Sequence[Any]:
+    """``values`` if it is a list or tuple of at most ``MAX_BATCH`` items.
+
+    Raises:
+        InvalidInput: not a list (or empty when ``empty_ok`` is false). PayloadTooLarge: over the limit.
+    """
+    if not isinstance(values, list | tuple) or (not empty_ok and not values):
+        raise InvalidInput(f"{field} must be a {'' if empty_ok else 'non-empty '}list", field=field)
+    if len(values) > MAX_BATCH:
+        raise PayloadTooLarge(f"{field} exceeds the limit of {MAX_BATCH} per call", field=field)
+    return values
+
+
+def check_title(title: object) -> str:
+    """A thread title: text of at most ``MAX_TITLE_CHARS`` characters.
+
+    Raises:
+        InvalidInput: not text. PayloadTooLarge: too long.
+    """
+    if not isinstance(title, str):
+        raise InvalidInput("title must be a string", field="title")
+    check_text(title, "title")
+    if len(title) > MAX_TITLE_CHARS:
+        raise PayloadTooLarge(
+            f"title is longer than the limit of {MAX_TITLE_CHARS} characters", field="title"
+        )
+    return title
+
+
+def check_thread_metadata(metadata: object) -> dict[str, Any]:
+    """Thread metadata: a JSON object within the metadata limits whose keys are identifiers.
+
+    Raises:
+        InvalidInput: bad shape or key. PayloadTooLarge: over ``MAX_METADATA_BYTES``.
+    """
+    checked = check_metadata(metadata, "metadata")
+    for key in checked:
+        if key in _FORBIDDEN_KEYS or not _METADATA_KEY.match(key):
+            raise InvalidInput(
+                "metadata keys start with a letter or _, use letters, digits and _, at most 128 characters",
+                field=f"metadata.{key}",
+            )
+    return checked
+
+
+def check_metadata_filter(metadata: dict[str, Any]) -> None:
+    """A ``list_threads`` metadata filter: thread-metadata keys with scalar values (64-bit integers).
+
+    Raises:
+        InvalidInput: naming the offending key.
+    """
+    check_thread_metadata(metadata)
+    for key, value in metadata.items():
+        if isinstance(value, dict | list):
+            raise InvalidInput("metadata filter values must be scalars", field=f"metadata.{key}")
+        if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+            raise InvalidInput("metadata filter integers must fit in 64 bits", field=f"metadata.{key}")
+
+
+def as_texts(value: str | Sequence[str] | None, field: str) -> list[str]:
+    """Caller instructions as a list of non-blank texts.
+
+    Raises:
+        InvalidInput: not a string or list of strings. PayloadTooLarge: over ``MAX_INSTRUCTIONS_CHARS``.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, str | list | tuple):
+        raise InvalidInput(f"{field} must be a string or a list of strings", field=field)
+    items = [value] if isinstance(value, str) else list(value)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InvalidInput(f"{field} must be strings", field=f"{field}[{i}]")
+        check_text(item, f"{field}[{i}]")
+    if sum(len(i) for i in items) > MAX_INSTRUCTIONS_CHARS:
+        raise PayloadTooLarge(
+            f"{field} exceeds the limit of {MAX_INSTRUCTIONS_CHARS} characters", field=field
+        )
+    return [i for i in items if i.strip()]

@@ -1,0 +1,213 @@
+"""Message use cases: save a batch (through every layer's save hooks), list, delete, and the stream
+indexer's work (index what was saved, forget what was removed)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memstack.cursors import decode_cursor, encode_cursor
+from memstack.errors import InvalidInput, PayloadTooLarge
+from memstack.inputs import coerce_message
+from memstack.model import Message, MessagePage, Thread, ToolCallPart, ToolResultPart, check_id
+from memstack.ports import MessageWindow
+from memstack.scope import Scope
+from memstack.usecases.checks import MAX_INCLUDE, MAX_PAGE, check_batch, check_limit
+from memstack.usecases.core import Core, follow_up
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Include:
+    """Ask ``list_messages`` for a message plus neighbours in its own thread (spec §2.3 ``include``)."""
+
+    id: str
+    before: int = 0
+    after: int = 0
+
+
+class Messages:
+    """Message use cases over the core."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def save(self, scope: Scope, messages: Sequence[Message | dict[str, Any] | str]) -> list[Message]:
+        """See ``Memory.save_messages``."""
+        core = self.core
+        check_batch(messages, "messages")
+        now = core.clock.now()
+        parsed = [
+            coerce_message(
+                m, thread_id=scope.thread, resource_id=scope.resource_id, now=now, field=f"messages[{i}]"
+            )
+            for i, m in enumerate(messages)
+        ]
+        _check_batch_rules(parsed)
+        if core.options.read_only:
+            return []
+        stored = core.store.get_thread(scope.resource_id, scope.thread)
+        thread = stored or Thread(
+            id=scope.thread, resource_id=scope.resource_id, created_at=now, updated_at=now
+        )
+        batch = name_tool_results(parsed)
+        for layer in core.layers:
+            batch = layer.before_save(thread, core.options, batch)
+        if not batch:
+            return []
+        if stored is None:
+            saved = core.store.save_messages(scope.resource_id, scope.thread, batch, create=thread)
+        else:
+            saved = core.store.save_messages(scope.resource_id, scope.thread, batch)
+        logger.debug("saved messages", extra={"thread_id": scope.thread, "count": len(saved)})
+        follow_up(core, thread, saved)
+        return saved
+
+    def index_saved(self, scope: Scope, message_ids: Sequence[str]) -> int:
+        """See ``Memory.index_saved``."""
+        ids = check_ids(message_ids)
+        recall = self.core.options.semantic_recall
+        if not recall.enabled or not ids:
+            return 0
+        thread = self.core.store.get_thread(scope.resource_id, scope.thread)
+        if thread is None:
+            return 0
+        found = [
+            m for m in self.core.store.get_messages(scope.resource_id, ids) if m.thread_id == scope.thread
+        ]
+        written = self.core.recall.index_messages(thread, found, recall, once=True)
+        logger.debug(
+            "indexed saved messages",
+            extra={"thread_id": scope.thread, "messages": len(found), "chunks": written},
+        )
+        return written
+
+    def index_removed(self, scope: Scope, message_ids: Sequence[str]) -> None:
+        """See ``Memory.index_removed``."""
+        ids = check_ids(message_ids)
+        if ids:
+            self.core.index.delete_messages(scope.resource_id, ids)
+
+    def listing(
+        self,
+        scope: Scope,
+        *,
+        last: int | None,
+        limit: int,
+        cursor: str | None,
+        include: Sequence[Include | dict[str, Any]] | None,
+    ) -> MessagePage:
+        """See ``Memory.list_messages`` (the caller has checked that the thread is the resource's)."""
+        store = self.core.store
+        if include is not None and not isinstance(include, list | tuple):
+            raise InvalidInput("include must be a list", field="include")
+        if include is not None and len(include) > MAX_INCLUDE:
+            raise PayloadTooLarge(f"include exceeds the limit of {MAX_INCLUDE} items", field="include")
+        includes = [_include(x, i) for i, x in enumerate(include or [])]
+        next_cursor = None
+        if last is not None:
+            if cursor is not None:
+                raise InvalidInput("last cannot be combined with cursor", field="cursor")
+            check_limit(last, "last", MAX_PAGE, minimum=0)
+            page = (
+                store.list_messages(scope.resource_id, scope.thread, limit=last, newest_first=True)[::-1]
+                if last
+                else []
+            )
+        else:
+            check_limit(limit, "limit", MAX_PAGE)
+            after = int(decode_cursor(cursor, 1, (int,))[0]) if cursor is not None else None
+            page = store.list_messages(scope.resource_id, scope.thread, limit=limit + 1, after_seq=after)
+            if len(page) > limit:
+                page = page[:limit]
+                next_cursor = encode_cursor([page[-1].seq])
+        if includes:
+            page = self._with_includes(scope, page, includes)
+        return MessagePage(messages=tuple(page), next_cursor=next_cursor)
+
+    def _with_includes(self, scope: Scope, page: list[Message], includes: Sequence[Include]) -> list[Message]:
+        store = self.core.store
+        targets = {m.id: m for m in store.get_messages(scope.resource_id, [x.id for x in includes])}
+        windows = [
+            MessageWindow(targets[x.id].thread_id, targets[x.id].seq, x.before, x.after)
+            for x in includes
+            if x.id in targets
+        ]
+        extra = store.message_windows(scope.resource_id, windows) if windows else []
+        return merge_by_thread(page, extra, scope.thread)
+
+    def delete(self, scope: Scope, message_ids: Sequence[str]) -> int:
+        """See ``Memory.delete_messages``."""
+        check_batch(message_ids, "message_ids", empty_ok=False)
+        ids = check_ids(message_ids)
+        self.core.index.delete_messages(scope.resource_id, ids)
+        return len(self.core.store.delete_messages(scope.resource_id, ids))
+
+
+def check_ids(message_ids: Sequence[str]) -> list[str]:
+    """Message ids, each checked (field ``message_ids[n]``), at most ``MAX_BATCH``."""
+    check_batch(message_ids, "message_ids")
+    return [check_id(i, f"message_ids[{n}]") for n, i in enumerate(message_ids)]
+
+
+def _check_batch_rules(parsed: list[Message]) -> None:
+    seen: set[str] = set()
+    for i, m in enumerate(parsed):
+        if m.id in seen:
+            raise InvalidInput(f"messages[{i}].id repeats an id of this batch", field=f"messages[{i}].id")
+        if m.role == "system":  # spec §2.4: system messages are never persisted
+            raise InvalidInput(
+                f"messages[{i}].role: system messages are not stored; pass them to context() as instructions",
+                field=f"messages[{i}].role",
+            )
+        seen.add(m.id)
+
+
+def _include(value: Include | dict[str, Any], i: int) -> Include:
+    if isinstance(value, dict):
+        try:
+            value = Include(**value)
+        except TypeError:
+            raise InvalidInput("include items take id, before, after", field=f"include[{i}]") from None
+    if not isinstance(value, Include):
+        raise InvalidInput("include items are {id, before, after} objects", field=f"include[{i}]")
+    check_id(value.id, f"include[{i}].id")
+    check_limit(value.before, f"include[{i}].before", 100, minimum=0)
+    check_limit(value.after, f"include[{i}].after", 100, minimum=0)
+    return value
+
+
+def name_tool_results(messages: list[Message]) -> list[Message]:
+    """The messages with each unnamed tool result named after its call in the same batch, so the result
+    can be attributed (tool-call filter, search text) even when it is later shown without its call."""
+    names = {p.id: p.name for m in messages for p in m.parts if isinstance(p, ToolCallPart)}
+    out = []
+    for m in messages:
+        if any(isinstance(p, ToolResultPart) and not p.name and p.tool_call_id in names for p in m.parts):
+            parts = tuple(
+                p.model_copy(update={"name": names[p.tool_call_id]})
+                if isinstance(p, ToolResultPart) and not p.name and p.tool_call_id in names
+                else p
+                for p in m.parts
+            )
+            m = m.model_copy(update={"parts": parts})
+        out.append(m)
+    return out
+
+
+def merge_by_thread(page: list[Message], extra: list[Message], thread_id: str) -> list[Message]:
+    """``page`` plus ``extra`` without repeats: other threads' messages first, grouped by thread (oldest
+    group first, each by ``seq``), then this thread's, by ``seq``."""
+    seen = {m.id for m in page}
+    own = list(page) + [m for m in extra if m.thread_id == thread_id and m.id not in seen]
+    own.sort(key=lambda m: m.seq)
+    others: dict[str, list[Message]] = {}
+    for m in extra:
+        if m.thread_id != thread_id and m.id not in seen:
+            seen.add(m.id)
+            others.setdefault(m.thread_id, []).append(m)
+    groups = sorted(others.values(), key=lambda g: (min(m.created_at for m in g), g[0].thread_id))
+    return [m for g in groups for m in sorted(g, key=lambda m: m.seq)] + own
