@@ -916,3 +916,49 @@ def test_sqlite_given_a_corpus_when_searching_keywords_then_the_fast_path_equals
                     for h in ix._keyword_ranked_first(match, "r1", thread_id, top_k)
                 ]
                 assert fast == full, (query, thread_id, top_k)
+
+
+# erasure ----------------------------------------------------------------------------------------------
+
+
+def test_given_a_resource_with_several_threads_when_deleted_then_its_chunks_are_counted_and_gone(
+    index: SearchIndex,
+) -> None:
+    index.upsert(
+        [
+            entry("a", "piano lesson", E0, thread_id="t1"),
+            entry("b", "piano tuner", E0, thread_id="t2", chunk=0),
+            entry("b", "piano keys", E0, thread_id="t2", chunk=1),
+            entry("c", "piano bench", E1, thread_id="t3"),
+            entry("a", "piano recital", E0, thread_id="t1", resource_id="r2"),
+        ]
+    )
+
+    assert index.delete_resource("r1") == 4
+
+    gone = index.search("r1", top_k=10, vector=E0, text="piano")
+    assert (gone.vector, gone.keyword) == ([], [])
+    kept = index.search("r2", top_k=10, vector=E0, text="piano")
+    assert ids(kept.vector) == ["a"] and ids(kept.keyword) == ["a"], "another resource's chunks stay"
+    assert index.delete_resource("r1") == 0
+
+
+def test_given_an_erased_resource_when_indexed_again_then_only_the_new_chunks_are_found(
+    index: SearchIndex,
+) -> None:
+    index.upsert([entry("old", "cello", E0), entry("older", "cello case", E1)])
+    assert len(ids(index.search("r1", top_k=5, vector=E0).vector)) == 2  # warms any per-resource cache
+    index.delete_resource("r1")
+
+    index.upsert([entry("new", "cello strings", E0)])
+
+    results = index.search("r1", top_k=5, vector=E0, text="cello")
+    assert ids(results.vector) == ["new"] and ids(results.keyword) == ["new"]
+    assert index.delete_resource("r1") == 1
+
+
+def test_given_a_resource_id_that_is_not_an_id_when_deleting_it_then_invalid_input(
+    index: SearchIndex,
+) -> None:
+    with pytest.raises(InvalidInput):
+        index.delete_resource("")
