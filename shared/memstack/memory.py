@@ -36,6 +36,7 @@ from memstack.errors import (
 )
 from memstack.inputs import coerce_message
 from memstack.model import (
+    EraseReceipt,
     Message,
     MessagePage,
     ObservationRecord,
@@ -408,6 +409,36 @@ class Memory:
         self.get_thread(thread_id=thread_id, resource_id=resource_id)
         self.index.delete_thread(resource_id, thread_id)
         self.store.delete_thread(resource_id, thread_id)
+
+    def erase_resource(self, *, resource_id: str) -> EraseReceipt:
+        """Delete everything the resource owns: each thread with its messages (S3 bodies, id pointers)
+        and its thread-scope observation record, every index document, the resource-scope observation
+        record (pending work with it) and the resource record (working memory, metadata).
+
+        Idempotent (a second call reports zeros) and resumable: every step deletes whatever is left, so
+        a call that failed midway is finished by the next. A thread created while it runs may survive it.
+
+        Raises:
+            InvalidInput: a bad ``resource_id``. Unavailable: a backend failed (call again to finish).
+        """
+        check_id(resource_id, "resource_id")
+        receipt = EraseReceipt(resource_id=resource_id)
+        counts, cursor = receipt.counts, None
+        while True:  # paged by cursor: a listing index that lags the deletes never repeats a page
+            page = self.store.list_threads(resource_id, order_by="created_at", limit=MAX_PAGE, cursor=cursor)
+            for thread in page.threads:
+                counts["observation_records"] += self.store.delete_observation_record(resource_id, thread.id)
+                deleted = self.store.erase_thread(resource_id, thread.id)
+                counts["threads"] += deleted is not None
+                counts["messages"] += deleted or 0
+            if (cursor := page.next_cursor) is None:
+                break
+        # after the threads, so chunks indexed meanwhile from their messages go too
+        counts["index_documents"] = self.index.delete_resource(resource_id)
+        counts["observation_records"] += self.store.delete_observation_record(resource_id, None)
+        counts["working_memory"] = int(self.store.delete_resource(resource_id))
+        logger.info("resource erased", extra={"resource_id": resource_id, **counts})
+        return receipt
 
     def clone_thread(
         self,
