@@ -809,6 +809,11 @@ class OpenSearchDouble:
         with self._state.lock:
             self._state.visibility_delay = seconds
 
+    def index_names(self) -> list[str]:
+        """The names of every index the double holds."""
+        with self._state.lock:
+            return sorted(self._state.indices)
+
     def documents(self, index: str) -> dict[str, dict[str, Any]]:
         """The stored documents of ``index`` by ``_id`` (a copy)."""
         with self._state.lock:

@@ -38,6 +38,7 @@ from memstack.errors import (
 from memstack.memory import CloneResult, Include, Memory
 from memstack.model import (
     Author,
+    EraseReceipt,
     FilePart,
     ImagePart,
     Message,
@@ -58,6 +59,7 @@ __all__ = [
     "Author",
     "CloneResult",
     "Conflict",
+    "EraseReceipt",
     "FilePart",
     "Forbidden",
     "GenerateTitleOptions",

@@ -65,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     _serve_parser(sub)
+    _erase_parser(sub)
     return parser
 
 
@@ -100,6 +101,41 @@ def _serve_parser(sub: Any) -> None:
     serve.add_argument("--verbose", action="store_true", help="also print the API's JSON log lines")
 
 
+def _erase_parser(sub: Any) -> None:
+    erase = sub.add_parser(
+        "erase",
+        help="erase everything a resource owns (threads, messages, working memory, observations, index)",
+        description="Erase everything a resource owns, as DELETE /v1/resources/{resource_id} does: threads, "
+        "messages, working memory, observation records and index documents. Idempotent; run it again to "
+        "finish an erasure that failed midway. Asks for the resource id as confirmation unless --yes.",
+    )
+    erase.add_argument("--resource", required=True, help="the resource id to erase")
+    erase.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    erase.add_argument(
+        "--db", help="SQLite file of the sqlite backend (default: MEMSTACK_DB_PATH, .memstack/memory.db)"
+    )
+    erase.add_argument(
+        "--backend",
+        choices=["sqlite", "aws"],
+        help="sqlite (embedded) or aws: DynamoDB + OpenSearch at the endpoints in the MEMSTACK_* settings "
+        "(default: MEMSTACK_BACKEND, else sqlite)",
+    )
+    erase.add_argument(
+        "--embedder",
+        choices=["hash", "local", "openai"],
+        help="the embedder the index was built with (its dimension must match; default: MEMSTACK_EMBEDDER)",
+    )
+    erase.add_argument("--url", help="erase through a Memstack API at this URL instead of a local backend")
+    erase.add_argument("--sigv4", action="store_true", help="--url: sign requests with SigV4 (IAM auth)")
+    erase.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="--url: an extra request header, e.g. 'Authorization: Bearer <token>' (JWT auth); repeatable",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code: 2 for bad input or settings (``InvalidInput`` and the
     other 4xx errors), 1 when a backend failed (``Unavailable``)."""
@@ -109,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(args)
         if args.command == "serve":
             return _serve(args)
+        if args.command == "erase":
+            return _erase(args)
     except MemstackError as exc:
         print(f"memstack: {exc}", file=sys.stderr)
         return 1 if exc.status >= 500 else 2
@@ -155,6 +193,59 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"memstack: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+
+
+def _erase(args: argparse.Namespace) -> int:
+    """Erase ``args.resource`` locally (``Memory.erase_resource``) or through the API (``--url``) and print
+    the receipt's counts; 1 when the confirmation is not given."""
+    from memstack.model import ERASE_COUNT_KEYS, check_id
+
+    resource_id = check_id(args.resource, "resource")
+    remote = args.url is not None
+    if remote and (args.db or args.backend or args.embedder):
+        raise InvalidInput(
+            "--url erases through the API: --db, --backend and --embedder do not apply", field="url"
+        )
+    if not remote and (args.sigv4 or args.header):
+        raise InvalidInput("--sigv4 and --header apply with --url only", field="url")
+    where = args.url if remote else args.db or f"the {args.backend or 'MEMSTACK_BACKEND'} backend"
+    if not args.yes:
+        prompt = (
+            f"Erase everything resource {resource_id!r} owns in {where}? This cannot be undone.\n"
+            "Type the resource id to confirm: "
+        )
+        try:
+            answer = input(prompt)
+        except EOFError:
+            answer = ""
+        if answer.strip() != resource_id:
+            print("memstack erase: not confirmed; nothing was erased", file=sys.stderr)
+            return 1
+    receipt = _erase_remote(args, resource_id) if remote else _erase_local(args, resource_id)
+    print(f"erased resource {receipt.resource_id!r}:")
+    for key in ERASE_COUNT_KEYS:
+        print(f"  {key:<20} {receipt.counts.get(key, 0)}")
+    return 0
+
+
+def _erase_local(args: argparse.Namespace, resource_id: str) -> Any:
+    from memstack.serve import build_memory
+
+    with build_memory(args.backend, db=args.db, embedder=args.embedder) as memory:
+        return memory.erase_resource(resource_id=resource_id)
+
+
+def _erase_remote(args: argparse.Namespace, resource_id: str) -> Any:
+    from memstack.client import MemstackClient
+
+    headers: dict[str, str] = {}
+    for header in args.header:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            raise InvalidInput(f"--header must be NAME:VALUE, not {header!r}", field="header")
+        headers[name.strip()] = value.strip()
+    with MemstackClient(args.url, sigv4=args.sigv4, headers=headers) as client:
+        return client.erase_resource(resource_id=resource_id)
 
 
 def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, db: str | Settings) -> int:

@@ -50,7 +50,15 @@ from memstack.errors import (
 )
 from memstack.fusion import FusedHit
 from memstack.memory import CloneResult, Include
-from memstack.model import Message, MessagePage, Thread, ThreadPage, ToolCallPart
+from memstack.model import (
+    ERASE_COUNT_KEYS,
+    EraseReceipt,
+    Message,
+    MessagePage,
+    Thread,
+    ThreadPage,
+    ToolCallPart,
+)
 from memstack.recall import RecallResult
 
 DEFAULT_TIMEOUT = 30.0
@@ -585,6 +593,23 @@ class MemstackClient:
             NotFound: missing or another resource's.
         """
         self._request("DELETE", ["threads", _routable(thread_id)], {"resource_id": self._rid(resource_id)})
+
+    def erase_resource(self, *, resource_id: str | None = None) -> EraseReceipt:
+        """Erase everything the resource owns (``Memory.erase_resource``; ``DELETE /v1/resources/{id}``).
+        Idempotent: a second call returns zero counts.
+
+        Raises:
+            InvalidInput: an id the API cannot route or refuses. Forbidden: JWT mode and the token is
+                another resource's. Unavailable: a backend failed midway (call again to finish).
+        """
+        rid = _routable(self._rid(resource_id), "resource_id")
+        data = self._request("DELETE", ["resources", rid])
+        return _parse(
+            lambda: EraseReceipt(
+                resource_id=_str(data["resource_id"]),
+                counts={k: int(data["counts"][k]) for k in ERASE_COUNT_KEYS},
+            )
+        )
 
     def clone_thread(
         self,

@@ -27,8 +27,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memstack.usecases.core import needs_chat_model
 from memstack.memory import Memory
+from memstack.usecases.core import needs_chat_model
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -292,6 +292,40 @@ class MessagePage(_Frozen):
     next_cursor: str | None = None
 
 
+ERASE_COUNT_KEYS: tuple[str, ...] = (
+    "threads",
+    "messages",
+    "working_memory",
+    "observation_records",
+    "index_documents",
+)
+"""The keys of ``EraseReceipt.counts``, in the order they are reported."""
+
+
+@dataclass(frozen=True, slots=True)
+class EraseReceipt:
+    """What ``Memory.erase_resource`` deleted, counted per kind of stored thing.
+
+    Attributes:
+        resource_id: the erased resource.
+        counts: ``threads`` (thread records), ``messages`` (message records, with their S3 bodies and id
+            pointers), ``working_memory`` (resource records: resource-scoped working memory and metadata;
+            0 or 1), ``observation_records`` (resource-scope observational-memory records, pending work
+            included; thread-scope ones are deleted with their threads), ``index_documents`` (search-index documents: message chunks). Every
+            key is present; a second erasure of the same resource reports zeros.
+    """
+
+    resource_id: str
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ERASE_COUNT_KEYS, 0))
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"resource_id": ..., "counts": {...}}``, the JSON shape of the HTTP answer."""
+        return {
+            "resource_id": self.resource_id,
+            "counts": {k: self.counts.get(k, 0) for k in ERASE_COUNT_KEYS},
+        }
+
+
 # observational memory (spec §2.9.2) ------------------------------------------------------------------
 
 MAX_OBSERVATION_RECORD_BYTES = 360 * 1024
@@ -508,21 +542,3 @@ class ObservationRecord(_Frozen):
             )
         return encoded
 
-
-@dataclass(frozen=True, slots=True)
-class EraseReceipt:
-    """What ``Memory.erase_resource`` deleted.
-
-    Attributes:
-        resource_id: the erased resource.
-        counts: per kind of data, how many were deleted by this call: ``threads``, ``messages``,
-            ``working_memory`` (resource records), ``observation_records`` (resource-scoped; thread-scoped
-            ones go with their threads), ``index_documents``.
-    """
-
-    resource_id: str
-    counts: dict[str, int]
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"resource_id": ..., "counts": {...}}``."""
-        return {"resource_id": self.resource_id, "counts": dict(self.counts)}

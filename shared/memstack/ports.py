@@ -89,7 +89,38 @@ class MemoryStore(Protocol):
         ...
 
     def delete_thread(self, resource_id: str, thread_id: str) -> bool:
-        """Delete the thread and all its messages; ``False`` if it did not exist for this resource."""
+        """Delete the thread and all its messages; ``False`` if it did not exist for this resource.
+        The same deletion as ``erase_thread``."""
+        ...
+
+    def erase_thread(self, resource_id: str, thread_id: str) -> int | None:
+        """Delete the thread and everything the store keeps under it: its record, its messages (with
+        their bodies, id pointers and index marks) and its thread-scope observation record (so it also
+        leaves ``list_observation_work``). Nothing keyed by the thread remains.
+
+        Idempotent, and resumable: a deletion that failed midway is finished by the next call.
+
+        Returns:
+            How many messages were deleted; ``None`` when the resource has no such thread.
+        """
+        ...
+
+    def delete_resource(self, resource_id: str) -> bool:
+        """Delete the resource record (resource-scoped working memory and metadata). Threads and the
+        resource-scope observation record are deleted by their own calls.
+
+        Returns:
+            ``True`` if a record was deleted, ``False`` if there was none (a second call).
+        """
+        ...
+
+    def delete_observation_record(self, resource_id: str, thread_id: str | None) -> bool:
+        """Delete the observation record of the thread ``thread_id`` of this resource (thread scope) or,
+        with ``None``, of the resource (resource scope); it leaves ``list_observation_work`` with it.
+
+        Returns:
+            ``True`` if a record was deleted, ``False`` if there was none.
+        """
         ...
 
     def save_messages(
@@ -277,6 +308,14 @@ class SearchIndex(Protocol):
 
     def delete_thread(self, resource_id: str, thread_id: str) -> None:
         """Remove every chunk of the thread."""
+        ...
+
+    def delete_resource(self, resource_id: str) -> int:
+        """Remove every chunk of every thread of the resource (idempotent: a second call returns 0).
+
+        Returns:
+            How many index documents (chunks) were removed.
+        """
         ...
 
     def search(

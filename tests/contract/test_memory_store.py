@@ -754,3 +754,102 @@ def test_given_an_observation_record_with_failure_fields_when_put_then_they_roun
     )
     assert store.get_observation_record("r1", "t1") == cleared
     assert (cleared.pending_since, cleared.failure_count, cleared.last_error) == (None, 0, None)
+
+
+# erasure: erase_thread, delete_resource, delete_observation_record ---------------------------------------
+
+BIG = "x" * 120_000  # over the DynamoDB store's inline limit (100 KiB): its body goes to S3
+
+
+def fill_thread(store: MemoryStore, rid: str, tid: str) -> None:
+    """A thread with everything a store keeps under it: messages (one with a large body), index marks and
+    a thread-scope observation record with pending work."""
+    store.create_thread(thread(tid, rid, metadata={"owner": rid}))
+    store.save_messages(
+        rid,
+        tid,
+        [
+            msg(f"{tid}-m1", tid, rid, text="hi"),
+            msg(f"{tid}-m2", tid, rid, text=BIG),
+            msg(f"{tid}-m3", tid, rid),
+        ],
+    )
+    store.set_index_marks(rid, {f"{tid}-m1": "fp1", f"{tid}-m2": "fp2"})
+    store.put_observation_record(obs(tid, rid=rid, pending_since=T0), expected_version=0)
+
+
+def test_given_a_thread_when_erased_then_the_count_of_its_messages_and_none_the_second_time(
+    store: MemoryStore,
+) -> None:
+    fill_thread(store, "r1", "t1")
+    assert store.erase_thread("r2", "t1") is None  # another resource's id: nothing
+    assert store.erase_thread("r1", "t1") == 3
+    assert store.erase_thread("r1", "t1") is None
+    assert store.delete_thread("r1", "t1") is False
+    store.create_thread(thread("empty"))
+    assert store.erase_thread("r1", "empty") == 0
+
+
+@pytest.mark.parametrize("how", ["delete_thread", "erase_thread"])
+def test_given_a_full_thread_when_deleted_then_nothing_keyed_by_it_remains_and_its_neighbours_stay(
+    store: MemoryStore, how: str
+) -> None:
+    from tests.erase_support import remnants
+
+    rid, other = "erase-r-6b1f", "erase-o-93c2"
+    for r, t in ((rid, "thread-a-51"), (rid, "thread-b-72"), (other, "thread-a-51")):
+        fill_thread(store, r, t)
+    assert remnants(rid, store=store, thread_id="thread-a-51"), "the enumerator must see the thread first"
+
+    getattr(store, how)(rid, "thread-a-51")
+
+    assert remnants(rid, store=store, thread_id="thread-a-51") == []
+    assert store.list_observation_work(due_before=T0, limit=10) == sorted(
+        [(rid, "thread-b-72"), (other, "thread-a-51")]
+    )
+    assert remnants(rid, store=store, thread_id="thread-b-72")
+    assert remnants(other, store=store, thread_id="thread-a-51")
+    assert [m.text for m in store.list_messages(other, "thread-a-51", limit=5)] == ["hi", BIG, "hello"]
+    assert store.get_index_marks(other, ["thread-a-51-m1"]) == {"thread-a-51-m1": "fp1"}
+
+
+def test_given_a_resource_record_when_deleted_then_it_is_gone_and_a_second_delete_is_false(
+    store: MemoryStore,
+) -> None:
+    store.put_resource(Resource(id="r1", working_memory="# Name: Ada", metadata={"a": 1}), expected_version=0)
+    store.put_resource(Resource(id="r2", working_memory="# Name: Bo"), expected_version=0)
+    store.create_thread(thread())
+    store.put_observation_record(obs(None), expected_version=0)
+
+    assert store.delete_resource("r1") is True
+
+    assert store.get_resource("r1") is None
+    assert store.delete_resource("r1") is False
+    assert store.get_resource("r2") is not None  # another resource's record stays
+    assert store.get_thread("r1", "t1") is not None  # threads and records have their own deletes
+    assert store.get_observation_record("r1", None) is not None
+    assert store.put_resource(Resource(id="r1", working_memory="new"), expected_version=0).version == 1
+
+
+@pytest.mark.parametrize("scope", ["thread", "resource"])
+def test_given_a_pending_observation_record_when_deleted_then_it_leaves_the_work_list_and_others_stay(
+    store: MemoryStore, scope: str
+) -> None:
+    store.create_thread(thread())
+    store.create_thread(thread(rid="r2"))
+    for rid in ("r1", "r2"):
+        pend(store, "t1", rid, T0)
+        pend(store, None, rid, T0 + timedelta(minutes=1))
+    tid = "t1" if scope == "thread" else None
+
+    assert store.delete_observation_record("r1", tid) is True
+
+    assert store.get_observation_record("r1", tid) is None
+    assert store.delete_observation_record("r1", tid) is False
+    kept = ("r1", "t1") if scope == "resource" else ("r1", None)
+    assert set(store.list_observation_work(due_before=T0 + timedelta(hours=1), limit=10)) == {
+        kept,
+        ("r2", "t1"),
+        ("r2", None),
+    }
+    assert store.put_observation_record(obs(tid), expected_version=0).version == 1

@@ -692,6 +692,52 @@ def test_given_a_bad_entry_vector_when_upserting_then_invalid_input_and_nothing_
     assert index.search("r1", top_k=5, text="fine").keyword == [], "a failed batch must write nothing"
 
 
+# erasure ----------------------------------------------------------------------------------------------
+
+
+def test_given_a_resource_with_several_threads_when_deleted_then_its_chunks_are_counted_and_gone(
+    index: SearchIndex,
+) -> None:
+    index.upsert(
+        [
+            entry("a", "piano lesson", E0, thread_id="t1"),
+            entry("b", "piano tuner", E0, thread_id="t2", chunk=0),
+            entry("b", "piano keys", E0, thread_id="t2", chunk=1),
+            entry("c", "piano bench", E1, thread_id="t3"),
+            entry("a", "piano recital", E0, thread_id="t1", resource_id="r2"),
+        ]
+    )
+
+    assert index.delete_resource("r1") == 4
+
+    gone = index.search("r1", top_k=10, vector=E0, text="piano")
+    assert (gone.vector, gone.keyword) == ([], [])
+    kept = index.search("r2", top_k=10, vector=E0, text="piano")
+    assert ids(kept.vector) == ["a"] and ids(kept.keyword) == ["a"], "another resource's chunks stay"
+    assert index.delete_resource("r1") == 0
+
+
+def test_given_an_erased_resource_when_indexed_again_then_only_the_new_chunks_are_found(
+    index: SearchIndex,
+) -> None:
+    index.upsert([entry("old", "cello", E0), entry("older", "cello case", E1)])
+    assert len(ids(index.search("r1", top_k=5, vector=E0).vector)) == 2  # warms any per-resource cache
+    index.delete_resource("r1")
+
+    index.upsert([entry("new", "cello strings", E0)])
+
+    results = index.search("r1", top_k=5, vector=E0, text="cello")
+    assert ids(results.vector) == ["new"] and ids(results.keyword) == ["new"]
+    assert index.delete_resource("r1") == 1
+
+
+def test_given_a_resource_id_that_is_not_an_id_when_deleting_it_then_invalid_input(
+    index: SearchIndex,
+) -> None:
+    with pytest.raises(InvalidInput):
+        index.delete_resource("")
+
+
 # SQLite-specific ------------------------------------------------------------------------------------
 
 
@@ -916,3 +962,46 @@ def test_sqlite_given_a_corpus_when_searching_keywords_then_the_fast_path_equals
                     for h in ix._keyword_ranked_first(match, "r1", thread_id, top_k)
                 ]
                 assert fast == full, (query, thread_id, top_k)
+
+
+@pytest.mark.parametrize("rewriter", ["writer", "reader"])
+def test_sqlite_given_a_cached_resource_when_another_connection_erases_it_and_it_is_rewritten_then_no_erased_hit(
+    tmp_path: Path, rewriter: str
+) -> None:
+    from memstack.adapters.sqlite.db import SqliteDatabase
+    from memstack.adapters.sqlite.index import SqliteSearchIndex
+
+    reader_db, writer_db = SqliteDatabase(tmp_path / "m.db"), SqliteDatabase(tmp_path / "m.db")
+    reader, writer = SqliteSearchIndex(reader_db, DIM), SqliteSearchIndex(writer_db, DIM)
+    reader.upsert([entry("old", "first", E0)])
+    assert ids(reader.search("r1", top_k=5, vector=E0).vector) == ["old"]  # cached at this generation
+
+    writer.delete_resource("r1")
+    # the generation counter restarts: it must not land on the reader's cached one (writer), nor one
+    # above it, which the reader would take for its own next write (reader)
+    (writer if rewriter == "writer" else reader).upsert([entry("new", "second", E1)])
+
+    assert ids(reader.search("r1", top_k=5, vector=E0).vector) == ["new"], "an erased chunk came back"
+    reader_db.close()
+    writer_db.close()
+
+
+def test_sqlite_given_an_erased_resource_when_the_keyword_index_pages_are_read_then_its_words_are_gone() -> (
+    None
+):
+    from memstack.adapters.sqlite.db import SqliteDatabase
+    from memstack.adapters.sqlite.index import SqliteSearchIndex
+
+    db = SqliteDatabase(":memory:")
+    index = SqliteSearchIndex(db, DIM)
+    index.upsert([entry(f"k{i}", f"keep common words {i}", resource_id="r2") for i in range(50)])
+    index.upsert([entry("m1", "zqxjvword secret"), entry("m2", "another zqxjvword")])
+
+    def pages() -> bytes:
+        return b"".join(bytes(row[0]) for row in db.query("SELECT block FROM search_fts_data") if row[0])
+
+    assert b"zqxjvword" in pages()
+    index.delete_resource("r1")
+
+    assert b"zqxjvword" not in pages(), "the erased words stayed in FTS5's index pages"
+    assert ids(index.search("r2", top_k=5, text="common").keyword)

@@ -149,3 +149,37 @@ def test_given_the_aws_backend_when_cloning_onto_an_existing_thread_id_then_409(
 
     assert (reply.status, reply.error["code"], reply.error["field"]) == (409, "conflict", "thread_id")
     assert api.get("/v1/threads/t2/messages").body["messages"] == []
+
+
+def test_given_the_aws_backend_when_a_resource_is_erased_over_http_then_nothing_of_it_remains(
+    api: Api, aws: OpenSearchDouble
+) -> None:
+    import memstack.bootstrap
+    from memstack.model import ObservationRecord
+    from tests.erase_support import remnants
+
+    big = "a long letter about the harbour " * 4_000  # over the inline limit: the body goes to S3
+    for owner in (api, api.as_resource("user-b")):
+        assert owner.post("/v1/threads/trip/messages", {"messages": ["Lisbon", big]}).status == 200
+        assert owner.put("/v1/working-memory", {"working_memory": "# User", "options": WM}).status == 204
+    memory = memstack.bootstrap._memory
+    assert memory is not None
+    memory.store.put_observation_record(
+        ObservationRecord(scope="thread", resource_id="user-a", thread_id="trip", pending_since=None),
+        expected_version=0,
+    )
+    ids = [m["id"] for m in api.get("/v1/threads/trip/messages").body["messages"]]
+    memory.index_saved(resource_id="user-a", thread_id="trip", message_ids=ids)  # as the stream indexer does
+    before_b = sorted(remnants("user-b", store=memory.store, double=aws))
+    assert remnants("user-a", store=memory.store, double=aws)
+
+    reply = Api(api.handler, None).delete("/v1/resources/user-a")
+
+    assert reply.status == 200, reply.raw
+    counts = reply.body["counts"]
+    assert (counts["threads"], counts["messages"], counts["working_memory"]) == (1, 2, 1)
+    assert counts["observation_records"] == 1 and counts["index_documents"] >= 2
+    assert remnants("user-a", store=memory.store, double=aws) == []
+    assert sorted(remnants("user-b", store=memory.store, double=aws)) == before_b
+    again = Api(api.handler, None).delete("/v1/resources/user-a")
+    assert set(again.body["counts"].values()) == {0}

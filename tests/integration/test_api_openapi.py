@@ -31,9 +31,10 @@ def test_given_the_document_then_every_route_but_health_takes_resource_id_and_er
     assert doc["openapi"].startswith("3.")
     for path, methods in doc["paths"].items():
         for method, operation in methods.items():
-            params = {p["name"]: p for p in operation.get("parameters", []) if p["in"] == "query"}
+            params = {(p["in"], p["name"]): p for p in operation.get("parameters", [])}
             if path != "/v1/health":
-                assert params["resource_id"]["required"] is True, (method, path)
+                named = params.get(("query", "resource_id")) or params.get(("path", "resource_id"))
+                assert named is not None and named["required"] is True, (method, path)
             assert "422" not in operation["responses"]
             for status in ("400", "403", "404", "405", "409", "413", "415", "429", "500", "503"):
                 schema = operation["responses"][status]["content"]["application/json"]["schema"]

@@ -280,6 +280,38 @@ def test_given_the_resolver_when_threads_are_managed_then_the_library_types_come
         local.get_thread(thread_id="t2")
 
 
+def test_given_the_resolver_when_a_resource_is_erased_then_the_receipt_comes_back_and_zeros_the_second_time(
+    local: MemstackClient,
+) -> None:
+    from memstack import EraseReceipt
+
+    local.save_messages(thread_id="t1", messages=["one", "two"])
+    local.update_working_memory(
+        thread_id="t1", working_memory="# Notes", options={"working_memory": {"enabled": True}}
+    )
+
+    receipt = local.erase_resource()
+
+    assert receipt.resource_id == "u1"
+    assert (receipt.counts["threads"], receipt.counts["messages"], receipt.counts["working_memory"]) == (
+        1,
+        2,
+        1,
+    )
+    assert local.list_threads().threads == ()
+    assert local.erase_resource(resource_id="u1") == EraseReceipt(resource_id="u1")
+
+
+def test_given_a_resource_id_the_api_cannot_route_when_erased_then_invalid_input_before_any_request() -> None:
+    sent: list[httpx.Request] = []
+    client = client_for(lambda request: sent.append(request) or httpx.Response(200))
+
+    with pytest.raises(InvalidInput) as raised:
+        client.erase_resource(resource_id="a/b")
+
+    assert raised.value.field == "resource_id" and sent == []
+
+
 def test_given_the_resolver_when_messages_flow_then_save_list_include_recall_and_delete_work(
     local: MemstackClient,
 ) -> None:

@@ -350,6 +350,79 @@ def test_given_no_bucket_when_a_message_exceeds_the_item_limit_then_payload_too_
         assert store.list_messages("r1", "t1", limit=5)[0].text == "y" * 300_000
 
 
+# deletion that resumes -------------------------------------------------------------------------------
+
+
+def _fail_nth(monkeypatch: pytest.MonkeyPatch, operation: str, nth: int) -> None:
+    """Make the ``nth`` DynamoDB ``operation`` request of the test fail once with a 500."""
+    recording = BaseClient._make_api_call
+    seen = [0]
+
+    def failing(client: Any, op: str, params: dict[str, Any]) -> Any:
+        if client.meta.service_model.service_name == "dynamodb" and op == operation:
+            seen[0] += 1
+            if seen[0] == nth:
+                error = {
+                    "Error": {"Code": "InternalServerError"},
+                    "ResponseMetadata": {"HTTPStatusCode": 500},
+                }
+                raise ClientError(error, op)  # type: ignore[arg-type]
+        return recording(client, op, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", failing)
+
+
+@pytest.fixture
+def scannable_store() -> Iterator[DynamoDBMemoryStore]:
+    """A store without the Scan trap: the remnants enumerator scans the table (test-side only)."""
+    with dynamodb_moto_store() as s:
+        assert isinstance(s, DynamoDBMemoryStore)
+        yield s
+
+
+@pytest.mark.parametrize(("operation", "nth"), [("BatchWriteItem", 2), ("TransactWriteItems", 1)])
+def test_given_a_thread_deletion_that_fails_midway_when_deleted_again_then_nothing_of_it_remains(
+    scannable_store: DynamoDBMemoryStore, monkeypatch: pytest.MonkeyPatch, operation: str, nth: int
+) -> None:
+    from tests.erase_support import remnants
+
+    store = scannable_store
+    store.create_thread(thread("t1", "erase-r1"))
+    store.save_messages("erase-r1", "t1", [msg(f"m{i}", "t1", "erase-r1") for i in range(20)])
+    store.put_observation_record(
+        ObservationRecord(scope="thread", resource_id="erase-r1", thread_id="t1", pending_since=T0),
+        expected_version=0,
+    )
+    _fail_nth(monkeypatch, operation, nth)
+    with pytest.raises(Unavailable):
+        store.delete_thread("erase-r1", "t1")
+    assert store.get_thread("erase-r1", "t1") is not None  # still listed: the next call can find the rest
+
+    assert store.delete_thread("erase-r1", "t1") is True
+
+    assert remnants("erase-r1", store=store) == []
+    assert store.list_observation_work(due_before=T0, limit=10) == []
+
+
+def test_given_a_body_object_no_item_points_at_when_its_thread_is_deleted_then_the_object_goes_too(
+    store: DynamoDBMemoryStore,
+) -> None:
+    from memstack.adapters.dynamodb.bodies import BodyStore
+
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("m1")])
+    orphan = BodyStore.ref_for("r1", "t1", "lost", b"{}")  # a save that failed after its upload
+    assert store._bodies is not None
+    store._bodies.put(orphan, b"{}")
+    store.create_thread(thread("t2"))
+    kept = BodyStore.ref_for("r1", "t2", "other", b"{}")
+    store._bodies.put(kept, b"{}")
+
+    assert store.delete_thread("r1", "t1") is True
+
+    assert s3_keys(store) == [kept.key]
+
+
 # TTL and errors --------------------------------------------------------------------------------------
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from memstack.bootstrap import chat_model_for, scheduler_for
-from memstack.usecases.core import needs_chat_model
 from memstack.config import MemoryOptions
 from memstack.errors import InvalidInput
 from memstack.settings import load_settings
+from memstack.usecases.core import needs_chat_model
 
 ARN = "arn:aws:states:eu-west-1:123456789012:stateMachine:ObservationStateMachine-AbC_12"
 

@@ -115,11 +115,7 @@ class MemstackResolver(APIGatewayRestResolver):
             health = path.rstrip("/") == HEALTH_PATH  # liveness: no resource, no auth, any query
             resource_id = None if health else _single_query_value(event, "resource_id")
             if resource_id is not None:  # a missing or empty one: validation answers 400 (required)
-                try:
-                    auth = self._auth_provider()
-                except MemstackError as exc:
-                    raise ServerMisconfigured(type(exc).__name__) from exc
-                auth.authorize(event, resource_id)
+                self._auth().authorize(event, resource_id)
             method = str(event.get("httpMethod") or "").upper()
             matching = [r for r in self._routes() if r.rule.match(path)]
             route = next((r for r in matching if r.method == method), None)
@@ -133,6 +129,22 @@ class MemstackResolver(APIGatewayRestResolver):
         except MemstackError as exc:
             return errors.from_memstack_error(exc)
         return None
+
+    def authorize(self, resource_id: str) -> None:
+        """Check that the caller of the current request may act for ``resource_id``: the pre-check does it
+        for a ``resource_id`` in the query; a route that takes the resource from its path calls this.
+
+        Raises:
+            Forbidden: ``jwt`` mode and the token's claim is missing or names another resource.
+            ServerMisconfigured: the auth settings are invalid.
+        """
+        self._auth().authorize(self.current_event.raw_event, resource_id)
+
+    def _auth(self) -> AuthConfig:
+        try:
+            return self._auth_provider()
+        except MemstackError as exc:
+            raise ServerMisconfigured(type(exc).__name__) from exc
 
     def _routes(self) -> list[Any]:
         """The registered Powertools routes (``Route``: ``method``, compiled ``rule``, ``dependant``), as
@@ -270,7 +282,7 @@ def create_app(
         ``memstack.api.http`` adapts plain HTTP requests to it.
     """
     from memstack.api.routes import context as context_routes
-    from memstack.api.routes import health, messages, observations, threads, working_memory
+    from memstack.api.routes import health, messages, observations, resources, threads, working_memory
 
     provider: MemoryProvider = memory if callable(memory) else (lambda: memory)
     app = MemstackResolver(provider, _auth_provider(auth), max_body_bytes)
@@ -283,6 +295,7 @@ def create_app(
         messages.register(app)
         working_memory.register(app)
         observations.register(app)
+        resources.register(app)
     return app
 
 

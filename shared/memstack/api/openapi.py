@@ -19,7 +19,8 @@ from memstack.api import schemas
 TITLE = "Memstack API"
 DESCRIPTION = (
     "Agent memory: threads, messages, context assembly, working memory, semantic recall and observational "
-    "memory. Every route but /v1/health acts for one resource, named by the `resource_id` query parameter. "
+    "memory. Every route but /v1/health acts for one resource, named by the `resource_id` query parameter "
+    "(the erasure route, DELETE /v1/resources/{resource_id}, names it in its path). "
     "Auth: IAM (SigV4, "
     "default) or, with MEMSTACK_AUTH=jwt, a JWT authorizer whose claim (MEMSTACK_JWT_RESOURCE_CLAIM, "
     'default `sub`) must equal `resource_id`. Errors: {"error": {"code", "message", "field"?}}. '
@@ -76,7 +77,7 @@ def openapi_document() -> dict[str, Any]:
                     "content": {"application/json": {"schema": error_ref}},
                 }
             for param in operation.get("parameters", []):
-                if param.get("in") == "query" and param["name"] in descriptions:
+                if param.get("in") in ("query", "path") and param["name"] in descriptions:
                     param["description"] = descriptions[param["name"]]
     components = doc.setdefault("components", {})
     found = components.setdefault("schemas", {})

@@ -266,6 +266,27 @@ class Deleted(BaseModel):
     deleted: int
 
 
+class EraseCounts(BaseModel):
+    """How many of each kind of stored thing an erasure deleted (``memstack.EraseReceipt``)."""
+
+    threads: int = Field(description="Threads deleted.")
+    messages: int = Field(description="Messages deleted (with their large bodies in S3).")
+    working_memory: int = Field(
+        description="Resource records deleted (resource-scoped working memory): 0 or 1."
+    )
+    observation_records: int = Field(
+        description="Observational-memory records deleted, thread and resource scope (pending work with them)."
+    )
+    index_documents: int = Field(description="Search-index documents (message chunks) deleted.")
+
+
+class EraseOut(BaseModel):
+    """``DELETE /v1/resources/{resource_id}``: the receipt. A second erasure reports zeros."""
+
+    resource_id: str
+    counts: EraseCounts
+
+
 class CloneOut(BaseModel):
     """The clone, its messages and the map of source message id → new id."""
 

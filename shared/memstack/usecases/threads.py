@@ -5,6 +5,7 @@ first: a thread is gone from the store before the other layers clean up after it
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,8 @@ from memstack.usecases.checks import (
 from memstack.usecases.core import Core, add_counts, follow_up, store_batches
 from memstack.working_memory import THREAD_METADATA_KEY
 from memstack.working_memory.layer import is_thread_document
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,13 +222,8 @@ class Threads:
             The counts of what this call deleted.
         """
         core = self.core
-        counts: dict[str, int] = {
-            "threads": 0,
-            "messages": 0,
-            "working_memory": 0,
-            "observation_records": 0,
-            "index_documents": 0,
-        }
+        receipt = EraseReceipt(resource_id=scope.resource_id)
+        counts = receipt.counts
         cursor: str | None = None
         while True:
             page = core.store.list_threads(
@@ -238,7 +236,8 @@ class Threads:
                 break
         for layer in core.layers:
             add_counts(counts, layer.on_resource_erased(scope, core.options))
-        return EraseReceipt(resource_id=scope.resource_id, counts=counts)
+        logger.info("resource erased", extra={"resource_id": scope.resource_id, **counts})
+        return receipt
 
 
 def all_messages(core: Core, scope: Scope) -> list[Message]:

@@ -61,6 +61,15 @@ class BodyStore:
             )
 
     @staticmethod
+    def thread_prefix(resource_id: str, thread_id: str) -> str:
+        """``messages/{sha256(resource_id)}/{sha256(thread_id)}/``: the key prefix of every body of the
+        thread (and of no other thread: the segments are fixed-width digests, ended by ``/``)."""
+        resource_hash, thread_hash = (
+            _sha(i.encode("utf-8", "surrogatepass")) for i in (resource_id, thread_id)
+        )
+        return f"messages/{resource_hash}/{thread_hash}/"
+
+    @staticmethod
     def ref_for(resource_id: str, thread_id: str, message_id: str, data: bytes) -> BodyRef:
         """The content-addressed reference of a body:
         ``messages/{sha256(resource_id)}/{sha256(thread_id)}/{sha256(message_id)}/{sha256(body)}.json``.
@@ -72,10 +81,8 @@ class BodyStore:
         key is always well under S3's 1,024 bytes.
         """
         digest = _sha(data)
-        resource_hash, thread_hash, message_hash = (
-            _sha(i.encode("utf-8", "surrogatepass")) for i in (resource_id, thread_id, message_id)
-        )
-        key = f"messages/{resource_hash}/{thread_hash}/{message_hash}/{digest}.json"
+        message_hash = _sha(message_id.encode("utf-8", "surrogatepass"))
+        key = f"{BodyStore.thread_prefix(resource_id, thread_id)}{message_hash}/{digest}.json"
         return BodyRef(key=key, size=len(data), sha256=digest)
 
     def put(self, ref: BodyRef, data: bytes) -> None:
@@ -105,6 +112,25 @@ class BodyStore:
                 )
             if answer.get("Errors"):
                 raise Unavailable(f"S3 could not delete {len(answer['Errors'])} message bodies")
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every object whose key starts with ``prefix`` (ListObjectsV2 pages of 1,000, each page
+        deleted as it is listed), including bodies that no item points at any more (a save that failed
+        after its upload). Returns how many objects were deleted. Raises ``Unavailable`` when S3 fails."""
+        deleted = 0
+        token: str | None = None
+        while True:
+            request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": 1_000}
+            if token:
+                request["ContinuationToken"] = token
+            with translated("list message bodies in S3"):
+                answer = self._client.list_objects_v2(**request)
+            keys = [o["Key"] for o in answer.get("Contents", [])]
+            self.delete(keys)
+            deleted += len(keys)
+            token = answer.get("NextContinuationToken")
+            if not answer.get("IsTruncated") or not token:
+                return deleted
 
     def delete_quietly(self, keys: Iterable[str]) -> None:
         """Delete bodies, logging (not raising) a failure: for objects nothing points at any more."""

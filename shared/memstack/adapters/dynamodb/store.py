@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
+from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
@@ -320,15 +320,24 @@ class DynamoDBMemoryStore:
         raise Conflict(f"thread {thread_id!r} kept changing; gave up after {self._max_attempts} attempts")
 
     def delete_thread(self, resource_id: str, thread_id: str) -> bool:
-        """Query the thread's partition (keys only, every page), delete its messages, their id pointers
-        (BatchWriteItem) and S3 bodies, then the meta with the condition that no message arrived
-        meanwhile (else loop), then the observation record (``#OBS``; after the meta, so a record
-        written meanwhile — its write requires the meta — is gone too). ``False`` if the thread is
-        missing or another resource's."""
+        """``erase_thread``; ``False`` if the thread is missing or another resource's."""
+        return self.erase_thread(resource_id, thread_id) is not None
+
+    def erase_thread(self, resource_id: str, thread_id: str) -> int | None:
+        """Query the thread's partition (keys only, every page); delete the messages' id pointers, then
+        the messages (BatchWriteItem), then every S3 object under the thread's key prefix; last, in one
+        TransactWriteItems, the meta (condition: no message arrived meanwhile, else loop) and the
+        thread-scope observation record (``#OBS``, which leaves ``by_pending`` with it).
+
+        The order makes a failed deletion resumable: while the meta exists the thread is listed and the
+        next call finds whatever is left (a pointer goes before its message, so none is stranded), and
+        the meta and ``#OBS`` go together (a record written meanwhile needs the meta, so none outlives the
+        thread). ``None`` if the thread is missing or another resource's."""
         meta = self._get(thread_key(resource_id, thread_id))
         if meta is None or meta.resource_id != resource_id:
-            return False
+            return None
         m = self._model
+        deleted = 0
         for attempt in range(self._max_attempts):
             with translated("delete thread"):
                 items = list(
@@ -341,27 +350,30 @@ class DynamoDBMemoryStore:
                 )
             metas = [i for i in items if i.sk == THREAD_SK]
             if not metas:
-                return True  # deleted concurrently
+                return deleted  # deleted concurrently
             if metas[0].resource_id != resource_id:
-                return False
+                return None
             messages = [i for i in items if i.sk.startswith(MESSAGE_PREFIX)]
-            keys: list[Key] = [(i.pk, i.sk) for i in messages]
-            keys += [pointer_key(resource_id, i.id) for i in messages if i.id]
-            self._batch_delete(keys)
+            self._batch_delete([pointer_key(resource_id, i.id) for i in messages if i.id])
+            self._batch_delete([(i.pk, i.sk) for i in messages])
+            deleted += len(messages)
             if self._bodies is not None:
-                self._bodies.delete_quietly(i.body_s3 for i in messages if i.body_s3)
+                self._bodies.delete_prefix(BodyStore.thread_prefix(resource_id, thread_id))
             try:
-                metas[0].delete(
-                    condition=(m.last_seq == int(metas[0].last_seq or 0)) & (m.resource_id == resource_id)
-                )
-            except DeleteError as exc:
+                with TransactWrite(connection=self._table.connection) as tx:
+                    tx.delete(
+                        metas[0],
+                        condition=(m.last_seq == int(metas[0].last_seq or 0))
+                        & (m.resource_id == resource_id),
+                    )
+                    tx.delete(m(*observation_key(resource_id, thread_id)))
+            except TransactWriteError as exc:
                 if not lost_race(exc):
                     raise translate(exc, "delete thread") from exc
                 self._pause(attempt)
                 continue
-            self._batch_delete([observation_key(resource_id, thread_id)])
-            log.debug("thread deleted", extra={"thread_id": thread_id, "messages": len(messages)})
-            return True
+            log.debug("thread deleted", extra={"thread_id": thread_id, "messages": deleted})
+            return deleted
         raise Conflict(f"thread {thread_id!r} kept receiving messages; gave up deleting it")
 
     # messages ------------------------------------------------------------------------------------
@@ -831,7 +843,17 @@ class DynamoDBMemoryStore:
             }
         )
 
+    def delete_resource(self, resource_id: str) -> bool:
+        """One DeleteItem of ``R#rid / RESOURCE`` asking for the old item (``ALL_OLD``): ``False`` when
+        there was none."""
+        return self._delete_item(resource_key(resource_id), "delete resource")
+
     # observational memory ----------------------------------------------------------------------
+
+    def delete_observation_record(self, resource_id: str, thread_id: str | None) -> bool:
+        """One DeleteItem of ``#OBS`` in the thread's or the resource's partition (``ALL_OLD``); deleting
+        the item takes its ``by_pending`` keys out of the index."""
+        return self._delete_item(observation_key(resource_id, thread_id), "delete observation record")
 
     def get_observation_record(self, resource_id: str, thread_id: str | None) -> ObservationRecord | None:
         """One GetItem (strongly consistent) of ``#OBS`` in the thread's or the resource's partition."""
@@ -941,6 +963,12 @@ class DynamoDBMemoryStore:
                 return self._model.get(*key, consistent_read=True)
             except self._model.DoesNotExist:
                 return None
+
+    def _delete_item(self, key: Key, action: str) -> bool:
+        """DeleteItem of one key; ``True`` if an item was there (``ReturnValues=ALL_OLD``)."""
+        with translated(action):
+            answer = self._table.delete_item(*key, return_values="ALL_OLD")
+        return bool(answer.get("Attributes"))
 
     def _batch_get(self, keys: list[Key]) -> dict[Key, Item]:
         """BatchGetItem of exact keys (consistent), 100 a request, UnprocessedKeys retried with backoff."""

@@ -337,6 +337,35 @@ class OpenSearchIndex:
             {"bool": {"filter": [{"term": {"resource_id": resource_id}}, {"term": {"thread_id": thread_id}}]}}
         )
 
+    def delete_resource(self, resource_id: str) -> int:
+        """Remove every chunk of the resource.
+
+        ``es``/``none``: one ``_delete_by_query`` (``conflicts=proceed``), whose ``deleted`` is the count.
+        ``aoss`` has no ``_delete_by_query``: the chunks' ids are paged with a search and deleted with
+        ``_bulk``, in rounds until a search finds none, or finds only ids already gone (Serverless shows
+        deletes after a delay; their ``delete`` answers 404 and is not counted), so chunks indexed while
+        the erasure runs go too.
+
+        Returns:
+            How many chunks were removed (0 on a second call).
+
+        Raises:
+            InvalidInput: ``resource_id`` is not a valid id.
+            Unavailable: OpenSearch failed.
+        """
+        check_id(resource_id, "resource_id")
+        query = {"bool": {"filter": [{"term": {"resource_id": resource_id}}]}}
+        if self.service != "aoss":
+            return self._delete_by_query(query)
+        removed = 0
+        while ids := self._find_ids(query):
+            deleted = self._bulk([({"delete": {"_index": self.name, "_id": i}}, None) for i in ids])
+            removed += deleted
+            if not deleted:
+                break
+        logger.debug("removed %d chunks of a resource", removed)
+        return removed
+
     def _delete(self, query: dict[str, Any]) -> None:
         if self.service == "aoss":
             ids = self._find_ids(query)
@@ -344,7 +373,8 @@ class OpenSearchIndex:
         else:
             self._delete_by_query(query)
 
-    def _delete_by_query(self, query: dict[str, Any]) -> None:
+    def _delete_by_query(self, query: dict[str, Any]) -> int:
+        """One ``_delete_by_query``; returns how many documents it deleted."""
         params: dict[str, Any] = {"conflicts": "proceed"}
         if self._refresh:
             params["refresh"] = "true"
@@ -363,6 +393,7 @@ class OpenSearchIndex:
                 f"OpenSearch failed to delete {len(failures)} chunks from index {self.name} (delete by query; "
                 f"first error: {error_type}: {reason})"
             )
+        return int(response.get("deleted") or 0)
 
     def _find_ids(self, query: dict[str, Any]) -> list[str]:
         """The ``_id`` of every chunk matching ``query``, paged with ``search_after`` on ``uid``."""
@@ -392,20 +423,27 @@ class OpenSearchIndex:
                 return ids
             after = hits[-1]["sort"]
 
-    def _bulk(self, actions: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> None:
-        for start in range(0, len(actions), BULK_ACTIONS_PER_REQUEST):
+    def _bulk(self, actions: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> int:
+        """``_bulk`` in requests of ``BULK_ACTIONS_PER_REQUEST``; returns how many actions took effect."""
+        return sum(
             self._bulk_batch(actions[start : start + BULK_ACTIONS_PER_REQUEST])
+            for start in range(0, len(actions), BULK_ACTIONS_PER_REQUEST)
+        )
 
-    def _bulk_batch(self, actions: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> None:
+    def _bulk_batch(self, actions: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> int:
         """One ``_bulk`` request; items refused with 429/5xx are retried, other item errors are fatal.
+
+        Returns:
+            How many actions took effect (status < 300; a ``delete`` of a missing id, 404, did not).
 
         Raises:
             Unavailable: naming how many of the actions failed (and the first error's type).
         """
         if not actions:
-            return
+            return 0
         total = len(actions)
         pending = actions
+        done = 0
         params = {"refresh": "wait_for"} if self._refresh else {}
         for attempt in range(len(self._retry_delays) + 1):
             body: list[dict[str, Any]] = []
@@ -421,14 +459,15 @@ class OpenSearchIndex:
                 index=self.name,
                 timeout=self._write_timeout,
             )
-            if not response.get("errors"):
-                return
             retry: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
             fatal: list[dict[str, Any]] = []
             for sent, item in zip(pending, response.get("items", []), strict=False):
                 op, result = next(iter(item.items()))
                 status = int(result.get("status", 500))
-                if status < 300 or (op == "delete" and status == 404):
+                if status < 300:
+                    done += 1
+                    continue
+                if op == "delete" and status == 404:
                     continue
                 if status == 429 or status >= 500:
                     retry.append(sent)
@@ -441,7 +480,7 @@ class OpenSearchIndex:
                     f"({error_type}: {reason}){_hint(reason)}"
                 )
             if not retry:
-                return
+                return done
             if attempt == len(self._retry_delays):
                 raise Unavailable(
                     f"{len(retry)} of {total} OpenSearch bulk actions on index {self.name} failed (throttled or "
@@ -450,6 +489,7 @@ class OpenSearchIndex:
             logger.warning("retrying %d of %d bulk actions refused by OpenSearch", len(retry), total)
             time.sleep(self._retry_delays[attempt])
             pending = retry
+        return done  # not reached: the last attempt returns or raises
 
     # ------------------------------------------------------------------------------------------- search
 

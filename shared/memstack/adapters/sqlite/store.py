@@ -278,10 +278,15 @@ class SqliteMemoryStore:
         )
 
     def delete_thread(self, resource_id: str, thread_id: str) -> bool:
+        return self.erase_thread(resource_id, thread_id) is not None
+
+    def erase_thread(self, resource_id: str, thread_id: str) -> int | None:
+        """One transaction: the thread's messages (their index marks are a column of theirs), its
+        thread-scope observation record, then the thread row (see ``MemoryStore.erase_thread``)."""
         with self.db.transaction() as conn:
-            conn.execute(
+            messages = conn.execute(
                 "DELETE FROM messages WHERE resource_id = ? AND thread_id = ?", (resource_id, thread_id)
-            )
+            ).rowcount
             conn.execute(
                 "DELETE FROM observations WHERE resource_id = ? AND scope = 'thread' AND thread_key = ?",
                 (resource_id, thread_id),
@@ -289,7 +294,7 @@ class SqliteMemoryStore:
             cur = conn.execute(
                 "DELETE FROM threads WHERE resource_id = ? AND id = ?", (resource_id, thread_id)
             )
-            return bool(cur.rowcount)
+            return int(messages) if cur.rowcount else None
 
     # messages ------------------------------------------------------------------------------------
 
@@ -558,7 +563,22 @@ class SqliteMemoryStore:
             update={"version": expected_version + 1, "created_at": _dt(created), "updated_at": now}
         )
 
+    def delete_resource(self, resource_id: str) -> bool:
+        """One DELETE of the ``resources`` row."""
+        with self.db.transaction() as conn:
+            return bool(conn.execute("DELETE FROM resources WHERE id = ?", (resource_id,)).rowcount)
+
     # observational memory ----------------------------------------------------------------------
+
+    def delete_observation_record(self, resource_id: str, thread_id: str | None) -> bool:
+        """One DELETE by ``(resource_id, scope, thread_key)``; the partial index follows the row."""
+        scope = "resource" if thread_id is None else "thread"
+        with self.db.transaction() as conn:
+            cur = conn.execute(
+                "DELETE FROM observations WHERE resource_id = ? AND scope = ? AND thread_key = ?",
+                (resource_id, scope, thread_id or ""),
+            )
+            return bool(cur.rowcount)
 
     def get_observation_record(self, resource_id: str, thread_id: str | None) -> ObservationRecord | None:
         """One SELECT by ``(resource_id, scope, thread_key)``."""
