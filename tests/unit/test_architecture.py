@@ -8,27 +8,15 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "shared" / "memstack"
-CORE = [
-    "memory.py",
-    "context.py",
-    "recall.py",
-    "fusion.py",
-    "working_memory/__init__.py",
-    "working_memory/actions.py",
-    "working_memory/instructions.py",
-    "working_memory/merge.py",
-    "working_memory/schema.py",
-    "working_memory/service.py",
-    "working_memory/tools.py",
-    "working_memory/updates.py",
-    "config.py",
-    "model.py",
-    "ports.py",
-    "inputs.py",
-    "filters.py",
-    "text.py",
-    "cursors.py",
-]
+EDGE = {"adapters", "api"}
+"""Packages at the edge: adapters and the HTTP API may import what the core may not."""
+COMPOSITION = {"bootstrap.py", "settings.py", "cli.py", "serve.py", "demo.py", "client.py", "indexer.py"}
+"""The composition root and the programs around the library: they build adapters by design."""
+CORE = sorted(
+    str(p.relative_to(PACKAGE))
+    for p in PACKAGE.rglob("*.py")
+    if p.relative_to(PACKAGE).parts[0] not in EDGE and str(p.relative_to(PACKAGE)) not in COMPOSITION
+)
 FORBIDDEN = (
     "memstack.adapters",
     "boto3",
