@@ -541,4 +541,3 @@ class ObservationRecord(_Frozen):
                 field="observation_record",
             )
         return encoded
-

@@ -46,7 +46,9 @@ def everything_shown(memory: Memory, thread: str, resource: str = R) -> str:
 # clone ---------------------------------------------------------------------------------------------
 
 
-def test_given_resource_scoped_working_memory_when_a_seeded_thread_is_cloned_then_the_newer_document_stays() -> None:
+def test_given_resource_scoped_working_memory_when_a_seeded_thread_is_cloned_then_the_newer_document_stays() -> (
+    None
+):
     with Memory.local(":memory:", "hash", working_memory={"enabled": True, "scope": "resource"}) as memory:
         memory.create_thread(resource_id=R, thread_id=A, metadata={"working_memory": "# User\n- Name: Ana"})
         memory.update_working_memory(resource_id=R, working_memory="# User\n- Name: Ana\n- City: Lisbon")
@@ -61,11 +63,15 @@ def test_given_thread_scoped_working_memory_when_cloned_then_the_clone_has_its_o
         result = memory.clone_thread(source_thread_id=A, resource_id=R, new_thread_id="copy")
         assert memory.get_working_memory(thread_id="copy", resource_id=R) == "# Notes\n- likes tea"
         assert result.thread.metadata["working_memory"] == "# Notes\n- likes tea"
-        memory.update_working_memory(thread_id="copy", resource_id=R, working_memory="# Notes\n- likes coffee")
+        memory.update_working_memory(
+            thread_id="copy", resource_id=R, working_memory="# Notes\n- likes coffee"
+        )
         assert memory.get_working_memory(thread_id=A, resource_id=R) == "# Notes\n- likes tea"
 
 
-def test_given_a_thread_scoped_observation_record_when_cloned_then_the_clone_keeps_it_with_its_own_ids() -> None:
+def test_given_a_thread_scoped_observation_record_when_cloned_then_the_clone_keeps_it_with_its_own_ids() -> (
+    None
+):
     options = {**RESOURCE_OM, "scope": "thread", "retrieval": True}
     chat = ScriptedChat()
     with om_memory(chat, observational_memory=options) as memory:
@@ -101,12 +107,16 @@ def test_given_a_thread_when_cloned_into_another_resource_of_the_caller_then_it_
 # delete --------------------------------------------------------------------------------------------
 
 
-def test_given_resource_scoped_observations_when_a_thread_is_deleted_then_other_threads_no_longer_see_it() -> None:
+def test_given_resource_scoped_observations_when_a_thread_is_deleted_then_other_threads_no_longer_see_it() -> (
+    None
+):
     with om_memory(ScriptedChat(), observational_memory=RESOURCE_OM) as memory:
         fill(memory, A, 40)
         fill(memory, B, 40)
         rec = memory.get_observation_record(resource_id=R, thread_id=B)
-        assert rec is not None and marker(A) in rec.active_observations and marker(B) in rec.active_observations
+        assert (
+            rec is not None and marker(A) in rec.active_observations and marker(B) in rec.active_observations
+        )
         memory.delete_thread(thread_id=A, resource_id=R)
         rec = memory.get_observation_record(resource_id=R, thread_id=B)
         assert rec is not None and marker(A) not in rec.active_observations

@@ -13,23 +13,22 @@ from memstack.usecases.core import Core
 from memstack.working_memory.layer import WorkingMemoryLayer
 
 
-def default_layers(core: Core, *, inline: bool, schedule: Callable[[Scope], object]) -> tuple[Layer, ...]:
+def default_layers(core: Core, *, schedule: Callable[[Scope], object]) -> tuple[Layer, ...]:
     """Message history, working memory, semantic recall, observational memory — in this order.
 
     Args:
-        inline: index and schedule in the save path (``Memory(index_on_save=True)``).
         schedule: submits background observation for a thread (``Background.schedule``).
     """
     return (
         MessageHistoryLayer(core.store),
         WorkingMemoryLayer(core.store),
-        SemanticRecallLayer(core.recall, core.index, inline=inline),
+        SemanticRecallLayer(core.recall, core.index, inline=lambda: core.index_on_save),
         ObservationalLayer(
             core.observation,
             core.store,
             core.clock,
             require_chat_model=core.require_chat_model,
             schedule=schedule,
-            inline=inline,
+            inline=lambda: core.index_on_save,
         ),
     )

@@ -69,8 +69,8 @@ class ObservationalLayer(LayerBase):
         clock: the time source (the synchronous-retry pause).
         require_chat_model: raises ``InvalidInput`` when the options need a chat model and there is none.
         schedule: submits background work for a thread after a save (``Background.schedule``).
-        inline: schedule in ``after_save`` (``Memory(index_on_save=True)``); ``False`` when the stream
-            indexer does it (AWS).
+        inline: whether ``after_save`` schedules (``Memory.index_on_save``); not when the stream indexer
+            does it (AWS).
     """
 
     name = "observational_memory"
@@ -83,7 +83,7 @@ class ObservationalLayer(LayerBase):
         *,
         require_chat_model: Callable[[MemoryOptions], None],
         schedule: Callable[[Scope], object],
-        inline: bool = True,
+        inline: Callable[[], bool],
     ) -> None:
         self.engine = engine
         self.store = store
@@ -184,7 +184,7 @@ class ObservationalLayer(LayerBase):
     def after_save(self, thread: Thread, options: MemoryOptions, saved: Sequence[Message]) -> None:
         """Schedule background observation (and titles) for the thread; a failure is logged, the save
         stands, and the next save or the sweep schedules again."""
-        if not self.inline or not saved:
+        if not self.inline() or not saved:
             return
         try:
             self.schedule(Scope(thread.resource_id, thread.id))

@@ -5,7 +5,7 @@ deleted thread or erased resource leaves nothing in the index."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memstack.config import MemoryOptions
@@ -26,13 +26,13 @@ class SemanticRecallLayer(LayerBase):
     Args:
         engine: indexes and searches (shared with ``Memory.recall``).
         index: the search index (for deletions).
-        inline: index batches as they are saved (``Memory(index_on_save=True)``); ``False`` when a
+        inline: whether batches are indexed as they are saved (``Memory.index_on_save``); not when a
             stream indexer does it (AWS).
     """
 
     name = "semantic_recall"
 
-    def __init__(self, engine: SemanticRecall, index: SearchIndex, *, inline: bool = True) -> None:
+    def __init__(self, engine: SemanticRecall, index: SearchIndex, *, inline: Callable[[], bool]) -> None:
         self.engine = engine
         self.index = index
         self.inline = inline
@@ -67,7 +67,7 @@ class SemanticRecallLayer(LayerBase):
                 completes the index.
         """
         recall = options.semantic_recall
-        if not recall.enabled or not saved or not self.inline:
+        if not recall.enabled or not saved or not self.inline():
             return
         try:
             self.engine.index_messages(thread, saved, recall)

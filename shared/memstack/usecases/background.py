@@ -5,7 +5,9 @@ scheduled after saves, run in-process or as Step Functions tasks, swept when idl
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from memstack.errors import InvalidInput, MemstackError, NotFound
@@ -14,6 +16,7 @@ from memstack.observation.engine import ObserveResult, ReflectResult
 from memstack.observation.layer import failure_text
 from memstack.observation.recall_tool import TOOL_NAME as RECALL
 from memstack.observation.recall_tool import run_recall
+from memstack.observation.scheduler import InProcessScheduler
 from memstack.ports import ObservationJob, ObservationScheduler
 from memstack.scope import Scope
 from memstack.usecases.checks import MAX_TITLE_CHARS, check_limit
@@ -27,12 +30,41 @@ class Background:
     """Observation, reflection and titles over the core.
 
     Args:
-        scheduler: returns the scheduler that runs jobs (made lazily by the facade).
+        scheduler: runs jobs; ``None``: an ``InProcessScheduler`` made on first use, running ``run`` on a
+            worker thread, or ``inline`` in the caller's thread.
     """
 
-    def __init__(self, core: Core, scheduler: Any) -> None:
+    def __init__(
+        self,
+        core: Core,
+        scheduler: ObservationScheduler | None,
+        *,
+        inline: bool,
+        run: Callable[[ObservationJob], None],
+    ) -> None:
         self.core = core
         self._scheduler = scheduler
+        self._inline = inline
+        self._run = run
+        self._lock = threading.Lock()
+
+    @property
+    def scheduler(self) -> ObservationScheduler:
+        """The scheduler (made on first use unless one was given)."""
+        with self._lock:
+            if self._scheduler is None:
+                self._scheduler = InProcessScheduler(self._run, synchronous=self._inline)
+            return self._scheduler
+
+    def settled(self, timeout: float | None) -> bool:
+        """Wait for in-process jobs; ``False`` if ``timeout`` seconds passed first."""
+        scheduler = self._scheduler
+        return scheduler.settled(timeout) if isinstance(scheduler, InProcessScheduler) else True
+
+    def close(self) -> None:
+        """Finish in-process jobs."""
+        if isinstance(self._scheduler, InProcessScheduler):
+            self._scheduler.close()
 
     def schedule(self, scope: Scope) -> ObservationJob | None:
         """See ``Memory.schedule_observation``."""
@@ -54,8 +86,7 @@ class Background:
         if job is None and engine.title_due(opts, thread):
             job = engine.title_job(thread)
         if job is not None:
-            scheduler: ObservationScheduler = self._scheduler()
-            scheduler.submit(job)
+            self.scheduler.submit(job)
         return job
 
     def observe(self, scope: Scope, *, reason: str, time_budget: float | None) -> ObserveResult:
@@ -211,3 +242,64 @@ class Background:
             ),
             created_at=core.clock.now(),
         )
+
+
+class BackgroundWork:
+    """The background-work part of ``Memory``'s API: what the stream indexer, the Step Functions tasks, the
+    sweep and the model's ``recall`` tool call. ``Memory`` inherits it; ``_background`` is its use case."""
+
+    _background: Background
+
+    @property
+    def scheduler(self) -> ObservationScheduler:
+        """The background-job scheduler (an ``InProcessScheduler`` made on first use unless one was given)."""
+        return self._background.scheduler
+
+    def settled(self, timeout: float | None = None) -> bool:
+        """Wait for in-process background work to finish; ``False`` if ``timeout`` seconds passed first."""
+        return self._background.settled(timeout)
+
+    def schedule_observation(self, *, resource_id: str, thread_id: str) -> ObservationJob | None:
+        """Submit a background job if one is due (title, buffer, activation, reflection); returns it."""
+        return self._background.schedule(Scope.of(resource_id, thread_id))
+
+    def observe(
+        self,
+        *,
+        resource_id: str,
+        thread_id: str,
+        reason: str = "background",
+        time_budget: float | None = None,
+    ) -> ObserveResult:
+        """One background step: title if due, then activate, observe or buffer (spec §2.9.4); no new Observer
+        call after ``time_budget`` seconds. Raises ``InvalidInput``, ``ObservationFailed``, ``Unavailable``,
+        ``Conflict`` (retrying is safe)."""
+        return self._background.observe(
+            Scope.of(resource_id, thread_id), reason=reason, time_budget=time_budget
+        )
+
+    def reflect(self, *, resource_id: str, thread_id: str) -> ReflectResult:
+        """Reflect the observations if due (spec §2.9.4 step 8); raises like ``observe``."""
+        return self._background.reflect(Scope.of(resource_id, thread_id))
+
+    def record_observation_failure(self, *, resource_id: str, thread_id: str, error: str) -> None:
+        """Note a failed background run on the record so the sweep retries it."""
+        self._background.record_failure(Scope.of(resource_id, thread_id), error)
+
+    def observation_work(self, *, idle_seconds: int = 300, limit: int = 100) -> list[ObservationJob]:
+        """Jobs for records with work left, idle ``idle_seconds`` (0..86,400): what the sweep restarts."""
+        return self._background.work(idle_seconds=idle_seconds, limit=limit)
+
+    def run_observation_job(self, job: ObservationJob) -> None:
+        """Run one job as the state machine does; a failure goes on the record, never raised."""
+        self._background.run(job)
+
+    def get_observation_record(self, *, resource_id: str, thread_id: str) -> ObservationRecord | None:
+        """The observation record serving this thread (its own, or its resource's in resource scope)."""
+        return self._background.record(Scope.of(resource_id, thread_id))
+
+    def apply_recall_tool(
+        self, *, thread_id: str, resource_id: str, tool_call: object, options: dict[str, Any] | None = None
+    ) -> Message:
+        """Run the model's ``recall`` call (spec §2.9.8); its mistakes come back as an error result."""
+        return self._background.recall_tool(Scope.of(resource_id, thread_id), tool_call, options)

@@ -121,7 +121,13 @@ class WorkingMemoryActions:
         return self._run(wm, resource_id, thread_id, call.arguments, guard=True)
 
     def _run(
-        self, wm: WorkingMemoryOptions, resource_id: str, thread_id: str | None, args: dict[str, Any], *, guard: bool
+        self,
+        wm: WorkingMemoryOptions,
+        resource_id: str,
+        thread_id: str | None,
+        args: dict[str, Any],
+        *,
+        guard: bool,
     ) -> Outcome:
         slot = self.slot(wm, resource_id, thread_id)
 
