@@ -51,9 +51,11 @@ def test_given_resource_scoped_working_memory_when_a_seeded_thread_is_cloned_the
 ):
     with Memory.local(":memory:", "hash", working_memory={"enabled": True, "scope": "resource"}) as memory:
         memory.create_thread(resource_id=R, thread_id=A, metadata={"working_memory": "# User\n- Name: Ana"})
-        memory.update_working_memory(resource_id=R, working_memory="# User\n- Name: Ana\n- City: Lisbon")
+        memory.update_working_memory(
+            thread_id=A, resource_id=R, working_memory="# User\n- Name: Ana\n- City: Lisbon"
+        )
         memory.clone_thread(source_thread_id=A, resource_id=R, new_thread_id="copy")
-        assert memory.get_working_memory(resource_id=R) == "# User\n- Name: Ana\n- City: Lisbon"
+        assert memory.get_working_memory(thread_id=A, resource_id=R) == "# User\n- Name: Ana\n- City: Lisbon"
 
 
 def test_given_thread_scoped_working_memory_when_cloned_then_the_clone_has_its_own_copy() -> None:
