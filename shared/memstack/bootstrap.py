@@ -97,7 +97,7 @@ def chat_model_for(settings: Settings, options: MemoryOptions | dict[str, Any] |
     """
     from memstack.config import MemoryOptions
     from memstack.errors import InvalidInput
-    from memstack.usecases.core import needs_chat_model
+    from memstack.observation.requirements import needs_chat_model
 
     if not needs_chat_model(MemoryOptions.parse(options)):
         return None

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memstack.memory import Memory
-from memstack.usecases.core import needs_chat_model
+from memstack.observation.requirements import needs_chat_model
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ import pytest
 from memstack.bootstrap import chat_model_for, scheduler_for
 from memstack.config import MemoryOptions
 from memstack.errors import InvalidInput
+from memstack.observation.requirements import needs_chat_model
 from memstack.settings import load_settings
-from memstack.usecases.core import needs_chat_model
 
 ARN = "arn:aws:states:eu-west-1:123456789012:stateMachine:ObservationStateMachine-AbC_12"
 

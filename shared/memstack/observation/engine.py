@@ -47,6 +47,7 @@ from memstack.model import (
     Thread,
 )
 from memstack.observation.recall_tool import split_range
+from memstack.observation.requirements import missing_chat_model
 from memstack.observation.thresholds import Thresholds, activation_count, resolve, should_buffer
 from memstack.observation.transcript import count_message_tokens, transcript_batches
 from memstack.ports import ChatModel, Clock, MemoryStore, ObservationJob, Tokenizer
@@ -751,11 +752,7 @@ class ObservationEngine:
         can switch models (``with_model``) — the same endpoint with that model."""
         chat = self.chat_model
         if chat is None:
-            raise InvalidInput(
-                "observational memory needs a chat model: configure OPENAI_API_KEY (or a compatible "
-                "OPENAI_BASE_URL) or pass chat_model",
-                field="chat_model",
-            )
+            raise missing_chat_model()
         current = str(getattr(chat, "model", chat.model_id))
         if om is None or agent not in ("observer", "reflector"):
             return chat

@@ -16,11 +16,12 @@ from memstack.observation.engine import ObserveResult, ReflectResult
 from memstack.observation.layer import failure_text
 from memstack.observation.recall_tool import TOOL_NAME as RECALL
 from memstack.observation.recall_tool import run_recall
+from memstack.observation.requirements import needs_chat_model
 from memstack.observation.scheduler import InProcessScheduler
 from memstack.ports import ObservationJob, ObservationScheduler
 from memstack.scope import Scope
 from memstack.usecases.checks import MAX_TITLE_CHARS, check_limit
-from memstack.usecases.core import Core, needs_chat_model
+from memstack.usecases.core import Core
 from memstack.working_memory.tools import parse_tool_call
 
 logger = logging.getLogger(__name__)

@@ -13,6 +13,7 @@ from memstack.errors import InvalidInput
 from memstack.layers.base import Layer
 from memstack.model import Message, Thread, utcnow
 from memstack.observation.engine import ObservationEngine
+from memstack.observation.requirements import require_chat_model
 from memstack.ports import ChatModel, Clock, Embedder, MemoryStore, SearchIndex, Tokenizer
 from memstack.recall import EmbeddingCache, SemanticRecall
 from memstack.usecases.checks import MAX_BATCH
@@ -24,12 +25,6 @@ class SystemClock:
 
     def now(self) -> datetime:
         return utcnow()
-
-
-def needs_chat_model(options: MemoryOptions) -> bool:
-    """Whether these options call a chat model: observational memory (Observer, Reflector) or
-    ``generate_title``. The one rule ``Memory`` and ``bootstrap`` both ask."""
-    return options.observational_memory.enabled or options.generate_title.enabled
 
 
 @dataclass(slots=True)
@@ -57,13 +52,8 @@ class Core:
 
     def require_chat_model(self, options: MemoryOptions) -> None:
         """Raises ``InvalidInput`` (field ``chat_model``) when ``options`` need a chat model and none was
-        given."""
-        if self.chat_model is None and needs_chat_model(options):
-            raise InvalidInput(
-                "observational memory and title generation need a chat model: set OPENAI_API_KEY (or "
-                "OPENAI_BASE_URL for a compatible endpoint) or pass chat_model",
-                field="chat_model",
-            )
+        given (``observation.requirements``)."""
+        require_chat_model(self.chat_model, options)
 
 
 def add_counts(total: dict[str, int], counts: Mapping[str, int]) -> None:
