@@ -39,14 +39,11 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from memstack.api.ids import RULE, is_routable
 from memstack.context import SystemMessage
 from memstack.errors import (
-    Conflict,
     Forbidden,
     InvalidInput,
     MemstackError,
-    NotFound,
-    PayloadTooLarge,
-    Throttled,
     Unavailable,
+    error_class,
 )
 from memstack.fusion import FusedHit
 from memstack.memory import CloneResult, Include
@@ -66,34 +63,16 @@ DEFAULT_TIMEOUT = 30.0
 
 SIGV4_SERVICE = "execute-api"
 
-_ERRORS_BY_CODE: dict[str, type[MemstackError]] = {
-    "invalid_input": InvalidInput,
-    "unsupported_media_type": InvalidInput,
-    "method_not_allowed": InvalidInput,
-    "forbidden": Forbidden,
-    "not_found": NotFound,
-    "conflict": Conflict,
-    "payload_too_large": PayloadTooLarge,
-    "request_timeout": Unavailable,
-    "throttled": Throttled,
-    "unavailable": Unavailable,
-}
-_ERRORS_BY_STATUS: dict[int, type[MemstackError]] = {
-    400: InvalidInput,
+_GATEWAY_ERRORS: dict[int, type[MemstackError]] = {
     401: Forbidden,
-    403: Forbidden,
-    404: NotFound,
-    405: InvalidInput,
-    408: Unavailable,
-    409: Conflict,
     411: InvalidInput,
-    413: PayloadTooLarge,
-    415: InvalidInput,
-    429: Throttled,
+    500: Unavailable,
     502: Unavailable,
-    503: Unavailable,
     504: Unavailable,
 }
+"""Statuses that API Gateway or a proxy answers without the API's error body (a crashed or timed-out
+function is 502/504; the function's own 500s have a body). Other statuses map through the error table
+(``memstack.errors.error_class``)."""
 _MESSAGE_IN_FIELDS = ("id", "role", "parts", "created_at", "metadata", "author")
 
 T = TypeVar("T")
@@ -356,10 +335,10 @@ def _include(item: Include | Mapping[str, Any]) -> dict[str, Any]:
 def error_from_response(response: httpx.Response) -> MemstackError:
     """The ``memstack.errors`` exception for an error answer.
 
-    The API's ``{"error": {"code", "message", "field"?}}`` maps by ``code`` (unknown codes, e.g.
-    ``internal``, to ``MemstackError`` with that code); other bodies (API Gateway's ``{"message": ...}``,
-    proxies' HTML) map by status (5xx gateway errors → ``Unavailable``). The exception's ``status`` is the
-    HTTP status.
+    The API's ``{"error": {"code", "message", "field"?}}`` maps by ``code`` through the error table of
+    ``memstack.errors`` (the one the server answers from; unknown codes, e.g. ``internal``, to
+    ``MemstackError`` with that code); other bodies (API Gateway's ``{"message": ...}``, proxies' HTML) map
+    by status (5xx gateway errors → ``Unavailable``). The exception's ``status`` is the HTTP status.
     """
     status = response.status_code
     code: str | None = None
@@ -374,15 +353,19 @@ def error_from_response(response: httpx.Response) -> MemstackError:
         code = inner["code"]
         message = str(inner.get("message") or message)
         field_name = inner.get("field") if isinstance(inner.get("field"), str) else None
-        cls = _ERRORS_BY_CODE.get(code) or _ERRORS_BY_STATUS.get(status, MemstackError)
+        cls = error_class(code, status) or MemstackError
     else:
         if isinstance(body, dict) and isinstance(body.get("message"), str):
             message = f"HTTP {status}: {body['message']}"
-        cls = _ERRORS_BY_STATUS.get(status) or (Unavailable if status >= 500 else MemstackError)
+        cls = _GATEWAY_ERRORS.get(status) or error_class(status=status) or _fallback(status)
         code = cls.code if cls is not MemstackError else ("internal" if status >= 500 else "http_error")
     exc = cls(message, field=field_name, code=code)
     exc.status = status
     return exc
+
+
+def _fallback(status: int) -> type[MemstackError]:
+    return Unavailable if status >= 500 else MemstackError
 
 
 class MemstackClient:

@@ -1,8 +1,26 @@
-"""Errors raised by Memstack, each with a stable ``code`` and the offending ``field``.
+"""Errors raised by Memstack, each with a stable ``code``, its HTTP ``status`` and the offending ``field``.
 
-The HTTP layer (a later issue) maps each class to one status code in one place:
-InvalidInput → 400, Forbidden → 403, NotFound → 404, Conflict → 409, PayloadTooLarge → 413,
-Throttled → 429, Unavailable → 503 (``memstack.api.errors``).
+Each class carries its own ``code`` and ``status``; ``error_classes`` and ``error_class`` derive the one
+code/class/status table from them, which both sides of the HTTP API read: ``memstack.api.errors`` (class →
+status and code) and ``memstack.client`` (code → class). A new error is a new subclass here, nothing else.
+
+=========================  ======  ==========================
+class                      status  ``code``
+=========================  ======  ==========================
+``InvalidInput``           400     ``invalid_input``
+``Forbidden``              403     ``forbidden``
+``NotFound``               404     ``not_found``
+``MethodNotAllowed``       405     ``method_not_allowed``
+``RequestTimeout``         408     ``request_timeout``
+``Conflict``               409     ``conflict``
+``PayloadTooLarge``        413     ``payload_too_large``
+``UnsupportedMediaType``   415     ``unsupported_media_type``
+``Throttled``              429     ``throttled``
+``Unavailable``            503     ``unavailable``
+=========================  ======  ==========================
+
+``memstack.observation.engine`` adds ``ObservationFailed`` (502, ``observation_failed``) and its
+``ReflectionFailed`` (502, ``reflection_failed``).
 """
 
 from __future__ import annotations
@@ -84,9 +102,70 @@ class Unavailable(MemstackError):
     status = 503
 
 
+class MethodNotAllowed(InvalidInput):
+    """The path exists, but not for this HTTP method (HTTP 405; the response's ``Allow`` header lists the
+    methods it has). A kind of ``InvalidInput``: the request is at fault."""
+
+    code = "method_not_allowed"
+    status = 405
+
+
+class UnsupportedMediaType(InvalidInput):
+    """The request body is not JSON by its ``Content-Type`` (HTTP 415, field ``content-type``)."""
+
+    code = "unsupported_media_type"
+    status = 415
+
+
+class RequestTimeout(Unavailable):
+    """The server gave up waiting for the request itself (HTTP 408, e.g. ``memstack serve`` reading a slow
+    body); retry. A kind of ``Unavailable``."""
+
+    code = "request_timeout"
+    status = 408
+
+
 class Throttled(Unavailable):
     """A dependency throttled the request (e.g. DynamoDB's ``ThrottlingException``); retry later with
     backoff (HTTP 429). A kind of ``Unavailable``, so code that retries on ``Unavailable`` still does."""
 
     code = "throttled"
     status = 429
+
+
+def error_classes() -> dict[str, type[MemstackError]]:
+    """Every public ``MemstackError`` subclass of the library (this module's, and those of modules imported
+    so far, such as ``memstack.observation.engine.ObservationFailed``), keyed by its ``code``; parents come
+    before their subclasses.
+
+    Returns:
+        ``{code: class}``, e.g. ``{"invalid_input": InvalidInput, "throttled": Throttled, ...}``.
+
+    Raises:
+        RuntimeError: two classes share a code (the table would be ambiguous).
+    """
+    found: dict[str, type[MemstackError]] = {}
+    pending: list[type[MemstackError]] = list(MemstackError.__subclasses__())
+    while pending:
+        cls = pending.pop(0)
+        pending.extend(cls.__subclasses__())
+        if not cls.__module__.startswith("memstack.") or cls.__name__.startswith("_"):
+            continue
+        if cls.code in found and found[cls.code] is not cls:
+            raise RuntimeError(f"{cls.__name__} and {found[cls.code].__name__} share the code {cls.code!r}")
+        found[cls.code] = cls
+    return found
+
+
+def error_class(code: str | None = None, status: int | None = None) -> type[MemstackError] | None:
+    """The class of an error ``code`` (first), or else the most general class of an HTTP ``status``, or
+    ``None`` for neither.
+
+    Args:
+        code: a ``code`` from an error body, e.g. ``"not_found"``.
+        status: an HTTP status, e.g. ``404``.
+    """
+    classes = error_classes()
+    if code is not None and code in classes:
+        return classes[code]
+    return next((cls for cls in classes.values() if status is not None and cls.status == status), None)

@@ -31,6 +31,7 @@ from memstack import (
 )
 from memstack.api import AuthConfig, create_app, handle_http
 from memstack.client import MemstackClient, SigV4Auth, error_from_response
+from memstack.errors import UnsupportedMediaType
 
 BASE = "http://memstack.test"
 FAKE = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "session-token-example")
@@ -52,7 +53,7 @@ def answering(status: int, body: Any, content_type: str = "application/json") ->
     ("status", "code", "cls"),
     [
         (400, "invalid_input", InvalidInput),
-        (415, "unsupported_media_type", InvalidInput),
+        (415, "unsupported_media_type", UnsupportedMediaType),  # a kind of InvalidInput
         (403, "forbidden", Forbidden),
         (404, "not_found", NotFound),
         (409, "conflict", Conflict),

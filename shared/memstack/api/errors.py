@@ -1,19 +1,10 @@
 """The one place where errors become HTTP responses: ``{"error": {"code", "message", "field"?}}``.
 
-=====================================  ======  ==========================
-raised                                 status  ``error.code``
-=====================================  ======  ==========================
-``InvalidInput``, request validation   400     ``invalid_input``
-``Forbidden`` (JWT claim mismatch)     403     ``forbidden``
-``NotFound``, no such route            404     ``not_found``
-a route, but not for this method       405     ``method_not_allowed`` (``Allow`` header)
-``Conflict``                           409     ``conflict``
-``PayloadTooLarge``, body over limit   413     ``payload_too_large``
-unsupported ``Content-Type``           415     ``unsupported_media_type`` (field ``content-type``)
-``Throttled``                          429     ``throttled``
-anything else                          500     ``internal`` (no details)
-``Unavailable``                        503     ``unavailable``
-=====================================  ======  ==========================
+A ``MemstackError`` answers with its class's own ``status`` and ``code`` (the table in
+``memstack.errors``, which ``memstack.client`` reads back); the resolver's own refusals use the same
+classes: request validation → ``InvalidInput`` (400), no route → ``NotFound`` (404), a route but not for
+this method → ``MethodNotAllowed`` (405, ``Allow`` header), a body that is not JSON →
+``UnsupportedMediaType`` (415, field ``content-type``). Anything else is 500 ``internal``, with no details.
 
 Log lines carry ids, codes and the error's class, never message text or working-memory content.
 """
@@ -21,6 +12,7 @@ Log lines carry ids, codes and the error's class, never message text or working-
 from __future__ import annotations
 
 import json
+import logging
 import traceback
 from collections.abc import Sequence
 from http import HTTPStatus
@@ -28,22 +20,12 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
-from memstack.api.log import api_logger
-from memstack.errors import MemstackError
+from memstack.errors import InvalidInput, MemstackError, MethodNotAllowed, error_class
+
+logger = logging.getLogger(__name__)
 
 INTERNAL_MESSAGE = "internal error; the request id identifies it in the logs"
-
-_CODES = {
-    400: "invalid_input",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "payload_too_large",
-    415: "unsupported_media_type",
-    429: "throttled",
-    503: "unavailable",
-}
+INTERNAL_CODE = "internal"
 
 _PART_TAGS = {"text", "reasoning", "tool_call", "tool_result", "file", "image"}
 
@@ -77,10 +59,10 @@ def error_response(
 def method_not_allowed(method: str, allowed: Sequence[str]) -> Response[Any]:
     """405 ``method_not_allowed`` for a route that exists with other methods, naming them in ``Allow``."""
     listed = ", ".join(allowed)
-    api_logger().info("request failed", extra={"status": 405, "code": "method_not_allowed"})
+    logger.info("request failed", extra={"status": MethodNotAllowed.status, "code": MethodNotAllowed.code})
     return error_response(
-        405,
-        "method_not_allowed",
+        MethodNotAllowed.status,
+        MethodNotAllowed.code,
         f"{method} is not allowed here (allowed: {listed})",
         None,
         {"Allow": listed},
@@ -89,11 +71,12 @@ def method_not_allowed(method: str, allowed: Sequence[str]) -> Response[Any]:
 
 def from_memstack_error(exc: MemstackError) -> Response[Any]:
     """The response of a ``MemstackError``: its own ``status``, ``code``, ``message`` and ``field``
-    (messages never hold message text or working-memory content: errors.py)."""
-    status = exc.status if exc.status in _CODES or exc.status == 500 else 500
-    if status == 500:
+    (messages never hold message text or working-memory content: errors.py). An error whose status no
+    class of the table has (the base class's 500) is an internal error."""
+    if error_class(status=exc.status) is None:
         return internal_error(exc)
-    api_logger().info("request failed", extra={"status": status, "code": exc.code, "field": exc.field})
+    status = exc.status
+    logger.info("request failed", extra={"status": status, "code": exc.code, "field": exc.field})
     return error_response(status, exc.code, exc.message, exc.field)
 
 
@@ -123,12 +106,12 @@ def from_validation_errors(
     """400 ``invalid_input`` for Powertools/pydantic request validation errors, naming the first error's
     field path. The message is pydantic's short description (never the rejected value)."""
     if not errors:
-        return error_response(400, "invalid_input", "the request is invalid")
+        return from_memstack_error(InvalidInput("the request is invalid"))
     first = errors[0]
     loc = tuple(first.get("loc") or ())
     kind = str(first.get("type", ""))
     if kind == "json_invalid" and loc[:1] == ("body",) and all(isinstance(p, int) for p in loc[1:]):
-        return error_response(400, "invalid_input", "the request body is not valid JSON", "body")
+        return from_memstack_error(InvalidInput("the request body is not valid JSON", field="body"))
     field = field_path(loc, model_params)
     if kind == "json_invalid":
         message = f"{field} is not valid JSON"
@@ -139,13 +122,14 @@ def from_validation_errors(
     more = len(errors) - 1
     if more:
         message += f" (and {more} more error{'s' if more > 1 else ''})"
-    api_logger().info("request failed", extra={"status": 400, "code": "invalid_input", "field": field})
-    return error_response(400, "invalid_input", message, field)
+    return from_memstack_error(InvalidInput(message, field=field))
 
 
 def from_status(status: int, message: str | None = None) -> Response[Any]:
-    """An error response for a status Powertools decided (no route 404, unsupported media type 415)."""
-    code = _CODES.get(status, "internal")
+    """An error response for a status Powertools decided (no route 404, unsupported media type 415): the
+    code of that status's class in the table, or ``internal``."""
+    cls = error_class(status=status)
+    code = cls.code if cls is not None else INTERNAL_CODE
     text = message or HTTPStatus(status).phrase.lower()
     return error_response(status, code, text)
 
@@ -154,5 +138,5 @@ def internal_error(exc: BaseException) -> Response[Any]:
     """500 ``internal``: the class and stack frames are logged (never the exception's message, which
     might quote input); the caller learns nothing about the internals."""
     frames = "".join(traceback.format_tb(exc.__traceback__))
-    api_logger().error("unhandled error", extra={"error": type(exc).__name__, "frames": frames})
-    return error_response(500, "internal", INTERNAL_MESSAGE)
+    logger.error("unhandled error", extra={"error": type(exc).__name__, "frames": frames})
+    return error_response(500, INTERNAL_CODE, INTERNAL_MESSAGE)

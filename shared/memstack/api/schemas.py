@@ -13,6 +13,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 from memstack.api import ids
+from memstack.context import SystemKind
 from memstack.model import MAX_ID_LENGTH, Author, Message, Part, Role, Thread
 
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
@@ -298,7 +299,7 @@ class CloneOut(BaseModel):
 class SystemOut(BaseModel):
     """One system message and the layer it comes from."""
 
-    kind: Literal["instructions", "working_memory", "recall", "observations"]
+    kind: SystemKind
     text: str
 
 
