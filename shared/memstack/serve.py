@@ -412,13 +412,13 @@ def serve(memory: Memory, config: ServeConfig, *, banner: str = "", out: TextIO 
     Raises:
         OSError: the address cannot be bound.
     """
-    from memstack.api.log import api_logger
+    from memstack.observability import emit_json_logs
 
     out = out if out is not None else sys.stdout
-    if not config.verbose:
-        # this process is the server: the access line is its one line per request (make_server, used
-        # in-process by tests and embedders, leaves the process's logging alone)
-        api_logger().setLevel("WARNING")
+    # this process is the server: the access line is its one line per request, plus the API's JSON lines
+    # at WARNING (at INFO when verbose); make_server, used in-process by tests and embedders, leaves the
+    # process's logging alone
+    emit_json_logs("INFO" if config.verbose else "WARNING")
     try:
         server = make_server(memory, config)
     except BaseException:

@@ -141,8 +141,18 @@ def test_given_the_context_function_when_called_then_it_serves_context_and_not_t
 
     api = Api(handler, "user-a")
     assert api.post("/v1/threads/t1/context", {"message": "hi"}).status == 200
-    assert api.post("/v1/threads/t1/recall", {"query": "hi"}).status == 200
-    assert api.get("/v1/health").status == 200
-    reply = api.post("/v1/threads/t1/messages", {"messages": ["x"]})
-    assert reply.status == 404 and reply.error["code"] == "not_found"
+    for reply in (
+        api.post("/v1/threads/t1/recall", {"query": "hi"}),  # API Gateway sends these to the api function
+        api.post("/v1/threads/t1/messages", {"messages": ["x"]}),
+    ):
+        assert reply.status == 404 and reply.error["code"] == "not_found"
     reset_process_state()
+
+
+def test_given_the_route_sets_then_the_context_set_is_the_context_route_and_all_serves_every_router() -> None:
+    from memstack.api.app import ROUTE_SETS, served_routes
+
+    assert served_routes("context") == [("POST", "/v1/threads/{thread_id}/context")]
+    documented = {(m.upper(), p) for p, ops in json.loads(render())["paths"].items() for m in ops}
+    assert set(served_routes("all")) == documented
+    assert set(ROUTE_SETS["context"]) <= set(ROUTE_SETS["all"])

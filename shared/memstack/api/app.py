@@ -1,5 +1,6 @@
-"""The resolver: Powertools ``APIGatewayRestResolver`` with pydantic validation, every ``/v1`` route, the
-error mapping, the body size limit and the auth check — shared by the Lambda functions and ``memstack serve``.
+"""The resolver: Powertools ``APIGatewayRestResolver`` with pydantic validation, the route modules'
+``Router``s included (``ROUTE_SETS``), the error mapping, the body size limit and the auth check — shared by
+the Lambda functions and ``memstack serve``.
 
 Request pipeline (``MemstackResolver.resolve``), in order:
 
@@ -10,13 +11,15 @@ Request pipeline (``MemstackResolver.resolve``), in order:
 4. route matching: no route for the path → 404; a route for the path but not the method → 405 with
    ``Allow``; then the query's names against the route's declared parameters: an unknown or a repeated
    single-valued parameter → 400 naming it (``_check_query``, one place for every route but health);
-5. request validation (→ 400 naming the field), the route: one ``Memory`` call;
+5. request validation (→ 400 naming the field), the route: one ``Memory`` call, inside a span
+   ``api.<route>`` (``memstack.observability.use_case``) and one access-log line;
 6. any error → ``memstack.api.errors`` (the one place that maps errors to HTTP).
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, get_origin
@@ -33,32 +36,65 @@ from pydantic import BaseModel
 
 from memstack.api import errors
 from memstack.api.auth import AuthConfig, auth_from_env
-from memstack.api.log import api_logger
-from memstack.errors import InvalidInput, MemstackError, PayloadTooLarge, Unavailable
+from memstack.api.deps import API_PREFIX, HEALTH_PATH, MemoryProvider, ServerMisconfigured, serving
+from memstack.api.routes import (
+    context,
+    health,
+    messages,
+    observations,
+    recall,
+    resources,
+    threads,
+    working_memory,
+)
+from memstack.errors import InvalidInput, MemstackError, NotFound, PayloadTooLarge, UnsupportedMediaType
+from memstack.observability import use_case
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+    from aws_lambda_powertools.event_handler.router import APIGatewayRouter
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from memstack.memory import Memory
+
+__all__ = [
+    "API_PREFIX",
+    "HEALTH_PATH",
+    "MAX_BODY_BYTES",
+    "ROUTE_SETS",
+    "MemoryProvider",
+    "MemstackResolver",
+    "RouteSet",
+    "ServerMisconfigured",
+    "create_app",
+    "served_routes",
+]
+
+logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """Largest request body the API reads, in bytes (4 MiB): under Lambda's 6 MB synchronous payload limit even
 when API Gateway base64-encodes the body (×4/3). Larger bodies are refused with 413 before parsing."""
 
-API_PREFIX = "/v1"
-HEALTH_PATH = f"{API_PREFIX}/health"
-
 RouteSet = Literal["all", "context"]
-"""Which routes a resolver serves: ``all``, or ``context`` (the hot path — context assembly, recall and
-health — on a function of its own)."""
+"""Which routes a resolver serves: ``all``, or ``context`` (the hot path on a function of its own)."""
 
-MemoryProvider = Callable[[], "Memory"]
-
-
-class ServerMisconfigured(RuntimeError):
-    """The ``Memory`` or the auth settings could not be built from the deployment's settings (HTTP 500:
-    the caller's request is not at fault)."""
+ROUTE_SETS: dict[RouteSet, tuple[APIGatewayRouter, ...]] = {
+    "all": (
+        health.router,
+        context.router,
+        recall.router,
+        threads.router,
+        messages.router,
+        working_memory.router,
+        observations.router,
+        resources.router,
+    ),
+    "context": (context.router,),
+}
+"""The routers each route set includes, in order (the OpenAPI document lists paths in this order). The
+``context`` set is what API Gateway sends to the ``context`` function: infra/api.py builds those methods
+from ``served_routes("context")``."""
 
 
 class MemstackResolver(APIGatewayRestResolver):
@@ -78,35 +114,23 @@ class MemstackResolver(APIGatewayRestResolver):
         self._auth_provider = auth
         self.max_body_bytes = max_body_bytes
 
-    def memory(self) -> Memory:
-        """The ``Memory`` of this request (built on first use by the provider).
-
-        Raises:
-            Unavailable: a backend could not be reached while building it.
-            ServerMisconfigured: the settings are invalid.
-        """
-        try:
-            return self._memory_provider()
-        except Unavailable:
-            raise
-        except MemstackError as exc:  # bad settings: the server's fault, never the caller's
-            raise ServerMisconfigured(type(exc).__name__) from exc
-
     def resolve(self, event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
         """The API Gateway proxy response for ``event`` (``statusCode``, ``multiValueHeaders``, ``body``,
         ``isBase64Encoded``). Never raises: every error becomes an error response."""
         try:
-            request_id = (event.get("requestContext") or {}).get("requestId")
-            logger = api_logger()
-            if request_id:
-                logger.set_correlation_id(str(request_id))
             rejected = self._precheck(event)
         except Exception as exc:
             rejected = errors.internal_error(exc)
         if rejected is not None:
             builder: ResponseBuilder[Any] = ResponseBuilder(rejected, serializer=self._serializer)
             return builder.build(self._to_proxy_event(dict(event)), self._cors)
-        return super().resolve(_json_content_type(event), context)  # type: ignore[arg-type]
+        with serving(self._memory_provider, self.authorize):
+            return super().resolve(_json_content_type(event), context)  # type: ignore[arg-type]
+
+    def routes(self) -> list[tuple[str, str]]:
+        """The ``(method, path)`` pairs this resolver serves, paths in OpenAPI form
+        (``/v1/threads/{thread_id}/context``), sorted."""
+        return sorted((r.method, r.openapi_path) for r in self._routes())
 
     def _precheck(self, event: Mapping[str, Any]) -> Response[Any] | None:
         try:
@@ -238,15 +262,10 @@ def _check_body(event: Mapping[str, Any], limit: int) -> None:
     headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
     content_type = str(headers.get("content-type") or "")
     if _media(content_type) and not _is_json(content_type):
-        raise _UnsupportedMedia(_media(content_type))
+        raise UnsupportedMediaType(_UNSUPPORTED_MEDIA, field="content-type")
 
 
-class _UnsupportedMedia(InvalidInput):
-    code = "unsupported_media_type"
-    status = 415
-
-    def __init__(self, media: str) -> None:
-        super().__init__("request bodies are application/json", field="content-type")
+_UNSUPPORTED_MEDIA = "request bodies are application/json"
 
 
 def _single_query_value(event: Mapping[str, Any], name: str) -> str | None:
@@ -274,29 +293,34 @@ def create_app(
             the first request, so nothing connects at import time).
         auth: the auth mode, or a provider of it; ``None`` is ``auth_from_env`` (``MEMSTACK_AUTH`` and
             ``MEMSTACK_JWT_RESOURCE_CLAIM``, read on the first request, never at import).
-        routes: ``all`` routes, or only ``context`` (context, recall and health) for the hot-path function.
+        routes: ``all`` routes, or only ``context`` (the routers of ``ROUTE_SETS``) for the hot-path
+            function.
         max_body_bytes: the request body limit (default ``MAX_BODY_BYTES``).
 
     Returns:
         A ``MemstackResolver``: ``resolve(event, context)`` takes an API Gateway REST proxy event;
         ``memstack.api.http`` adapts plain HTTP requests to it.
     """
-    from memstack.api.routes import context as context_routes
-    from memstack.api.routes import health, messages, observations, resources, threads, working_memory
-
     provider: MemoryProvider = memory if callable(memory) else (lambda: memory)
     app = MemstackResolver(provider, _auth_provider(auth), max_body_bytes)
     _register_error_handlers(app)
     app.use(middlewares=[_access_log])
-    health.register(app)
-    context_routes.register(app)
-    if routes == "all":
-        threads.register(app)
-        messages.register(app)
-        working_memory.register(app)
-        observations.register(app)
-        resources.register(app)
+    for router in ROUTE_SETS[routes]:
+        app.include_router(router)
     return app
+
+
+def served_routes(routes: RouteSet) -> list[tuple[str, str]]:
+    """The ``(method, path)`` pairs a resolver of ``routes`` serves (``MemstackResolver.routes``): the one
+    source infra/api.py reads to send those methods to the function that serves them.
+
+    Example: ``served_routes("context") == [("POST", "/v1/threads/{thread_id}/context")]``.
+    """
+    return create_app(_no_memory, auth=AuthConfig(), routes=routes).routes()
+
+
+def _no_memory() -> Memory:
+    raise ServerMisconfigured("this resolver only lists its routes")
 
 
 def _auth_provider(auth: AuthConfig | Callable[[], AuthConfig] | None) -> Callable[[], AuthConfig]:
@@ -318,13 +342,11 @@ def _register_error_handlers(app: MemstackResolver) -> None:
         return errors.from_validation_errors(list(exc.errors()), QUERY_MODEL_PARAMS)
 
     def unsupported_media(exc: RequestUnsupportedContentType) -> Response[Any]:
-        return errors.error_response(
-            415, "unsupported_media_type", "request bodies are application/json", "content-type"
-        )
+        return errors.from_memstack_error(UnsupportedMediaType(_UNSUPPORTED_MEDIA, field="content-type"))
 
     def no_route(exc: NotFoundError) -> Response[Any]:
         event = app.current_event
-        return errors.error_response(404, "not_found", f"no route {event.http_method} {event.path}")
+        return errors.from_memstack_error(NotFound(f"no route {event.http_method} {event.path}"))
 
     def service_error(exc: ServiceError) -> Response[Any]:
         return errors.from_status(exc.status_code)
@@ -347,12 +369,14 @@ def _register_error_handlers(app: MemstackResolver) -> None:
 
 
 def _access_log(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-    """One INFO line per request: method, route, status, duration, resource — ids only."""
+    """One span (``api.<route function>``) and one INFO line per request: method, route, status, duration,
+    resource — ids only."""
     started = time.perf_counter()
-    response = next_middleware(app)
-    event = app.current_event
     route = app.context.get("_route")
-    api_logger().info(
+    with use_case(f"api.{getattr(getattr(route, 'func', None), '__name__', 'route')}"):
+        response = next_middleware(app)
+    event = app.current_event
+    logger.info(
         "request",
         extra={
             "method": event.http_method,

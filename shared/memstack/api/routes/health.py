@@ -2,16 +2,18 @@
 
 from functools import cache
 
-from memstack.api.app import HEALTH_PATH, MemstackResolver
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from memstack.api.deps import HEALTH_PATH
 from memstack.api.schemas import Health
 
+router = APIGatewayRouter()
+"""``GET /v1/health``."""
 
-def register(app: MemstackResolver) -> None:
-    """Add ``GET /v1/health``."""
 
-    @app.get(HEALTH_PATH, tags=["health"], summary="Liveness: the function answers")
-    def health() -> Health:
-        return Health(version=_version())
+@router.get(HEALTH_PATH, tags=["health"], summary="Liveness: the function answers")
+def health() -> Health:
+    return Health(version=_version())
 
 
 @cache

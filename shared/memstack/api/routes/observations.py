@@ -9,8 +9,9 @@ retrieval tool the context route offers when ``observational_memory.retrieval`` 
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from memstack.api.app import API_PREFIX, MemstackResolver
+from memstack.api.deps import API_PREFIX, current_memory
 from memstack.api.schemas import (
     ObservationsOut,
     ObservationSummary,
@@ -20,6 +21,7 @@ from memstack.api.schemas import (
 )
 from memstack.context import tool_messages
 from memstack.model import ObservationRecord
+from memstack.observability import TOOL_CALLS, add_metric
 
 TAGS = ["observational memory"]
 
@@ -44,34 +46,37 @@ def summary(record: ObservationRecord, thread_id: str) -> ObservationSummary:
     )
 
 
-def register(app: MemstackResolver) -> None:
-    """Add the observational-memory routes."""
+router = APIGatewayRouter()
+"""The observational-memory routes."""
 
-    @app.get(
-        f"{API_PREFIX}/threads/<thread_id>/observations",
-        tags=TAGS,
-        summary="The thread's observation record ({record: null} before anything is observed; 404 for a "
-        "missing or another resource's thread)",
-    )
-    def get_observations(thread_id: str, query: Annotated[ResourceQuery, Query()]) -> ObservationsOut:
-        memory = app.memory()
-        memory.get_thread(thread_id=thread_id, resource_id=query.resource_id)  # 404 unless the owner's
-        record = memory.get_observation_record(resource_id=query.resource_id, thread_id=thread_id)
-        return ObservationsOut(record=None if record is None else summary(record, thread_id))
 
-    @app.post(
-        f"{API_PREFIX}/threads/<thread_id>/recall-tool",
-        tags=TAGS,
-        summary="Run the model's recall tool call (observational-memory retrieval); returns the tool result "
-        "to send back",
+@router.get(
+    f"{API_PREFIX}/threads/<thread_id>/observations",
+    tags=TAGS,
+    summary="The thread's observation record ({record: null} before anything is observed; 404 for a "
+    "missing or another resource's thread)",
+)
+def get_observations(thread_id: str, query: Annotated[ResourceQuery, Query()]) -> ObservationsOut:
+    memory = current_memory()
+    memory.get_thread(thread_id=thread_id, resource_id=query.resource_id)  # 404 unless the owner's
+    record = memory.get_observation_record(resource_id=query.resource_id, thread_id=thread_id)
+    return ObservationsOut(record=None if record is None else summary(record, thread_id))
+
+
+@router.post(
+    f"{API_PREFIX}/threads/<thread_id>/recall-tool",
+    tags=TAGS,
+    summary="Run the model's recall tool call (observational-memory retrieval); returns the tool result "
+    "to send back",
+)
+def apply_recall_tool(
+    thread_id: str, body: RecallToolBody, query: Annotated[ResourceQuery, Query()]
+) -> ToolCallOut:
+    message = current_memory().apply_recall_tool(
+        thread_id=thread_id,
+        resource_id=query.resource_id,
+        tool_call=body.tool_call.model_dump(),
+        options=body.options,
     )
-    def apply_recall_tool(
-        thread_id: str, body: RecallToolBody, query: Annotated[ResourceQuery, Query()]
-    ) -> ToolCallOut:
-        message = app.memory().apply_recall_tool(
-            thread_id=thread_id,
-            resource_id=query.resource_id,
-            tool_call=body.tool_call.model_dump(),
-            options=body.options,
-        )
-        return ToolCallOut(message=message, messages=tool_messages(message))
+    add_metric(TOOL_CALLS)
+    return ToolCallOut(message=message, messages=tool_messages(message))

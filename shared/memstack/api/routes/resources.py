@@ -1,24 +1,28 @@
 """Resource routes: erase everything a resource owns (``DELETE /v1/resources/{resource_id}``).
 
 The resource comes from the path, not from a ``resource_id`` query, so the route makes the auth check
-itself (``MemstackResolver.authorize``): in ``jwt`` mode only the resource's own token may erase it.
+itself (``memstack.api.deps.authorize``): in ``jwt`` mode only the resource's own token may erase it.
 """
 
-from memstack.api.app import API_PREFIX, MemstackResolver
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from memstack.api.deps import API_PREFIX, authorize, current_memory
 from memstack.api.schemas import EraseOut
+from memstack.observability import RESOURCES_ERASED, add_metric
 
 TAGS = ["resources"]
 
+router = APIGatewayRouter()
+"""The resource routes under ``/v1/resources``."""
 
-def register(app: MemstackResolver) -> None:
-    """Add the resource routes under ``/v1/resources``."""
 
-    @app.delete(
-        f"{API_PREFIX}/resources/<resource_id>",
-        tags=TAGS,
-        summary="Erase everything the resource owns; returns the counts deleted (idempotent, resumable)",
-    )
-    def erase_resource(resource_id: str) -> EraseOut:
-        app.authorize(resource_id)
-        receipt = app.memory().erase_resource(resource_id=resource_id)
-        return EraseOut.model_validate(receipt.to_dict())
+@router.delete(
+    f"{API_PREFIX}/resources/<resource_id>",
+    tags=TAGS,
+    summary="Erase everything the resource owns; returns the counts deleted (idempotent, resumable)",
+)
+def erase_resource(resource_id: str) -> EraseOut:
+    authorize(resource_id)
+    receipt = current_memory().erase_resource(resource_id=resource_id)
+    add_metric(RESOURCES_ERASED)
+    return EraseOut.model_validate(receipt.to_dict())

@@ -10,8 +10,9 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from memstack.api.app import API_PREFIX, MemstackResolver
+from memstack.api.deps import API_PREFIX, current_memory
 from memstack.api.schemas import (
     OptionsQuery,
     ResourceQuery,
@@ -21,6 +22,7 @@ from memstack.api.schemas import (
     WorkingMemoryOut,
 )
 from memstack.context import tool_messages
+from memstack.observability import TOOL_CALLS, WORKING_MEMORY_UPDATES, add_metric
 
 TAGS = ["working memory"]
 
@@ -37,77 +39,83 @@ def scoped(options: dict[str, Any] | None, scope: Literal["resource", "thread"])
     return out
 
 
-def register(app: MemstackResolver) -> None:
-    """Add the working-memory routes."""
+router = APIGatewayRouter()
+"""The working-memory routes."""
 
-    @app.get(f"{API_PREFIX}/working-memory", tags=TAGS, summary="The resource's working memory")
-    def get_resource_working_memory(query: Annotated[OptionsQuery, Query()]) -> WorkingMemoryOut:
-        value = app.memory().get_working_memory(
-            thread_id=RESOURCE_SCOPE_THREAD,
-            resource_id=query.resource_id,
-            options=scoped(query.options, "resource"),
-        )
-        return WorkingMemoryOut(working_memory=value, scope="resource")
 
-    @app.put(
-        f"{API_PREFIX}/working-memory",
-        tags=TAGS,
-        summary="Replace (markdown) or merge (schema) the resource's working memory (204)",
+@router.get(f"{API_PREFIX}/working-memory", tags=TAGS, summary="The resource's working memory")
+def get_resource_working_memory(query: Annotated[OptionsQuery, Query()]) -> WorkingMemoryOut:
+    value = current_memory().get_working_memory(
+        thread_id=RESOURCE_SCOPE_THREAD,
+        resource_id=query.resource_id,
+        options=scoped(query.options, "resource"),
     )
-    def put_resource_working_memory(
-        body: WorkingMemoryBody, query: Annotated[ResourceQuery, Query()]
-    ) -> Response[None]:
-        app.memory().update_working_memory(
-            thread_id=RESOURCE_SCOPE_THREAD,
-            resource_id=query.resource_id,
-            working_memory=body.working_memory,
-            options=scoped(body.options, "resource"),
-        )
-        return Response(204, None, None)
+    return WorkingMemoryOut(working_memory=value, scope="resource")
 
-    @app.get(
-        f"{API_PREFIX}/threads/<thread_id>/working-memory",
-        tags=TAGS,
-        summary="The thread's working memory (404 for a missing or another resource's thread)",
-    )
-    def get_thread_working_memory(
-        thread_id: str, query: Annotated[OptionsQuery, Query()]
-    ) -> WorkingMemoryOut:
-        memory = app.memory()
-        memory.get_thread(thread_id=thread_id, resource_id=query.resource_id)  # 404 unless the owner's
-        value = memory.get_working_memory(
-            thread_id=thread_id, resource_id=query.resource_id, options=scoped(query.options, "thread")
-        )
-        return WorkingMemoryOut(working_memory=value, scope="thread")
 
-    @app.put(
-        f"{API_PREFIX}/threads/<thread_id>/working-memory",
-        tags=TAGS,
-        summary="Replace (markdown) or merge (schema) the thread's working memory (204)",
+@router.put(
+    f"{API_PREFIX}/working-memory",
+    tags=TAGS,
+    summary="Replace (markdown) or merge (schema) the resource's working memory (204)",
+)
+def put_resource_working_memory(
+    body: WorkingMemoryBody, query: Annotated[ResourceQuery, Query()]
+) -> Response[None]:
+    current_memory().update_working_memory(
+        thread_id=RESOURCE_SCOPE_THREAD,
+        resource_id=query.resource_id,
+        working_memory=body.working_memory,
+        options=scoped(body.options, "resource"),
     )
-    def put_thread_working_memory(
-        thread_id: str, body: WorkingMemoryBody, query: Annotated[ResourceQuery, Query()]
-    ) -> Response[None]:
-        app.memory().update_working_memory(
-            thread_id=thread_id,
-            resource_id=query.resource_id,
-            working_memory=body.working_memory,
-            options=scoped(body.options, "thread"),
-        )
-        return Response(204, None, None)
+    add_metric(WORKING_MEMORY_UPDATES)
+    return Response(204, None, None)
 
-    @app.post(
-        f"{API_PREFIX}/threads/<thread_id>/working-memory/tool-calls",
-        tags=TAGS,
-        summary="Apply the model's updateWorkingMemory tool call; returns the tool result to send back",
+
+@router.get(
+    f"{API_PREFIX}/threads/<thread_id>/working-memory",
+    tags=TAGS,
+    summary="The thread's working memory (404 for a missing or another resource's thread)",
+)
+def get_thread_working_memory(thread_id: str, query: Annotated[OptionsQuery, Query()]) -> WorkingMemoryOut:
+    memory = current_memory()
+    memory.get_thread(thread_id=thread_id, resource_id=query.resource_id)  # 404 unless the owner's
+    value = memory.get_working_memory(
+        thread_id=thread_id, resource_id=query.resource_id, options=scoped(query.options, "thread")
     )
-    def apply_tool_call(
-        thread_id: str, body: ToolCallBody, query: Annotated[ResourceQuery, Query()]
-    ) -> ToolCallOut:
-        message = app.memory().apply_tool_call(
-            thread_id=thread_id,
-            resource_id=query.resource_id,
-            tool_call=body.tool_call.model_dump(),
-            options=body.options,
-        )
-        return ToolCallOut(message=message, messages=tool_messages(message))
+    return WorkingMemoryOut(working_memory=value, scope="thread")
+
+
+@router.put(
+    f"{API_PREFIX}/threads/<thread_id>/working-memory",
+    tags=TAGS,
+    summary="Replace (markdown) or merge (schema) the thread's working memory (204)",
+)
+def put_thread_working_memory(
+    thread_id: str, body: WorkingMemoryBody, query: Annotated[ResourceQuery, Query()]
+) -> Response[None]:
+    current_memory().update_working_memory(
+        thread_id=thread_id,
+        resource_id=query.resource_id,
+        working_memory=body.working_memory,
+        options=scoped(body.options, "thread"),
+    )
+    add_metric(WORKING_MEMORY_UPDATES)
+    return Response(204, None, None)
+
+
+@router.post(
+    f"{API_PREFIX}/threads/<thread_id>/working-memory/tool-calls",
+    tags=TAGS,
+    summary="Apply the model's updateWorkingMemory tool call; returns the tool result to send back",
+)
+def apply_tool_call(
+    thread_id: str, body: ToolCallBody, query: Annotated[ResourceQuery, Query()]
+) -> ToolCallOut:
+    message = current_memory().apply_tool_call(
+        thread_id=thread_id,
+        resource_id=query.resource_id,
+        tool_call=body.tool_call.model_dump(),
+        options=body.options,
+    )
+    add_metric(TOOL_CALLS)
+    return ToolCallOut(message=message, messages=tool_messages(message))
