@@ -9,10 +9,15 @@ from typing import Any
 
 from memstack.api import create_app
 from memstack.bootstrap import memory_from_env
+from memstack.observability import API_GATEWAY_REQUEST_ID, lambda_handler
 
 app = create_app(memory_from_env, routes="context")
 
 
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """API Gateway REST proxy event → proxy response (``statusCode``, ``multiValueHeaders``, ``body``)."""
     return app.resolve(event, context)
+
+
+handler = lambda_handler(resolve, correlation_id_path=API_GATEWAY_REQUEST_ID)
+"""``resolve`` with the function's logs, trace and metrics (memstack.observability)."""

@@ -21,14 +21,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from memstack.bootstrap import memory_from_env
 from memstack.errors import InvalidInput, Unavailable
+from memstack.observability import OBSERVED, add_metric, lambda_handler, logger
 from memstack.observation.events import job_ids
 from memstack.settings import load_settings
-
-logger = Logger()  # service: POWERTOOLS_SERVICE_NAME (memstack-observe, memstack-sweep)
 
 CAUSE_CHARS = 300
 """How much of a failure's message is kept on the record (``last_error``)."""
@@ -36,7 +33,7 @@ SWEEP_IDLE_SECONDS = 300
 SWEEP_LIMIT = 100
 
 
-def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+def observe(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     """One Observe step, or the Catch path's failure record (module docstring).
 
     Raises:
@@ -49,7 +46,7 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     if event.get("action") == "record_failure":
         error = failure_text(event.get("error"))
         memory.record_observation_failure(resource_id=resource_id, thread_id=thread_id, error=error)
-        logger.warning(
+        logger().warning(
             "observation failed; recorded for the sweep",
             extra={
                 "resource_id": resource_id,
@@ -66,10 +63,11 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         reason=reason if isinstance(reason, str) else "background",
         time_budget=_time_budget(context),
     )
+    add_metric(OBSERVED, result.observed_messages)
     out = result.to_dict()
     # the title is conversation text: the execution's output (kept in its history) says only whether one was set
     out["title"] = out.get("title") is not None
-    logger.info(
+    logger().info(
         "observation step done",
         extra={
             "resource_id": resource_id,
@@ -82,7 +80,7 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     return out
 
 
-def sweep(event: Mapping[str, Any], context: Any) -> dict[str, int]:
+def sweep_due(event: Mapping[str, Any], context: Any) -> dict[str, int]:
     """The schedule's sweep: start a job for every observation record due for at least ``idle_seconds``
     (default 300), at most ``limit`` (default 100) per run, through the memory's scheduler (Step Functions;
     a job already started is not started again). Returns ``{"started": n}`` (jobs submitted).
@@ -109,12 +107,12 @@ def sweep(event: Mapping[str, Any], context: Any) -> dict[str, int]:
             started += 1
         except Exception as exc:  # the others still start; this one is due again at the next run
             failed += 1
-            logger.warning(
+            logger().warning(
                 "observation sweep could not start a job (%s)",
                 type(exc).__name__,
                 extra={"resource_id": job.resource_id, "thread_id": job.thread_id, "key": job.key},
             )
-    logger.info(
+    logger().info(
         "observation sweep done",
         extra={"due": len(jobs), "started": started, "failed": failed, "idle_seconds": idle, "limit": limit},
     )
@@ -123,6 +121,12 @@ def sweep(event: Mapping[str, Any], context: Any) -> dict[str, int]:
             f"the sweep could not start {failed} of {len(jobs)} observation jobs; the next run retries"
         )
     return {"started": started}
+
+
+handler = lambda_handler(observe)
+"""``observe`` with the function's logs, trace and metrics (memstack.observability)."""
+sweep = lambda_handler(sweep_due)
+"""``sweep_due`` with the function's logs, trace and metrics (the ``sweep`` function's handler)."""
 
 
 def failure_text(error: object) -> str:

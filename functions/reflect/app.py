@@ -12,15 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from memstack.bootstrap import memory_from_env
+from memstack.observability import REFLECTIONS, add_metric, lambda_handler, logger
 from memstack.observation.events import job_ids
 
-logger = Logger()  # service: POWERTOOLS_SERVICE_NAME (memstack-reflect)
 
-
-def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+def reflect(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     """Reflect the thread's observations if they are over the reflection threshold.
 
     Raises:
@@ -29,9 +26,14 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     """
     resource_id, thread_id = job_ids(event)
     result = memory_from_env().reflect(resource_id=resource_id, thread_id=thread_id)
+    add_metric(REFLECTIONS, int(result.reflected))
     out = result.to_dict()
-    logger.info(
+    logger().info(
         "reflection step done",
         extra={"resource_id": resource_id, "thread_id": thread_id, "key": str(event.get("key") or ""), **out},
     )
     return out
+
+
+handler = lambda_handler(reflect)
+"""``reflect`` with the function's logs, trace and metrics (memstack.observability)."""

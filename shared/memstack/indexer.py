@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memstack.memory import Memory
+from memstack.observability import INDEXED, add_metric
 from memstack.observation.requirements import needs_chat_model
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ def handle_stream_event(memory: Memory, event: Mapping[str, Any]) -> dict[str, l
             "failed": len(failed),
         },
     )
+    add_metric(INDEXED, written)
     return {"batchItemFailures": [{"itemIdentifier": s} for s in failed]}
 
 

@@ -25,7 +25,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 import threading
+import warnings
 from collections.abc import Callable
 from contextlib import ContextDecorator
 from contextvars import ContextVar
@@ -86,6 +88,7 @@ _metrics: Metrics | None = None
 _tracer: Tracer | None = None
 _tracing: bool | None = None  # None: not decided yet
 _recording: ContextVar[bool] = ContextVar("memstack_metrics_recording", default=False)
+_generation = 0  # bumped by reset(): wrapped handlers rebuild their instruments
 
 
 def service_name() -> str:
@@ -104,7 +107,7 @@ def logger() -> Logger:
         if _logger is None:
             from aws_lambda_powertools import Logger
 
-            _logger = Logger(service=service_name())
+            _logger = Logger(service=service_name(), name="%(name)s")  # the module logger's name per line
         return _logger
 
 
@@ -157,12 +160,21 @@ def configure(*, tracer: Tracer | None = None, metrics: Metrics | None = None) -
 def reset() -> None:
     """Forget the instruments and give the ``memstack`` logger back to the host (a ``NullHandler``,
     propagating), as in a fresh process. Tests call it between cases."""
-    global _logger, _metrics, _tracer, _tracing
+    global _logger, _metrics, _tracer, _tracing, _generation
     with _lock:
         if _metrics is not None:
             _metrics.clear_metrics()
         _logger = _metrics = _tracer = None
         _tracing = None
+        _generation += 1
+    tracing = sys.modules.get("aws_lambda_powertools.tracing.tracer")
+    if tracing is not None:
+        tracing.Tracer._reset_config()  # Powertools keeps the first tracer's provider class-wide
+    for existing in list(logging.root.manager.loggerDict.values()):
+        if isinstance(existing, logging.Logger) and getattr(existing, "powertools_handler", None):
+            existing.handlers = []  # a new Logger of that service configures itself afresh (new stdout)
+            for attribute in ("init", "powertools_handler"):
+                delattr(existing, attribute)
     library = logging.getLogger(LIBRARY_LOGGER)
     library.handlers = [logging.NullHandler()]
     library.propagate = True
@@ -230,13 +242,15 @@ def lambda_handler(handler: F, *, correlation_id_path: str | None = None) -> F:
     A call without a Lambda context object (tests calling ``handler(event, None)``) runs without the
     logger's context fields.
     """
-    built: list[Callable[[Any, Any], Any]] = []
+    built: dict[int, Callable[[Any, Any], Any]] = {}
 
     @functools.wraps(handler)
     def wrapper(event: Any, context: Any) -> Any:
-        if not built:
-            built.append(_instrument(handler, correlation_id_path))
-        return built[0](event, context)
+        generation = _generation
+        if generation not in built:
+            built.clear()
+            built[generation] = _instrument(handler, correlation_id_path)
+        return built[generation](event, context)
 
     return wrapper  # type: ignore[return-value]
 
@@ -265,6 +279,8 @@ def _instrument(
     handler: Callable[[Any, Any], Any], correlation_id_path: str | None
 ) -> Callable[[Any, Any], Any]:
     log = emit_json_logs()
+    # an invocation without business metrics (health, an error) is normal here, not worth a warning line
+    warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
 
     def recording(event: Any, context: Any) -> Any:
         token = _recording.set(True)

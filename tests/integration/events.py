@@ -239,15 +239,17 @@ class Api:
 
 
 def reset_process_state() -> None:
-    """Forget the process-wide ``Memory`` and auth settings of the handlers (closing the ``Memory``), as a
-    fresh Lambda execution environment would start."""
+    """Forget the process-wide ``Memory``, auth settings and observability instruments of the handlers
+    (closing the ``Memory``), as a fresh Lambda execution environment would start."""
     import memstack.api.auth
     import memstack.bootstrap
+    import memstack.observability
 
     if memstack.bootstrap._memory is not None:
         memstack.bootstrap._memory.close()
     memstack.bootstrap._memory = None
     memstack.api.auth._auth = None
+    memstack.observability.reset()
 
 
 def use_sqlite(monkeypatch: Any, db_path: Any, **env: str) -> None:
