@@ -1,6 +1,7 @@
 """API: the REST API in front of the functions.
 
-Routes: ``POST /v1/threads/{thread_id}/context`` on the ``context`` function; everything else on ``api``
+Routes: the methods the ``context`` function serves (``memstack.api.app.served_routes("context")``, the
+one source: today ``POST /v1/threads/{thread_id}/context``) on that function; everything else on ``api``
 through proxy resources. API Gateway matches static path parts before variables and does not fall back
 from a deeper resource to a shallower ``{proxy+}``, so each level that has a static child also has a proxy
 of its own: ``/{proxy+}``, ``/v1/{proxy+}``, ``/v1/threads``, ``/v1/threads/{thread_id}``,
@@ -22,6 +23,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from infra.config import MemstackConfig
+from memstack.api.app import served_routes
 
 STAGE = "prod"
 
@@ -99,7 +101,9 @@ class Api(Construct):
         thread = threads.add_resource("{thread_id}")
         self._any(thread, api, params=("thread_id",))
         self._any(thread.add_resource("{proxy+}"), api, params=("thread_id", "proxy"))
-        self._method(thread.add_resource("context"), "POST", context, params=("thread_id",))
+        for verb, path in served_routes("context"):
+            params = tuple(part[1:-1] for part in path.split("/") if part.startswith("{"))
+            self._method(root.resource_for_path(path), verb, context, params=params)
 
         if config.auth == "iam":
             NagSuppressions.add_resource_suppressions(

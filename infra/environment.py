@@ -3,12 +3,18 @@ renamed setting breaks the synth instead of silently deploying a variable nothin
 
 from __future__ import annotations
 
+from memstack.observability import (
+    DEFAULT_NAMESPACE,
+    ENV_NAMES,
+    LOG_LEVEL_ENV,
+    NAMESPACE_ENV,
+    SERVICE_ENV,
+)
 from memstack.settings import env_names
 
-POWERTOOLS_NAMES = frozenset(
-    {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_LOG_LEVEL", "POWERTOOLS_METRICS_NAMESPACE"}
-)
-"""The Powertools variables the functions get besides Memstack's settings."""
+POWERTOOLS_NAMES = ENV_NAMES
+"""The Powertools variables the functions get besides Memstack's settings (``memstack.observability``
+reads them)."""
 
 
 def memstack_environment(**settings: str | int | None) -> dict[str, str]:
@@ -27,10 +33,8 @@ def memstack_environment(**settings: str | int | None) -> dict[str, str]:
     return out
 
 
-def powertools_environment(*, service: str, log_level: str, namespace: str = "Memstack") -> dict[str, str]:
-    """The Powertools logger/metrics configuration of one function."""
-    return {
-        "POWERTOOLS_SERVICE_NAME": service,
-        "POWERTOOLS_LOG_LEVEL": log_level,
-        "POWERTOOLS_METRICS_NAMESPACE": namespace,
-    }
+def powertools_environment(
+    *, service: str, log_level: str, namespace: str = DEFAULT_NAMESPACE
+) -> dict[str, str]:
+    """The Powertools logger/metrics configuration of one function (``memstack.observability``)."""
+    return {SERVICE_ENV: service, LOG_LEVEL_ENV: log_level, NAMESPACE_ENV: namespace}

@@ -60,6 +60,15 @@ def test_given_the_stack_then_context_goes_to_its_own_function_and_the_rest_to_a
         assert props["Integration"]["Type"] == "AWS_PROXY"
 
 
+def test_given_the_stack_then_the_context_function_gets_exactly_the_routes_its_resolver_serves(
+    synth: Synth,
+) -> None:
+    from memstack.api.app import served_routes
+
+    sent = sorted((verb, path) for path, verb, props in methods(synth) if target(synth, props) == "context")
+    assert sent == served_routes("context"), "infra/api.py and memstack.api.app.ROUTE_SETS drifted apart"
+
+
 def test_given_the_default_mode_then_every_method_requires_iam(synth: Synth) -> None:
     for path, verb, props in methods(synth):
         assert props["AuthorizationType"] == "AWS_IAM", (path, verb)
