@@ -1,4 +1,5 @@
-"""Lambda ``context``: the hot path — ``POST /v1/threads/{thread_id}/context`` (and recall, health) — on a
+"""Lambda ``context``: the hot path — ``POST /v1/threads/{thread_id}/context``, the routes of
+``memstack.api.app.ROUTE_SETS["context"]`` that infra/api.py sends here — on a
 function of its own, so it can be sized and kept warm apart from the other routes.
 
 Wiring only: the same resolver as ``functions/api``, limited to the context routes, over the process-wide

@@ -38,6 +38,7 @@ ERROR_RESPONSES = {
     "415": "unsupported_media_type: the body is not application/json (field content-type)",
     "429": "throttled: a backend throttled the request; retry with backoff",
     "500": "internal: an unexpected error (no details)",
+    "502": "observation_failed, reflection_failed: the Observer or Reflector answered with nothing usable",
     "503": "unavailable: a backend failed; retry later",
 }
 
