@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from memstack.errors import MemstackError, Unavailable
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
     from memstack.memory import Memory
 
 API_PREFIX = "/v1"
@@ -29,6 +31,13 @@ MemoryProvider = Callable[[], "Memory"]
 _serving: ContextVar[tuple[MemoryProvider, Callable[[str], None]] | None] = ContextVar(
     "memstack_api_serving", default=None
 )
+
+
+def new_router() -> APIGatewayRouter:
+    """A Powertools ``APIGatewayRouter`` for one route module (typed: Powertools' constructor is not)."""
+    from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+    return APIGatewayRouter()  # type: ignore[no-untyped-call]
 
 
 class ServerMisconfigured(RuntimeError):

@@ -5,9 +5,8 @@ import logging
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from memstack.api.deps import API_PREFIX, current_memory
+from memstack.api.deps import API_PREFIX, current_memory, new_router
 from memstack.api.schemas import ContextBody, ContextOut, ResourceQuery, SystemOut
 from memstack.observability import TURNS, add_metric
 
@@ -15,7 +14,7 @@ logger = logging.getLogger(__name__)
 
 TAGS = ["context"]
 
-router = APIGatewayRouter()
+router = new_router()
 """The context route."""
 
 

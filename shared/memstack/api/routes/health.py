@@ -2,12 +2,10 @@
 
 from functools import cache
 
-from aws_lambda_powertools.event_handler.router import APIGatewayRouter
-
-from memstack.api.deps import HEALTH_PATH
+from memstack.api.deps import HEALTH_PATH, new_router
 from memstack.api.schemas import Health
 
-router = APIGatewayRouter()
+router = new_router()
 """``GET /v1/health``."""
 
 

@@ -4,9 +4,8 @@ import logging
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from memstack.api.deps import API_PREFIX, current_memory
+from memstack.api.deps import API_PREFIX, current_memory, new_router
 from memstack.api.schemas import (
     Deleted,
     DeleteMessagesBody,
@@ -23,7 +22,7 @@ logger = logging.getLogger(__name__)
 TAGS = ["messages"]
 
 
-router = APIGatewayRouter()
+router = new_router()
 """The message routes."""
 
 

@@ -9,9 +9,8 @@ retrieval tool the context route offers when ``observational_memory.retrieval`` 
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from memstack.api.deps import API_PREFIX, current_memory
+from memstack.api.deps import API_PREFIX, current_memory, new_router
 from memstack.api.schemas import (
     ObservationsOut,
     ObservationSummary,
@@ -46,7 +45,7 @@ def summary(record: ObservationRecord, thread_id: str) -> ObservationSummary:
     )
 
 
-router = APIGatewayRouter()
+router = new_router()
 """The observational-memory routes."""
 
 

@@ -4,15 +4,14 @@ neighbours, from the resource's data only)."""
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from memstack.api.deps import API_PREFIX, current_memory
+from memstack.api.deps import API_PREFIX, current_memory, new_router
 from memstack.api.schemas import RecallBody, RecallHit, RecallOut, ResourceQuery
 from memstack.observability import RECALLED, add_metric
 
 TAGS = ["context"]
 
-router = APIGatewayRouter()
+router = new_router()
 """The recall route."""
 
 

@@ -4,15 +4,13 @@ The resource comes from the path, not from a ``resource_id`` query, so the route
 itself (``memstack.api.deps.authorize``): in ``jwt`` mode only the resource's own token may erase it.
 """
 
-from aws_lambda_powertools.event_handler.router import APIGatewayRouter
-
-from memstack.api.deps import API_PREFIX, authorize, current_memory
+from memstack.api.deps import API_PREFIX, authorize, current_memory, new_router
 from memstack.api.schemas import EraseOut
 from memstack.observability import RESOURCES_ERASED, add_metric
 
 TAGS = ["resources"]
 
-router = APIGatewayRouter()
+router = new_router()
 """The resource routes under ``/v1/resources``."""
 
 

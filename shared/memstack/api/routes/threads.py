@@ -4,9 +4,8 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from memstack.api.deps import API_PREFIX, current_memory
+from memstack.api.deps import API_PREFIX, current_memory, new_router
 from memstack.api.schemas import (
     CloneOut,
     CloneThreadBody,
@@ -28,7 +27,7 @@ from memstack.observability import (
 TAGS = ["threads"]
 
 
-router = APIGatewayRouter()
+router = new_router()
 """The thread routes under ``/v1/threads``."""
 
 

@@ -10,9 +10,8 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from memstack.api.deps import API_PREFIX, current_memory
+from memstack.api.deps import API_PREFIX, current_memory, new_router
 from memstack.api.schemas import (
     OptionsQuery,
     ResourceQuery,
@@ -39,7 +38,7 @@ def scoped(options: dict[str, Any] | None, scope: Literal["resource", "thread"])
     return out
 
 
-router = APIGatewayRouter()
+router = new_router()
 """The working-memory routes."""
 
 
