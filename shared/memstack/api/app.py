@@ -113,6 +113,24 @@ class MemstackResolver(APIGatewayRestResolver):
         self._memory_provider = memory
         self._auth_provider = auth
         self.max_body_bytes = max_body_bytes
+        self._event: Any = None
+
+    # Powertools keeps the event being resolved on the ``BaseRouter`` class, shared by every resolver of
+    # the process; ``memstack serve`` resolves concurrent requests on several resolvers, so each keeps its
+    # own (set where Powertools converts the event, read wherever Powertools or a handler asks for it).
+    @property
+    def current_event(self) -> Any:
+        """The event being resolved by this resolver (``APIGatewayProxyEvent``)."""
+        return self._event
+
+    @current_event.setter
+    def current_event(self, value: Any) -> None:
+        self._event = value
+
+    def _to_proxy_event(self, event: dict[str, Any]) -> Any:
+        proxy = super()._to_proxy_event(event)
+        self._event = proxy
+        return proxy
 
     def resolve(self, event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
         """The API Gateway proxy response for ``event`` (``statusCode``, ``multiValueHeaders``, ``body``,

@@ -1,0 +1,45 @@
+"""Several resolvers in one process (``memstack serve`` lends one per request from a pool): a request that is
+resolved while another resolver serves a request of its own still sees its own event."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memstack import Memory
+from memstack.api import AuthConfig, create_app
+from tests.integration.events import Api
+
+
+@pytest.fixture
+def memory() -> Iterator[Memory]:
+    with Memory.local(":memory:", embedder="hash") as m:
+        yield m
+
+
+def test_given_two_resolvers_when_one_request_runs_inside_another_then_each_logs_its_own_method_and_path(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="memstack.api")
+    first = Api(create_app(memory, auth=AuthConfig()).resolve, "u1")
+    second = Api(create_app(memory, auth=AuthConfig()).resolve, "u1")
+    first.post("/v1/threads", {"id": "t1"})
+    real_get_thread = memory.get_thread
+
+    def get_thread_while_another_request_runs(**kwargs: Any) -> Any:
+        assert second.post("/v1/threads/t2/messages", {"messages": ["hi"]}).status == 200
+        return real_get_thread(**kwargs)
+
+    monkeypatch.setattr(memory, "get_thread", get_thread_while_another_request_runs)
+    caplog.clear()
+
+    reply = first.get("/v1/threads/t1")
+
+    assert reply.status == 200 and reply.body["id"] == "t1"
+    lines = [vars(r) for r in caplog.records if r.getMessage() == "request"]
+    assert [(line["method"], line["route"]) for line in lines] == [
+        ("POST", "/v1/threads/{thread_id}/messages"),
+        ("GET", "/v1/threads/{thread_id}"),
+    ]
