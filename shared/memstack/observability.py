@@ -44,6 +44,8 @@ LOG_LEVEL_ENV = "POWERTOOLS_LOG_LEVEL"
 NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 """The CloudWatch namespace of the business metrics."""
 TRACE_DISABLED_ENV = "POWERTOOLS_TRACE_DISABLED"
+LAMBDA_TASK_ROOT_ENV = "LAMBDA_TASK_ROOT"
+"""Set by the Lambda runtime; Powertools' tracer stays off without it."""
 ENV_NAMES = frozenset({SERVICE_ENV, LOG_LEVEL_ENV, NAMESPACE_ENV})
 """The variables each function's environment sets for this module (infra/environment.py)."""
 
@@ -132,6 +134,8 @@ def tracer() -> Tracer | None:
     if _tracing is False:
         return None
     with _lock:
+        if _tracing is None and not os.environ.get(LAMBDA_TASK_ROOT_ENV):
+            _tracing = False  # outside Lambda Powertools never traces: decided without importing it
         if _tracing is None:
             from aws_lambda_powertools.tracing.tracer import Tracer
 

@@ -197,11 +197,22 @@ def test_given_tracing_on_when_routes_are_called_then_each_has_a_span_without_me
     assert MARKER not in repr(provider.spans)
 
 
-def test_given_tracing_off_when_a_use_case_runs_then_no_tracer_is_built() -> None:
-    reset_process_state()
-    with observability.use_case("context"):
-        pass
-    assert observability.tracer() is None
+def test_given_library_use_when_a_use_case_runs_then_no_tracer_is_built_and_powertools_is_not_imported() -> (
+    None
+):
+    code = (
+        "import sys; from memstack import observability\n"
+        "with observability.use_case('context'): pass\n"
+        "assert observability.tracer() is None\n"
+        "assert not [m for m in sys.modules if m.startswith(('aws_lambda_powertools', 'aws_xray_sdk'))]\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=_env_without("LAMBDA_TASK_ROOT"))
+
+
+def _env_without(name: str) -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != name}
 
 
 def test_given_library_use_when_a_turn_runs_then_nothing_is_printed_and_no_metric_is_kept(
