@@ -69,7 +69,7 @@ LINGER_SECONDS = 1.0
 the client reads the answer rather than a connection reset (bounded: nothing is kept)."""
 
 _CHUNK = 1 << 16
-_log = logging.getLogger("memstack.serve")
+_log = logging.getLogger(__name__)
 
 AuthMode = Literal["iam", "jwt"]
 

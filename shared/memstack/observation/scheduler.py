@@ -13,7 +13,7 @@ from memstack.ports import ObservationJob
 
 __all__ = ["InProcessScheduler"]
 
-logger = logging.getLogger("memstack.observation")
+logger = logging.getLogger(__name__)
 
 _STOP = object()
 
