@@ -25,6 +25,7 @@ from memstack.model import (
     ToolCallPart,
     new_id,
 )
+from memstack.observability import traced
 from memstack.ports import (
     ChatModel,
     Clock,
@@ -46,6 +47,7 @@ from memstack.working_memory.strip import strip_tags
 __all__ = ["CloneResult", "Include", "Memory", "strip_tags"]
 
 
+@traced
 class Memory(BackgroundWork):
     """Agent memory over a store, a search index, an embedder and a tokenizer.
 

@@ -23,6 +23,7 @@ The service name and the metrics namespace come from ``SERVICE_ENV`` and ``NAMES
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 import sys
@@ -232,6 +233,18 @@ class use_case(ContextDecorator):  # noqa: N801 - reads as a function: ``with us
         span, self._span = self._span, None
         if span is not None:
             span.__exit__(exc_type, exc, traceback)
+
+
+C = TypeVar("C", bound=type)
+
+
+def traced(cls: C) -> C:
+    """Class decorator: every public method defined on ``cls`` runs inside ``use_case(<method name>)`` (a
+    facade's methods are its use cases). Properties, class and static methods are left as they are."""
+    for name, value in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(value):
+            setattr(cls, name, functools.wraps(value)(use_case(name)(value)))
+    return cls
 
 
 def lambda_handler(handler: F, *, correlation_id_path: str | None = None) -> F:

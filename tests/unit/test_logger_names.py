@@ -11,7 +11,6 @@ LITERAL = re.compile(r"getLogger\(\s*[\"']([^\"']*)[\"']\s*\)")
 ALLOWED = {
     "shared/memstack/__init__.py": {"memstack"},  # the library's parent logger gets its NullHandler
     "shared/memstack/adapters/opensearch/client.py": {"opensearch"},  # the client library's own logger
-    "shared/memstack/observation/engine.py": {"memstack.observation"},  # renamed with the engine's rewrite
 }
 
 

@@ -154,6 +154,11 @@ class CloneThreadBody(_Request):
     """``POST /v1/threads/{thread_id}/clone``."""
 
     new_thread_id: ThreadId | None = Field(None, description="The clone's id; generated when omitted.")
+    target_resource_id: Id | None = Field(
+        None,
+        description="Clone into this resource instead of the source's; the caller must be allowed to act for "
+        "both (IAM: any resource; JWT: only the token's own, so the same resource).",
+    )
     title: str | None = None
     metadata: dict[str, Any] | None = None
     message_limit: int | None = Field(None, ge=0, le=1_000_000, description="Keep the newest N messages.")

@@ -67,7 +67,7 @@ __all__ = [
     "thread_label",
 ]
 
-logger = logging.getLogger("memstack.observation")
+logger = logging.getLogger(__name__)
 
 MAX_UNOBSERVED_MESSAGES = 2_000
 """Most unobserved messages one step reads; a longer backlog is worked through over several steps."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from memstack.errors import InvalidInput, MemstackError, NotFound
 from memstack.model import Message, ObservationRecord, Thread, ToolResultPart, new_id
+from memstack.observability import traced
 from memstack.observation.engine import ObserveResult, ReflectResult
 from memstack.observation.layer import failure_text
 from memstack.observation.recall_tool import TOOL_NAME as RECALL
@@ -245,6 +246,7 @@ class Background:
         )
 
 
+@traced
 class BackgroundWork:
     """The background-work part of ``Memory``'s API: what the stream indexer, the Step Functions tasks, the
     sweep and the model's ``recall`` tool call. ``Memory`` inherits it; ``_background`` is its use case."""

@@ -5,7 +5,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from memstack.api.deps import API_PREFIX, current_memory, new_router
+from memstack.api.deps import API_PREFIX, authorize, current_memory, new_router
 from memstack.api.schemas import (
     CloneOut,
     CloneThreadBody,
@@ -79,14 +79,18 @@ def delete_thread(thread_id: str, query: Annotated[ResourceQuery, Query()]) -> R
 @router.post(
     f"{API_PREFIX}/threads/<thread_id>/clone",
     tags=TAGS,
-    summary="Copy a thread and its messages into a new thread of the resource (201)",
+    summary="Copy a thread and its messages into a new thread of the resource, or of another resource "
+    "the caller may act for (201)",
 )
 def clone_thread(
     thread_id: str, body: CloneThreadBody, query: Annotated[ResourceQuery, Query()]
 ) -> Response[CloneOut]:
+    if body.target_resource_id is not None:
+        authorize(body.target_resource_id)
     result = current_memory().clone_thread(
         source_thread_id=thread_id,
         resource_id=query.resource_id,
+        target_resource_id=body.target_resource_id,
         new_thread_id=body.new_thread_id,
         title=body.title,
         metadata=body.metadata,

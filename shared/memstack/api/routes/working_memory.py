@@ -25,10 +25,6 @@ from memstack.observability import TOOL_CALLS, WORKING_MEMORY_UPDATES, add_metri
 
 TAGS = ["working memory"]
 
-RESOURCE_SCOPE_THREAD = "-"
-"""The thread id passed to ``Memory`` for resource-scoped working memory, which never reads it (the
-document lives in the resource's record)."""
-
 
 def scoped(options: dict[str, Any] | None, scope: Literal["resource", "thread"]) -> dict[str, Any]:
     """``options`` with working memory enabled in ``scope`` (other working-memory options kept)."""
@@ -45,7 +41,6 @@ router = new_router()
 @router.get(f"{API_PREFIX}/working-memory", tags=TAGS, summary="The resource's working memory")
 def get_resource_working_memory(query: Annotated[OptionsQuery, Query()]) -> WorkingMemoryOut:
     value = current_memory().get_working_memory(
-        thread_id=RESOURCE_SCOPE_THREAD,
         resource_id=query.resource_id,
         options=scoped(query.options, "resource"),
     )
@@ -61,7 +56,6 @@ def put_resource_working_memory(
     body: WorkingMemoryBody, query: Annotated[ResourceQuery, Query()]
 ) -> Response[None]:
     current_memory().update_working_memory(
-        thread_id=RESOURCE_SCOPE_THREAD,
         resource_id=query.resource_id,
         working_memory=body.working_memory,
         options=scoped(body.options, "resource"),
