@@ -26,20 +26,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import RESULTS, machine, machine_line, markdown_table, percentile, write_report  # noqa: E402
-from tests.observation_support import ScriptedChat, locomo_turns, om_memory  # noqa: E402
+from tests.observation_support import locomo_turns, om_memory  # noqa: E402
 
-from memstack.ports import ObservationJob  # noqa: E402
-
-
-class _Deferred:
-    """A scheduler that keeps jobs and runs them between turns (outside the timed calls), as a worker
-    thread or Step Functions would."""
-
-    def __init__(self) -> None:
-        self.jobs: list[ObservationJob] = []
-
-    def submit(self, job: ObservationJob) -> None:
-        self.jobs.append(job)
+from memstack.adapters.testing import RecordingScheduler, ScriptedChatModel  # noqa: E402
 
 
 def run(turns: int, *, inline: bool) -> dict[str, Any]:
@@ -47,8 +36,10 @@ def run(turns: int, *, inline: bool) -> dict[str, Any]:
     data = locomo_turns(turns, repeats=turns // 2_700 + 1)
     result: dict[str, Any] = {"turns": turns, "inline": inline}
     for label, om in (("off", False), ("on", True)):
-        chat = ScriptedChat()
-        deferred = None if inline else _Deferred()
+        chat = ScriptedChatModel()
+        # jobs are kept and run between turns (outside the timed calls), as a worker thread or Step
+        # Functions would
+        deferred = None if inline else RecordingScheduler()
         memory = om_memory(chat, scheduler=deferred, observational_memory=om, semantic_recall=True)
         save_ms: list[float] = []
         context_ms: list[float] = []

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from memstack.locomo import CATEGORIES, Conversation
 from memstack.memory import Memory
+from memstack.observation.prompts import request_kind
 from memstack.ports import ChatModel, ChatResult
 
 DEMO_MESSAGE_TOKENS = 2_000
@@ -57,13 +58,7 @@ class CountingChat:
         max_output_tokens: int | None = None,
         temperature: float | None = None,
     ) -> ChatResult:
-        system = str(messages[0].get("content", "")) if messages else ""
-        kind = (
-            "reflector"
-            if "<observational-memory-instruction>" in system
-            else ("observer" if len(messages) == 3 else "title")
-        )
-        self.calls[kind] += 1
+        self.calls[request_kind(messages)] += 1
         result = self.inner.complete(
             messages, tools=tools, max_output_tokens=max_output_tokens, temperature=temperature
         )

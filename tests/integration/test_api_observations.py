@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from memstack.adapters.testing import ScriptedChatModel
 from memstack.api import AuthConfig, create_app
 from memstack.memory import Memory
 from tests.integration.events import Api
-from tests.observation_support import ScriptedChat, om_memory
+from tests.observation_support import om_memory
 
 T = "trip"
 OM: dict[str, Any] = {
@@ -33,7 +34,7 @@ def sentence(i: int) -> str:
 
 @pytest.fixture
 def memory() -> Iterator[Memory]:
-    with om_memory(ScriptedChat(), observational_memory=OM) as m:
+    with om_memory(ScriptedChatModel(), observational_memory=OM) as m:
         yield m
 
 

@@ -6,14 +6,15 @@ buffering, activation and reflection all happen along the way.
 
 from __future__ import annotations
 
-from tests.observation_support import ScriptedChat, locomo_turns, om_memory
+from memstack.adapters.testing import ScriptedChatModel
+from tests.observation_support import locomo_turns, om_memory
 
 R, T = "locomo-reader", "one-long-thread"
 BATCH = 10
 
 
 def test_every_context_stays_under_message_plus_observation_tokens() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     budget = 30_000 + 40_000
     all_turns = locomo_turns(repeats=2)  # every turn twice: ~210k tokens
     with om_memory(chat, observational_memory=True) as memory:

@@ -26,9 +26,10 @@ from typing import Any
 import pytest
 
 from memstack.adapters.stepfunctions import StepFunctionsScheduler
+from memstack.adapters.testing import ChatCall, ScriptedChatModel
 from memstack.errors import InvalidInput, Unavailable
 from memstack.observation.engine import ObserveResult, ReflectResult
-from memstack.ports import ChatResult, ObservationJob
+from memstack.ports import ObservationJob
 
 ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -318,42 +319,27 @@ def test_given_the_same_job_twice_when_submitted_then_one_execution_runs(run: Ru
 # end to end, with a real local Memory ----------------------------------------------------------------
 
 
-class FixedChat:
-    """A ``ChatModel`` that answers every Observer call with the same observations and every Reflector
-    call with a shorter log."""
-
-    model_id = "fixed/observer"
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def complete(self, messages: Any, **_: Any) -> ChatResult:
-        system = str(messages[0]["content"]) if messages else ""
-        if "<observational-memory-instruction>" in system:
-            self.calls.append("reflector")
-            return ChatResult(
-                text="<observations>\nDate: May 8, 2023\n* 🔴 (12:00) User's dog is Biscuit\n</observations>"
-            )
-        self.calls.append("observer")
-        lines = "\n".join(
-            f"* 🟡 (12:0{i}) User talked about the beach trip with Biscuit, part {i}" for i in range(8)
-        )
-        return ChatResult(
-            text=f"<observations>\nDate: May 8, 2023\n* 🔴 (12:00) User has a dog named Biscuit\n{lines}\n</observations>"
-        )
+def fixed_answer(call: ChatCall) -> str:
+    """Every Observer call gets the same observations, every Reflector call a shorter log."""
+    if call.kind == "reflector":
+        return "<observations>\nDate: May 8, 2023\n* 🔴 (12:00) User's dog is Biscuit\n</observations>"
+    lines = "\n".join(
+        f"* 🟡 (12:0{i}) User talked about the beach trip with Biscuit, part {i}" for i in range(8)
+    )
+    return f"<observations>\nDate: May 8, 2023\n* 🔴 (12:00) User has a dog named Biscuit\n{lines}\n</observations>"
 
 
 def test_given_a_real_memory_when_a_save_crosses_the_threshold_then_the_state_machine_observes_and_reflects(
     run: Run, tmp_path: Path
 ) -> None:
-    from memstack.adapters.hash_embed import HashEmbedder
     from memstack.adapters.sqlite.db import SqliteDatabase
     from memstack.adapters.sqlite.index import SqliteSearchIndex
     from memstack.adapters.sqlite.store import SqliteMemoryStore
+    from memstack.adapters.testing import HashEmbedder
     from memstack.memory import Memory
     from memstack.tokens import default_tokenizer
 
-    chat = FixedChat()
+    chat = ScriptedChatModel(respond=fixed_answer)
     db = SqliteDatabase(tmp_path / "memory.db")
     embedder = HashEmbedder()
     memory = Memory(
@@ -397,7 +383,7 @@ def test_given_a_real_memory_when_a_save_crosses_the_threshold_then_the_state_ma
         assert output["observe"]["observed_messages"] == 3
         assert output["observe"]["should_reflect"] is True
         assert output["reflect"]["reflected"] is True
-        assert chat.calls == ["observer", "reflector"]
+        assert [call.kind for call in chat.calls] == ["observer", "reflector"]
         record = memory.store.get_observation_record("r1", "t1")
         assert record is not None and record.generation_count == 1
         assert "Biscuit" in record.active_observations

@@ -512,9 +512,10 @@ def recall_call(**args: Any) -> dict[str, Any]:
 def observing() -> Iterator[MemstackClient]:
     """A client over a ``Memory`` with observational memory on, a scripted Observer, and inline
     background work (a save that crosses the threshold has observed before it answers)."""
-    from tests.observation_support import ScriptedChat, om_memory
+    from memstack.adapters.testing import ScriptedChatModel
+    from tests.observation_support import om_memory
 
-    memory = om_memory(ScriptedChat(), observational_memory=OM)
+    memory = om_memory(ScriptedChatModel(), observational_memory=OM)
     with client_over(memory) as client:
         yield client
     memory.close()

@@ -119,9 +119,9 @@ def test_given_a_compatible_endpoint_when_demo_runs_observational_then_the_layer
     import httpx
     import respx
 
-    from tests.observation_support import ScriptedChat
+    from memstack.adapters.testing import ScriptedChatModel
 
-    scripted = ScriptedChat()
+    scripted = ScriptedChatModel()
 
     def answer(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from memstack.adapters.testing import DEGENERATE, ChatCall, RecordingScheduler, ScriptedChatModel
 from memstack.errors import InvalidInput
 from memstack.observation.engine import BOUNDARY, ObservationFailed, split_log
-from memstack.ports import ObservationJob
-from tests.observation_support import DEGENERATE, ScriptedChat, om_memory
+from tests.observation_support import om_memory
 
 R, T = "res-1", "thread-1"
 
@@ -44,14 +44,6 @@ def save(memory: Any, start: int, count: int, thread: str = T) -> None:
         )
 
 
-class RecordingScheduler:
-    def __init__(self) -> None:
-        self.jobs: list[ObservationJob] = []
-
-    def submit(self, job: ObservationJob) -> None:
-        self.jobs.append(job)
-
-
 def observed_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("* ")]
 
@@ -63,7 +55,7 @@ def test_chat_model_is_required_when_the_layer_is_on() -> None:
 
 
 def test_nothing_happens_below_the_first_buffer_point() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     with om_memory(chat, observational_memory=SMALL) as memory:
         save(memory, 1, 3)
         assert chat.calls == []
@@ -74,7 +66,7 @@ def test_nothing_happens_below_the_first_buffer_point() -> None:
 
 
 def test_buffered_chunks_continue_right_after_the_cursor_then_activate_a_prefix() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     with om_memory(chat, observational_memory=SMALL) as memory:
         save(memory, 1, 12)
         rec = memory.get_observation_record(resource_id=R, thread_id=T)
@@ -105,7 +97,7 @@ def test_buffered_chunks_continue_right_after_the_cursor_then_activate_a_prefix(
 
 
 def test_without_buffering_the_threshold_observes_everything_synchronously() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     with om_memory(chat, observational_memory=NO_BUFFER) as memory:
         save(memory, 1, 40)
         rec = memory.get_observation_record(resource_id=R, thread_id=T)
@@ -123,11 +115,12 @@ def test_two_racing_triggers_never_observe_the_same_messages_twice(tmp_path: Pat
     db = tmp_path / "race.db"
     barrier = threading.Barrier(2, timeout=20)
 
-    class Gate(ScriptedChat):
-        def complete(self, messages: Any, **kw: Any) -> Any:
-            if self.kind(messages) == "observer":
-                barrier.wait()  # both runs have read the same snapshot before either writes
-            return super().complete(messages, **kw)
+    def gate(call: ChatCall) -> None:
+        if call.kind == "observer":
+            barrier.wait()  # both runs have read the same snapshot before either writes
+
+    def Gate() -> ScriptedChatModel:  # noqa: N802 - reads as the class it stands for
+        return ScriptedChatModel(on_call=gate)
 
     quiet = RecordingScheduler()
     with om_memory(Gate(), path=str(db), scheduler=quiet, observational_memory=NO_BUFFER) as setup:
@@ -159,7 +152,7 @@ def test_two_racing_triggers_never_observe_the_same_messages_twice(tmp_path: Pat
 
 
 def test_degenerate_observer_output_is_retried_once() -> None:
-    chat = ScriptedChat([DEGENERATE])
+    chat = ScriptedChatModel([DEGENERATE])
     with om_memory(chat, observational_memory=NO_BUFFER) as memory:
         save(memory, 1, 40)
         rec = memory.get_observation_record(resource_id=R, thread_id=T)
@@ -169,7 +162,7 @@ def test_degenerate_observer_output_is_retried_once() -> None:
 
 
 def test_twice_degenerate_observer_commits_nothing_and_records_the_failure() -> None:
-    chat = ScriptedChat([DEGENERATE, DEGENERATE])
+    chat = ScriptedChatModel([DEGENERATE, DEGENERATE])
     quiet = RecordingScheduler()
     with om_memory(chat, scheduler=quiet, observational_memory=NO_BUFFER) as memory:
         save(memory, 1, 40)
@@ -179,7 +172,7 @@ def test_twice_degenerate_observer_commits_nothing_and_records_the_failure() -> 
         # only the mark taken before the model ran: no observations, the cursor unmoved
         assert leased is not None and leased.active_observations == "" and leased.observed_seq(T) == 0
         assert leased.pending_since is not None
-        chat.script = [DEGENERATE, DEGENERATE]
+        chat.enqueue(DEGENERATE, DEGENERATE)
         memory.run_observation_job(quiet.jobs[-1])  # the local Catch: recorded, not raised
         rec = memory.get_observation_record(resource_id=R, thread_id=T)
         assert rec is not None and rec.failure_count == 1 and rec.pending_since is not None
@@ -193,7 +186,7 @@ def test_twice_degenerate_observer_commits_nothing_and_records_the_failure() -> 
         assert rec.observed_seq(T) >= 38
 
 
-def reflected_setup(chat: ScriptedChat) -> Any:
+def reflected_setup(chat: ScriptedChatModel) -> Any:
     options = {
         "observation": {"message_tokens": 1_000, "buffer_tokens": False},
         "reflection": {"observation_tokens": 600},
@@ -212,7 +205,7 @@ def observed_past_reflection(memory: Any) -> Any:
 
 
 def test_reflection_compresses_below_the_threshold_as_a_new_generation() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     with reflected_setup(chat) as memory:
         before = observed_past_reflection(memory)
         result = memory.reflect(resource_id=R, thread_id=T)
@@ -225,10 +218,10 @@ def test_reflection_compresses_below_the_threshold_as_a_new_generation() -> None
 
 @pytest.mark.parametrize("bad", [["", "", "", ""], [DEGENERATE] * 4, ["<observations>\n</observations>"] * 4])
 def test_a_failed_or_degenerate_reflection_keeps_the_old_observations(bad: list[str]) -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     with reflected_setup(chat) as memory:
         before = observed_past_reflection(memory)
-        chat.script = list(bad)
+        chat.enqueue(*bad)
         with pytest.raises(ObservationFailed):
             memory.reflect(resource_id=R, thread_id=T)
         after = memory.get_observation_record(resource_id=R, thread_id=T)
@@ -239,7 +232,7 @@ def test_a_failed_or_degenerate_reflection_keeps_the_old_observations(bad: list[
 
 
 def test_resource_scope_shares_one_log_across_threads() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     options = {
         "scope": "resource",
         "observation": {"message_tokens": 1_000},
@@ -261,7 +254,7 @@ def test_resource_scope_shares_one_log_across_threads() -> None:
 
 
 def test_above_block_after_context_observes_synchronously() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     quiet = RecordingScheduler()  # the background never runs
     with om_memory(chat, scheduler=quiet, observational_memory=SMALL) as memory:
         save(memory, 1, 60)  # well above block_after (1,200 tokens)
@@ -276,7 +269,7 @@ def test_above_block_after_context_observes_synchronously() -> None:
 
 
 def test_below_block_after_context_never_calls_the_model() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     with om_memory(chat, scheduler=RecordingScheduler(), observational_memory=SMALL) as memory:
         save(memory, 1, 25)  # over message_tokens, under block_after
         memory.context(thread_id=T, resource_id=R, message="hi")
@@ -284,15 +277,15 @@ def test_below_block_after_context_never_calls_the_model() -> None:
 
 
 def test_one_huge_message_is_observed_in_pieces() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     huge = " ".join(sentence(i) for i in range(400))  # ~10k tokens, ten times message_tokens
     with om_memory(chat, observational_memory=NO_BUFFER) as memory:
         memory.save_messages(thread_id=T, resource_id=R, messages=[{"role": "user", "content": huge}])
         rec = memory.get_observation_record(resource_id=R, thread_id=T)
         assert rec is not None and rec.observed_seq(T) == 1
         assert chat.count("observer") >= 10
-        for _, request in chat.calls:
-            assert memory.tokenizer.count(str(request[-1]["content"])) <= 1_100
+        for call in chat.calls:
+            assert memory.tokenizer.count(call.last_content) <= 1_100
 
 
 def test_log_pieces_are_split_on_message_boundaries() -> None:
@@ -301,7 +294,7 @@ def test_log_pieces_are_split_on_message_boundaries() -> None:
 
 
 def test_titles_are_generated_once_and_never_overwrite_a_set_title() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     with om_memory(chat, generate_title=True) as memory:
         save(memory, 1, 1)
         assert memory.get_thread(thread_id=T, resource_id=R).title == "Scripted title"
@@ -314,7 +307,7 @@ def test_titles_are_generated_once_and_never_overwrite_a_set_title() -> None:
 
 
 def test_a_title_set_while_the_model_runs_wins() -> None:
-    with om_memory(ScriptedChat(), scheduler=RecordingScheduler(), generate_title=True) as memory:
+    with om_memory(ScriptedChatModel(), scheduler=RecordingScheduler(), generate_title=True) as memory:
         save(memory, 1, 1)
         stale = memory.get_thread(thread_id=T, resource_id=R)
         memory.update_thread(thread_id=T, resource_id=R, title="Set by the user")
@@ -323,7 +316,7 @@ def test_a_title_set_while_the_model_runs_wins() -> None:
 
 
 def test_background_thread_scheduler_settles() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     with om_memory(chat, background="thread", observational_memory=NO_BUFFER) as memory:
         save(memory, 1, 40)
         assert memory.settled(30)
@@ -338,7 +331,7 @@ def recall_call(**args: Any) -> dict[str, Any]:
 
 
 def test_retrieval_wraps_groups_with_ranges_and_recall_reads_them_back() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     options = {**NO_BUFFER, "retrieval": {"scope": "thread"}}
     with om_memory(chat, observational_memory=options) as memory:
         save(memory, 1, 40)
@@ -382,7 +375,10 @@ def test_retrieval_wraps_groups_with_ranges_and_recall_reads_them_back() -> None
 
 
 def test_recall_tool_refused_without_retrieval() -> None:
-    with om_memory(ScriptedChat(), observational_memory=NO_BUFFER) as memory, pytest.raises(InvalidInput):
+    with (
+        om_memory(ScriptedChatModel(), observational_memory=NO_BUFFER) as memory,
+        pytest.raises(InvalidInput),
+    ):
         memory.apply_recall_tool(thread_id=T, resource_id=R, tool_call=recall_call(cursor="x"))
 
 
@@ -391,20 +387,20 @@ def test_manage_working_memory_lets_the_observer_rewrite_it() -> None:
         "<observations>\nDate: May 8, 2023\n* 🔴 (12:00) User likes hiking\n</observations>\n"
         "<working-memory>\n# User\n- Hobby: hiking\n</working-memory>"
     )
-    chat = ScriptedChat([wm_answer])
+    chat = ScriptedChatModel([wm_answer])
     options = {**NO_BUFFER, "observation": {**NO_BUFFER["observation"], "manage_working_memory": True}}
     with om_memory(chat, observational_memory=options, working_memory={"enabled": True}) as memory:
         memory.update_working_memory(thread_id=T, resource_id=R, working_memory="# User\n- Hobby: unknown")
         save(memory, 1, 40)
         assert memory.get_working_memory(thread_id=T, resource_id=R) == "# User\n- Hobby: hiking"
-        task = str(chat.calls[0][1][1]["content"])
+        task = str(chat.calls[0].messages[1]["content"])
         assert "Hobby: unknown" in task  # the Observer is shown the current document to rewrite
 
 
 def test_temporal_markers_remind_the_model_of_a_gap() -> None:
     from datetime import UTC, datetime
 
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     options = {**NO_BUFFER, "temporal_markers": True}
     with om_memory(chat, observational_memory=options) as memory:
         memory.save_messages(
@@ -437,7 +433,7 @@ def test_temporal_markers_remind_the_model_of_a_gap() -> None:
 def test_the_sweep_activates_buffered_chunks_of_an_idle_thread() -> None:
     from datetime import timedelta
 
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     options = {**SMALL, "activate_after_idle": "1m"}
     with om_memory(chat, observational_memory=options) as memory:
         save(memory, 1, 12)
@@ -461,7 +457,7 @@ def test_the_sweep_activates_buffered_chunks_of_an_idle_thread() -> None:
 
 
 def test_tool_calls_and_results_are_observed() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     with om_memory(chat, observational_memory=NO_BUFFER) as memory:
         memory.save_messages(
             thread_id=T,
@@ -485,37 +481,23 @@ def test_tool_calls_and_results_are_observed() -> None:
         save(memory, 1, 40)
         rec = memory.get_observation_record(resource_id=R, thread_id=T)
         assert rec is not None and rec.observed_seq(T) >= 3
-        history = str(chat.calls[0][1][-1]["content"])
+        history = chat.calls[0].last_content
         assert "Tool Call weather" in history and "Tool Result weather" in history
 
 
 def test_per_agent_models_switch_the_endpoints_model() -> None:
-    used: list[str] = []
-
-    class Switchable(ScriptedChat):
-        model = "base-model"
-
-        def with_model(self, model: str) -> Any:
-            outer = self
-
-            class Named(ScriptedChat):
-                def complete(self, messages: Any, **kw: Any) -> Any:
-                    used.append(model)
-                    return outer.complete(messages, **kw)
-
-            return Named()
-
-    chat = Switchable()
+    chat = ScriptedChatModel(model="base-model")
     options = {**NO_BUFFER, "observation": {**NO_BUFFER["observation"], "model": "small-observer"}}
     with om_memory(chat, observational_memory=options) as memory:
         save(memory, 1, 40)
-    assert used and set(used) == {"small-observer"}
+    used = {call.model for call in chat.calls}
+    assert used == {"small-observer"}
 
 
 def test_sweep_jobs_of_an_unchanged_record_get_a_new_key_each_minute() -> None:
     from datetime import timedelta
 
-    chat = ScriptedChat([DEGENERATE, DEGENERATE])
+    chat = ScriptedChatModel([DEGENERATE, DEGENERATE])
     quiet = RecordingScheduler()
     with om_memory(chat, scheduler=quiet, observational_memory=NO_BUFFER) as memory:
         save(memory, 1, 40)
@@ -542,7 +524,7 @@ def test_sweep_jobs_of_an_unchanged_record_get_a_new_key_each_minute() -> None:
 
 def test_an_empty_observer_answer_is_never_committed_on_the_buffering_path() -> None:
     empty = "<observations>\n</observations>"
-    chat = ScriptedChat([empty, empty])
+    chat = ScriptedChatModel([empty, empty])
     quiet = RecordingScheduler()
     with om_memory(chat, scheduler=quiet, observational_memory=SMALL) as memory:
         save(memory, 1, 12)
@@ -560,12 +542,7 @@ def test_an_empty_observer_answer_is_never_committed_on_the_buffering_path() -> 
 
 
 def test_a_model_that_raises_never_fails_the_turn_and_is_not_retried_every_turn() -> None:
-    class Broken(ScriptedChat):
-        def complete(self, messages: Any, **kw: Any) -> Any:
-            self.calls.append((self.kind(messages), list(messages)))
-            raise RuntimeError("the endpoint sent HTML")
-
-    chat = Broken()
+    chat = ScriptedChatModel(error=RuntimeError("the endpoint sent HTML"))
     with om_memory(chat, scheduler=RecordingScheduler(), observational_memory=SMALL) as memory:
         save(memory, 1, 60)  # above block_after; the background never ran
         ctx = memory.context(thread_id=T, resource_id=R, message="hi")  # must not raise
@@ -581,7 +558,7 @@ def test_a_model_that_raises_never_fails_the_turn_and_is_not_retried_every_turn(
 def test_retrieval_groups_survive_buffering_and_reflection() -> None:
     import re
 
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     options = {**SMALL, "retrieval": {"scope": "thread"}}
     with om_memory(chat, observational_memory=options) as memory:
         save(memory, 1, 45)
@@ -615,10 +592,10 @@ def test_split_range_handles_ids_with_colons() -> None:
 
 
 def test_a_failed_reflection_backs_off() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     with reflected_setup(chat) as memory:
         observed_past_reflection(memory)
-        chat.script = [""] * 4
+        chat.enqueue("", "", "", "")
         with pytest.raises(ObservationFailed):
             memory.reflect(resource_id=R, thread_id=T)
         memory.record_observation_failure(
@@ -637,7 +614,7 @@ def test_a_failed_reflection_backs_off() -> None:
 def test_a_failed_title_is_tried_again_by_a_later_save() -> None:
     from datetime import timedelta
 
-    chat = ScriptedChat([RuntimeError("down")])
+    chat = ScriptedChatModel([RuntimeError("down")])
     with om_memory(chat, generate_title=True) as memory:
         save(memory, 1, 1)
         assert memory.get_thread(thread_id=T, resource_id=R).title == ""
@@ -654,7 +631,7 @@ def test_a_failed_title_is_tried_again_by_a_later_save() -> None:
 
 
 def test_recall_reads_a_long_message_in_pieces_and_threads_from_either_end() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     options = {**NO_BUFFER, "retrieval": True}  # resource scope for the tool
     long_text = " ".join(f"word{i}" for i in range(6_000))
     with om_memory(chat, observational_memory=options) as memory:
@@ -701,13 +678,9 @@ def test_recall_reads_a_long_message_in_pieces_and_threads_from_either_end() -> 
 def test_a_thread_deleted_while_the_observer_runs_ends_the_step_quietly() -> None:
     holder: dict[str, Any] = {}
 
-    class Deleting(ScriptedChat):
-        def complete(self, messages: Any, **kw: Any) -> Any:
-            holder["memory"].delete_thread(thread_id=T, resource_id=R)
-            return super().complete(messages, **kw)
-
+    deleting = ScriptedChatModel(on_call=lambda _: holder["memory"].delete_thread(thread_id=T, resource_id=R))
     quiet = RecordingScheduler()
-    with om_memory(Deleting(), scheduler=quiet, observational_memory=NO_BUFFER) as memory:
+    with om_memory(deleting, scheduler=quiet, observational_memory=NO_BUFFER) as memory:
         holder["memory"] = memory
         save(memory, 1, 40)
         result = memory.observe(resource_id=R, thread_id=T)
@@ -716,7 +689,7 @@ def test_a_thread_deleted_while_the_observer_runs_ends_the_step_quietly() -> Non
 
 
 def test_a_time_budget_stops_new_model_calls_but_keeps_what_was_committed() -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     quiet = RecordingScheduler()
     options = {
         "observation": {"message_tokens": 1_000, "buffer_tokens": False},

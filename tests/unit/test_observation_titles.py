@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
+from memstack.adapters.testing import ScriptedChatModel
 from memstack.errors import Unavailable
 from memstack.model import (
     FilePart,
@@ -21,28 +20,11 @@ from memstack.model import (
 )
 from memstack.observation.prompts import TITLE_INSTRUCTIONS
 from memstack.observation.titles import generate_title, title_transcript
-from memstack.ports import ChatModel, ChatResult
 
 
-class ScriptedChat:
-    """A ChatModel that answers from a script and records what it was asked."""
-
-    model_id = "scripted"
-
-    def __init__(self, *answers: str) -> None:
-        self.answers = list(answers)
-        self.calls: list[dict[str, Any]] = []
-
-    def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        max_output_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> ChatResult:
-        self.calls.append({"messages": list(messages), "temperature": temperature, "tools": tools})
-        return ChatResult(text=self.answers.pop(0))
+def ScriptedChat(*answers: str) -> ScriptedChatModel:  # noqa: N802 - reads as the model it builds
+    """A chat model that answers ``answers`` in order and records what it was asked."""
+    return ScriptedChatModel(answers)
 
 
 def msg(role: str, *parts: Part | str) -> Message:
@@ -54,10 +36,6 @@ def msg(role: str, *parts: Part | str) -> Message:
         parts=tuple(TextPart(text=p) if isinstance(p, str) else p for p in parts),
         created_at=datetime(2025, 1, 1, tzinfo=UTC),
     )
-
-
-def test_given_a_scripted_chat_then_it_satisfies_the_port() -> None:
-    assert isinstance(ScriptedChat(), ChatModel)
 
 
 def test_given_every_part_kind_when_title_transcript_then_spec_lines() -> None:
@@ -94,17 +72,17 @@ def test_given_an_answer_when_generate_title_then_one_call_with_instructions_and
     chat = ScriptedChat("Trip to Porto")
     assert generate_title(chat, [msg("user", "Plan my trip to Porto")]) == "Trip to Porto"
     (call,) = chat.calls
-    assert call["messages"] == [
+    assert call.messages == [
         {"role": "system", "content": TITLE_INSTRUCTIONS},
         {"role": "user", "content": "User: Plan my trip to Porto"},
     ]
-    assert call["temperature"] is None and call["tools"] is None
+    assert call.temperature is None and call.tools is None
 
 
 def test_given_custom_instructions_when_generate_title_then_they_are_the_system_message() -> None:
     chat = ScriptedChat("Porto")
     generate_title(chat, [msg("user", "hi")], instructions="Three words, in French.")
-    assert chat.calls[0]["messages"][0] == {"role": "system", "content": "Three words, in French."}
+    assert chat.calls[0].messages[0] == {"role": "system", "content": "Three words, in French."}
 
 
 @pytest.mark.parametrize(

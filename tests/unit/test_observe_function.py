@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from memstack.adapters.testing import RecordingScheduler
 from memstack.errors import InvalidInput, Unavailable
 from memstack.ports import ObservationJob
 
@@ -53,19 +54,8 @@ def test_given_an_event_without_ids_then_invalid_input(event: Any, monkeypatch: 
         app.handler(event, None)
 
 
-class Scheduler:
-    def __init__(self, failing: set[str]) -> None:
-        self.failing = failing
-        self.submitted: list[str] = []
-
-    def submit(self, job: ObservationJob) -> None:
-        if job.key in self.failing:
-            raise Unavailable("Step Functions throttled StartExecution (ThrottlingException); retry later")
-        self.submitted.append(job.key)
-
-
 class SweepMemory:
-    def __init__(self, jobs: list[ObservationJob], scheduler: Scheduler) -> None:
+    def __init__(self, jobs: list[ObservationJob], scheduler: RecordingScheduler) -> None:
         self.jobs = jobs
         self.scheduler = scheduler
         self.asked: list[tuple[int, int]] = []
@@ -84,7 +74,7 @@ def jobs(n: int) -> list[ObservationJob]:
 
 def test_given_due_work_when_swept_then_every_job_is_submitted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSTACK_OBSERVATION_STATE_MACHINE_ARN", ARN)
-    memory = SweepMemory(jobs(3), Scheduler(set()))
+    memory = SweepMemory(jobs(3), RecordingScheduler())
     monkeypatch.setattr(app, "memory_from_env", lambda: memory)
     assert app.sweep({"idle_seconds": 600, "limit": 10}, None) == {"started": 3}
     assert memory.asked == [(600, 10)]
@@ -97,7 +87,7 @@ def test_given_one_job_failing_to_start_when_swept_then_the_others_start_and_the
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("MEMSTACK_OBSERVATION_STATE_MACHINE_ARN", ARN)
-    memory = SweepMemory(jobs(3), Scheduler({"om-1-sweep"}))
+    memory = SweepMemory(jobs(3), RecordingScheduler(failing={"om-1-sweep"}))
     monkeypatch.setattr(app, "memory_from_env", lambda: memory)
     with pytest.raises(Unavailable, match="1 of 3"):
         app.sweep({}, None)

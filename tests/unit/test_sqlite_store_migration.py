@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from memstack.adapters.hash_embed import HashEmbedder
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.index import SqliteSearchIndex
 from memstack.adapters.sqlite.store import SCHEMA_VERSION, SqliteMemoryStore
+from memstack.adapters.testing import HashEmbedder
 from memstack.errors import Conflict, Unavailable
 from memstack.model import Message, TextPart, Thread
 from memstack.ports import IndexEntry, MessageWindow

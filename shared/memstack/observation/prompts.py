@@ -14,7 +14,8 @@ prompt cache keeps working across calls.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 __all__ = [
     "COMPRESSION_GUIDANCE",
@@ -22,12 +23,16 @@ __all__ = [
     "CONTEXT_PROMPT",
     "CONTINUATION_HINT",
     "MAX_COMPRESSION_LEVEL",
+    "OBSERVER_HISTORY_HEADING",
+    "REFLECTOR_INSTRUCTION_TAG",
     "TITLE_INSTRUCTIONS",
+    "RequestKind",
     "observer_history_message",
     "observer_system_prompt",
     "observer_task_prompt",
     "reflector_system_prompt",
     "reflector_task_prompt",
+    "request_kind",
     "retrieval_instructions",
 ]
 
@@ -385,9 +390,37 @@ def observer_task_prompt(
     return "\n\n".join(sections)
 
 
+OBSERVER_HISTORY_HEADING = "## New Message History to Observe"
+"""Heads the Observer's history message: the mark of an Observer request."""
+
+REFLECTOR_INSTRUCTION_TAG = "<observational-memory-instruction>"
+"""Opens the Observer's rules inside the Reflector's system prompt: the mark of a Reflector request."""
+
+RequestKind = Literal["observer", "reflector", "title"]
+
+
+def request_kind(messages: Sequence[dict[str, Any]]) -> RequestKind:
+    """Which observational-memory agent a chat request is for, from the prompts' fixed markers.
+
+    Args:
+        messages: an OpenAI-shaped message list, as ``ChatModel.complete`` receives it.
+
+    Returns:
+        ``"reflector"`` when the system message holds the Reflector's ``<observational-memory-instruction>``
+        section, ``"observer"`` when a message carries the Observer's history heading, ``"title"``
+        otherwise (the only other request observational memory makes is a thread title).
+    """
+    system = str(messages[0].get("content", "")) if messages else ""
+    if REFLECTOR_INSTRUCTION_TAG in system:
+        return "reflector"
+    if any(OBSERVER_HISTORY_HEADING in str(m.get("content", "")) for m in messages):
+        return "observer"
+    return "title"
+
+
 def observer_history_message(transcript: str) -> str:
     """The Observer's history message: ``## New Message History to Observe`` and the transcript."""
-    return f"## New Message History to Observe\n\n{transcript}"
+    return f"{OBSERVER_HISTORY_HEADING}\n\n{transcript}"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -466,7 +499,7 @@ def reflector_system_prompt(
     sections = [
         _REFLECTOR_OPENING,
         _REFLECTOR_ROLE,
-        f"<observational-memory-instruction>\n{observer}\n</observational-memory-instruction>",
+        f"{REFLECTOR_INSTRUCTION_TAG}\n{observer}\n</observational-memory-instruction>",
         _REFLECTOR_TASK,
     ]
     if multi_thread:
