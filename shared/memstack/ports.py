@@ -357,11 +357,19 @@ class Embedder(Protocol):
     symmetric: bool
 
     def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
-        """One vector per text, in order. Raises ``Unavailable`` on backend failure."""
+        """One vector of ``dimension`` finite floats per text, in order, the same for a text in any batch:
+        unit length for a text with words, unit or zero for one without. ``[]`` for no texts, without a
+        backend call.
+
+        Raises:
+            Unavailable: the backend failed.
+            InvalidInput: the backend refused the input (too long a text) or the credentials.
+        """
         ...
 
     def embed_query(self, text: str) -> Vector:
-        """The vector of a search query. Raises ``Unavailable`` on backend failure."""
+        """The unit vector of a search query, nearer to its own text's document vector than to unrelated
+        texts' (equal to it when ``symmetric``). Raises as ``embed_documents``."""
         ...
 
 
@@ -400,7 +408,13 @@ class ChatModel(Protocol):
         max_output_tokens: int | None = None,
         temperature: float | None = None,
     ) -> ChatResult:
-        """Answer an OpenAI-shaped message list. Raises ``Unavailable`` on throttling or 5xx."""
+        """Answer an OpenAI-shaped message list; ``tools``, ``max_output_tokens`` and ``temperature`` are
+        sent only when given. Tool calls come back as OpenAI dicts (``arguments`` a JSON string).
+
+        Raises:
+            Unavailable: throttling, 5xx or an unusable answer.
+            InvalidInput: the endpoint refused the request, or the messages are not sendable text.
+        """
         ...
 
 
@@ -432,8 +446,9 @@ class ObservationScheduler(Protocol):
     (``memstack.adapters.stepfunctions.StepFunctionsScheduler``)."""
 
     def submit(self, job: ObservationJob) -> None:
-        """Start the job, or do nothing if a job with the same key was already started. Never blocks on
-        the job itself. Raises ``Unavailable`` if the job cannot be started."""
+        """Start the job, or do nothing if a job with the same key was already started (whatever its
+        reason). Never blocks on the job itself, except in a scheduler built to run jobs inline (tests,
+        one-shot scripts). Raises ``Unavailable`` if the job cannot be started (then it is not started)."""
         ...
 
 

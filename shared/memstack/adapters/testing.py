@@ -12,6 +12,7 @@ These are shipped with the library, not kept in ``tests/``, so that the port con
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memstack.adapters.hash_embed import HashEmbedder
-from memstack.errors import Unavailable
+from memstack.errors import InvalidInput, Unavailable
 from memstack.observation.prompts import RequestKind, request_kind
 from memstack.ports import ChatResult, ObservationJob
 
@@ -156,8 +157,15 @@ class ScriptedChatModel:
         """Record the request and answer it (see the class docstring for the rules).
 
         Raises:
+            InvalidInput: the messages hold text no endpoint can receive (a lone surrogate is not UTF-8).
             BaseException: the scripted exception or ``error``, as given.
         """
+        try:
+            json.dumps(list(messages), ensure_ascii=False, default=str).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(
+                "the messages are not valid text (a lone surrogate)", field="messages"
+            ) from None
         call = ChatCall(
             kind=request_kind(messages),
             model=self.model,
@@ -184,7 +192,9 @@ class ScriptedChatModel:
 
     def with_model(self, model: str) -> ScriptedChatModel:
         """A twin that answers as ``model`` (the Observer's and Reflector's own ``model`` options) and
-        shares this model's script and call log."""
+        shares this model's script and call log. Raises ``InvalidInput`` for an empty name."""
+        if not model:
+            raise InvalidInput("model must be a non-empty string", field="model")
         twin = ScriptedChatModel(
             respond=self.respond,
             error=self.error,

@@ -73,13 +73,19 @@ class InProcessScheduler:
         return done.wait(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Finish queued jobs (up to ``timeout`` seconds) and stop the worker; later submits are dropped."""
+        """Finish queued jobs (up to ``timeout`` seconds) and stop the worker; later submits are dropped.
+
+        Closing again only waits for the worker: a second stop marker would never be taken off the queue,
+        and ``settled`` would then wait forever."""
         with self._lock:
+            first = not self._closed
             self._closed = True
             worker = self._worker
-        if worker is not None:
+        if worker is None:
+            return
+        if first:
             self._queue.put(_STOP)
-            worker.join(timeout)
+        worker.join(timeout)
 
     def _loop(self) -> None:
         while True:

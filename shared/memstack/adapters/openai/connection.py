@@ -12,6 +12,7 @@ What the endpoint did                   Raised
 413                                     ``PayloadTooLarge``, at once
 429 ``insufficient_quota``              ``Unavailable``, at once (retrying cannot help)
 other 4xx (e.g. 400)                    ``InvalidInput`` (field of the request), at once
+input not encodable as UTF-8            ``InvalidInput`` (field of the request), never sent
 429, 5xx, connection error, timeout     retried; ``Unavailable`` once retries run out
 malformed response                      ``Unavailable``
 ======================================  =====================================================
@@ -151,6 +152,10 @@ class OpenAIConnection:
         for attempt in range(attempts):
             try:
                 return request(client)
+            except UnicodeEncodeError:  # a lone surrogate (e.g. from a JSON "\ud800" escape) cannot be sent
+                raise InvalidInput(
+                    f"OpenAI {what} ({model}): the {field} are not valid text (a lone surrogate)", field=field
+                ) from None
             except openai.APIStatusError as exc:
                 error = _status_error(exc, what=what, model=model, field=field, base_url=self.base_url)
                 if error is not None:

@@ -8,6 +8,7 @@ Limits of the API (OpenAI API reference, "Create embeddings"): at most 2048 inpu
   tokens per character, which only runs of rare symbols do (English averages about four characters per
   token). A single text longer than that goes alone; one over 8192 tokens is refused by the API
   (``InvalidInput``) — callers chunk messages before embedding.
+* Lone surrogates (not encodable as UTF-8, so not sendable) become U+FFFD, as in ``LocalEmbedder``.
 * Empty texts: a text that is empty or only whitespace is not sent; its vector is all zeros. The search
   index accepts zero vectors and never returns them as vector hits, which is the honest answer for a text
   without content (``HashEmbedder`` gives zeros for such texts too).
@@ -19,6 +20,7 @@ Limits of the API (OpenAI API reference, "Create embeddings"): at most 2048 inpu
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -48,6 +50,7 @@ MAX_REQUEST_CHARS = 150_000
 """Characters per request, to stay under the API's 300,000 tokens per request (see the module docstring)."""
 
 _PROBE_TEXT = "dimension probe"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class OpenAIEmbedder:
@@ -173,7 +176,7 @@ class OpenAIEmbedder:
         out: list[Vector | None] = [None] * len(texts)
         wanted = [i for i, text in enumerate(texts) if text.strip()]
         for batch in _batches(wanted, texts, self._batch_size):
-            vectors = self._request([texts[i] for i in batch])
+            vectors = self._request([_SURROGATE.sub("\ufffd", texts[i]) for i in batch])
             for i, vector in zip(batch, vectors, strict=True):
                 out[i] = vector
         if len(wanted) < len(texts):
