@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from memstack.config import MemoryOptions
     from memstack.memory import Memory
-    from memstack.ports import ChatModel, Embedder, ObservationScheduler
+    from memstack.ports import ChatModel, Embedder, MemoryStore, ObservationScheduler, SearchIndex
     from memstack.settings import Settings
 
 EMBEDDERS = ("local", "hash", "openai")
@@ -234,8 +234,6 @@ def build_aws(
         raise InvalidInput(
             "the aws backend needs MEMSTACK_OPENSEARCH_ENDPOINT", field="MEMSTACK_OPENSEARCH_ENDPOINT"
         )
-    from memstack.adapters.dynamodb import DynamoDBMemoryStore, create_table
-    from memstack.adapters.opensearch import OpenSearchIndex, make_client
     from memstack.memory import Memory
     from memstack.tokens import default_tokenizer
 
@@ -250,40 +248,9 @@ def build_aws(
         model=settings.embedding_model,
         dimensions=settings.embedding_dimensions,
     )
-    if settings.create_resources:
-        create_table(
-            table_name=settings.table,
-            region=settings.region,
-            endpoint_url=settings.dynamodb_endpoint_url,
-            bucket=settings.bucket,
-            s3_endpoint_url=settings.s3_endpoint_url,
-        )
-    store = DynamoDBMemoryStore(
-        table_name=settings.table,
-        region=settings.region,
-        endpoint_url=settings.dynamodb_endpoint_url,
-        bucket=settings.bucket,
-        s3_endpoint_url=settings.s3_endpoint_url,
-        message_ttl_seconds=settings.message_ttl_seconds,
-    )
+    store = _dynamodb_store(settings)
     try:
-        client = make_client(
-            settings.opensearch_endpoint,
-            service=settings.opensearch_service,
-            region=settings.region,
-            username=settings.opensearch_username,
-            password=(
-                settings.opensearch_password.get_secret_value() if settings.opensearch_password else None
-            ),
-        )
-        index = OpenSearchIndex(
-            client,
-            dimension=emb.dimension,
-            model_id=emb.model_id,
-            service=settings.opensearch_service,
-            index_prefix=settings.opensearch_index_prefix,
-            engine=settings.knn_engine,
-        )
+        index = _opensearch_index(settings, emb)
     except BaseException:
         store.close()
         raise
@@ -298,6 +265,55 @@ def build_aws(
         chat_model=chat,
         scheduler=scheduler,
         background=background,
+    )
+
+
+def _dynamodb_store(settings: Settings) -> MemoryStore:
+    """The DynamoDB store of ``settings`` (table and bucket created first with ``create_resources``)."""
+    from memstack.adapters.dynamodb import DynamoDBMemoryStore, create_table
+
+    if settings.create_resources:
+        create_table(
+            table_name=settings.table,
+            region=settings.region,
+            endpoint_url=settings.dynamodb_endpoint_url,
+            bucket=settings.bucket,
+            s3_endpoint_url=settings.s3_endpoint_url,
+        )
+    return DynamoDBMemoryStore(
+        table_name=settings.table,
+        region=settings.region,
+        endpoint_url=settings.dynamodb_endpoint_url,
+        bucket=settings.bucket,
+        s3_endpoint_url=settings.s3_endpoint_url,
+        message_ttl_seconds=settings.message_ttl_seconds,
+    )
+
+
+def _opensearch_index(settings: Settings, embedder: Embedder) -> SearchIndex:
+    """The OpenSearch index of ``settings`` for ``embedder``'s model and dimension (created if missing).
+
+    Raises:
+        InvalidInput: an index of another dimension.
+        Unavailable: OpenSearch cannot be reached.
+    """
+    from memstack.adapters.opensearch import OpenSearchIndex, make_client
+
+    assert settings.opensearch_endpoint is not None
+    client = make_client(
+        settings.opensearch_endpoint,
+        service=settings.opensearch_service,
+        region=settings.region,
+        username=settings.opensearch_username,
+        password=(settings.opensearch_password.get_secret_value() if settings.opensearch_password else None),
+    )
+    return OpenSearchIndex(
+        client,
+        dimension=embedder.dimension,
+        model_id=embedder.model_id,
+        service=settings.opensearch_service,
+        index_prefix=settings.opensearch_index_prefix,
+        engine=settings.knn_engine,
     )
 
 

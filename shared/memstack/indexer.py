@@ -25,11 +25,14 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memstack.memory import Memory
 from memstack.observability import INDEXED, add_metric
 from memstack.observation.requirements import needs_chat_model
+
+if TYPE_CHECKING:
+    from memstack.adapters.dynamodb.stream import MessageChange
 
 logger = logging.getLogger(__name__)
 
@@ -49,14 +52,10 @@ def handle_stream_event(memory: Memory, event: Mapping[str, Any]) -> dict[str, l
         ``{"batchItemFailures": [{"itemIdentifier": <sequence number>}, ...]}`` — the partial-batch
         response of a function whose event source mapping reports batch item failures.
     """
-    from memstack.adapters.dynamodb.stream import MessageChange, message_change
+    from memstack.adapters.dynamodb.stream import message_change
 
     records: Sequence[Mapping[str, Any]] = event.get("Records") or []
-    changes: list[MessageChange] = []
-    for record in records:
-        change = message_change(record)
-        if change is not None:
-            changes.append(change)
+    changes = [change for record in records if (change := message_change(record)) is not None]
     failed: list[str] = []
 
     removed: dict[str, list[MessageChange]] = defaultdict(list)
@@ -64,13 +63,7 @@ def handle_stream_event(memory: Memory, event: Mapping[str, Any]) -> dict[str, l
         if c.kind == "removed":
             removed[c.resource_id].append(c)
     for resource_id, group in removed.items():
-        for start in range(0, len(group), _CHUNK):
-            part = group[start : start + _CHUNK]
-            try:
-                memory.index_removed(resource_id=resource_id, message_ids=[c.message_id for c in part])
-            except Exception as exc:
-                failed += [c.sequence_number for c in part]
-                _log_failure("remove", exc, resource_id, None, len(part))
+        _remove(memory, resource_id, group, failed)
 
     saved: dict[tuple[str, str], list[MessageChange]] = defaultdict(list)
     for c in changes:
@@ -80,27 +73,10 @@ def handle_stream_event(memory: Memory, event: Mapping[str, Any]) -> dict[str, l
     scheduled = 0
     observe = needs_chat_model(memory.options)
     for (resource_id, thread_id), group in saved.items():
-        ids = list(dict.fromkeys(c.message_id for c in group))
-        indexed = True
-        for start in range(0, len(ids), _CHUNK):
-            batch = set(ids[start : start + _CHUNK])
-            try:
-                written += memory.index_saved(
-                    resource_id=resource_id, thread_id=thread_id, message_ids=sorted(batch)
-                )
-            except Exception as exc:
-                indexed = False
-                failed += [c.sequence_number for c in group if c.message_id in batch]
-                _log_failure("index", exc, resource_id, thread_id, len(batch))
-        if not (observe and indexed):
-            continue  # a failed group is retried by Lambda, and schedules then
-        try:
-            if memory.schedule_observation(resource_id=resource_id, thread_id=thread_id) is not None:
-                scheduled += 1
-        except Exception as exc:
-            reported = set(failed)
-            failed += [c.sequence_number for c in group if c.sequence_number not in reported]
-            _log_failure("schedule observation", exc, resource_id, thread_id, len(group))
+        count, indexed = _index(memory, resource_id, thread_id, group, failed)
+        written += count
+        if observe and indexed:  # a failed group is retried by Lambda, and schedules then
+            scheduled += _schedule(memory, resource_id, thread_id, group, failed)
     logger.info(
         "stream batch indexed",
         extra={
@@ -114,6 +90,59 @@ def handle_stream_event(memory: Memory, event: Mapping[str, Any]) -> dict[str, l
     )
     add_metric(INDEXED, written)
     return {"batchItemFailures": [{"itemIdentifier": s} for s in failed]}
+
+
+def _remove(memory: Memory, resource_id: str, group: list[MessageChange], failed: list[str]) -> None:
+    """Remove the messages of ``group`` from the index, ``_CHUNK`` at a time; the records of a chunk that
+    failed are added to ``failed``."""
+    for start in range(0, len(group), _CHUNK):
+        part = group[start : start + _CHUNK]
+        try:
+            memory.index_removed(resource_id=resource_id, message_ids=[c.message_id for c in part])
+        except Exception as exc:
+            failed += [c.sequence_number for c in part]
+            _log_failure("remove", exc, resource_id, None, len(part))
+
+
+def _index(
+    memory: Memory, resource_id: str, thread_id: str, group: list[MessageChange], failed: list[str]
+) -> tuple[int, bool]:
+    """Index the saved messages of one thread, ``_CHUNK`` at a time.
+
+    Returns:
+        The chunks written and whether every chunk of messages was indexed; the records of a chunk that
+        failed are added to ``failed``.
+    """
+    ids = list(dict.fromkeys(c.message_id for c in group))
+    written = 0
+    indexed = True
+    for start in range(0, len(ids), _CHUNK):
+        batch = set(ids[start : start + _CHUNK])
+        try:
+            written += memory.index_saved(
+                resource_id=resource_id, thread_id=thread_id, message_ids=sorted(batch)
+            )
+        except Exception as exc:
+            indexed = False
+            failed += [c.sequence_number for c in group if c.message_id in batch]
+            _log_failure("index", exc, resource_id, thread_id, len(batch))
+    return written, indexed
+
+
+def _schedule(
+    memory: Memory, resource_id: str, thread_id: str, group: list[MessageChange], failed: list[str]
+) -> int:
+    """Schedule background observation of the thread: 1 if a job was submitted, else 0. When scheduling
+    fails, the group's records not yet in ``failed`` are added to it (Lambda retries them)."""
+    try:
+        return (
+            1 if memory.schedule_observation(resource_id=resource_id, thread_id=thread_id) is not None else 0
+        )
+    except Exception as exc:
+        reported = set(failed)
+        failed += [c.sequence_number for c in group if c.sequence_number not in reported]
+        _log_failure("schedule observation", exc, resource_id, thread_id, len(group))
+        return 0
 
 
 def _log_failure(what: str, exc: Exception, resource_id: str, thread_id: str | None, count: int) -> None:

@@ -632,35 +632,14 @@ Messages that come after this reminder are more recent; they take precedence."""
 """The continuation reminder's text (spec §2.9.6), sent as ``<system-reminder>…</system-reminder>``."""
 
 
-def retrieval_instructions(scope: Literal["thread", "resource"], custom: str | None = None) -> str:
-    """How the actor should use the ``recall`` tool (spec §3.4 ``getRetrievalInstructions``, §2.9.8).
-
-    Sections: ``## Recall — looking up source messages`` (observation-group range pointers),
-    ``### When to use recall``, ``### Choosing a mode`` (a resource and a thread variant),
-    ``### Paging with a cursor``, ``### Detail levels``, ``### Following up on truncated parts``,
-    ``### When recall is NOT needed`` and, with ``custom``, ``### Additional recall guidance``.
-
-    The tool's parameters named here: ``mode`` (``messages`` | ``threads``), ``cursor`` (a message id
-    from a range), ``thread_id``, ``page`` (1, 2, … forward from the cursor; −1, −2, … backward),
-    ``limit``, ``detail`` (``low`` | ``high``) and ``char_offset``.
-
-    Args:
-        scope: ``resource`` lets the tool read every thread of the resource; ``thread`` only the
-            current one.
-        custom: the application's own guidance (``retrieval.instructions``).
-
-    Raises:
-        ValueError: an unknown ``scope``.
-    """
-    if scope not in ("thread", "resource"):
-        raise ValueError(f"scope must be 'thread' or 'resource', got {scope!r}")
-    intro = """\
+_RECALL_INTRO = """\
 ## Recall — looking up source messages
 
 Some observations sit inside <observation-group id="…" range="FIRST_ID:LAST_ID"> tags. The range points \
 at the original messages the group was written from: FIRST_ID and LAST_ID are message ids. The `recall` \
 tool fetches those messages when the observation alone is not enough."""
-    when = """\
+
+_RECALL_WHEN = """\
 ### When to use recall
 
 - The user asks you to repeat, quote or reproduce something from earlier (code, a list, a text you wrote).
@@ -669,24 +648,27 @@ tool fetches those messages when the observation alone is not enough."""
 - You want to check an observation before relying on it for something important.
 
 When in doubt and the user points at specific earlier content, use recall rather than guess."""
-    if scope == "resource":
-        modes = """\
+
+_RECALL_MODES = {
+    "resource": """\
 ### Choosing a mode
 
 - `mode: "messages"` (the default): read the messages around a `cursor`, a message id taken from an \
 observation group's range. Use it when you know which group holds what you need.
 - `mode: "threads"`: list this user's conversations (threads) with their titles and dates; then read one \
 with `mode: "messages"` and its `thread_id`. Use it when you do not know which conversation to look in, \
-or when reading by cursor found nothing useful."""
-    else:
-        modes = """\
+or when reading by cursor found nothing useful.""",
+    "thread": """\
 ### Choosing a mode
 
 - `mode: "messages"` (the default): read the messages around a `cursor`, a message id taken from an \
 observation group's range. Recall is limited to the current conversation.
 - `mode: "threads"`: describes the current conversation only; use it to find where its messages start \
-and end when reading by cursor found nothing useful."""
-    rest = """\
+and end when reading by cursor found nothing useful.""",
+}
+"""``### Choosing a mode`` for each retrieval scope."""
+
+_RECALL_REST = """\
 ### Paging with a cursor
 
 Pass a message id from a range as `cursor`. `page: 1` reads forward from the cursor, `page: 2` the next \
@@ -709,7 +691,31 @@ the same `cursor` (that message's id) and `char_offset` set to that number.
 - The observations already answer the question.
 - The user asks about something from the current conversation that is still in view.
 - General knowledge questions that do not depend on past conversations."""
-    sections = [intro, when, modes, rest]
+
+
+def retrieval_instructions(scope: Literal["thread", "resource"], custom: str | None = None) -> str:
+    """How the actor should use the ``recall`` tool (spec §3.4 ``getRetrievalInstructions``, §2.9.8).
+
+    Sections: ``## Recall — looking up source messages`` (observation-group range pointers),
+    ``### When to use recall``, ``### Choosing a mode`` (a resource and a thread variant),
+    ``### Paging with a cursor``, ``### Detail levels``, ``### Following up on truncated parts``,
+    ``### When recall is NOT needed`` and, with ``custom``, ``### Additional recall guidance``.
+
+    The tool's parameters named here: ``mode`` (``messages`` | ``threads``), ``cursor`` (a message id
+    from a range), ``thread_id``, ``page`` (1, 2, … forward from the cursor; −1, −2, … backward),
+    ``limit``, ``detail`` (``low`` | ``high``) and ``char_offset``.
+
+    Args:
+        scope: ``resource`` lets the tool read every thread of the resource; ``thread`` only the
+            current one.
+        custom: the application's own guidance (``retrieval.instructions``).
+
+    Raises:
+        ValueError: an unknown ``scope``.
+    """
+    if scope not in ("thread", "resource"):
+        raise ValueError(f"scope must be 'thread' or 'resource', got {scope!r}")
+    sections = [_RECALL_INTRO, _RECALL_WHEN, _RECALL_MODES[scope], _RECALL_REST]
     if custom is not None and custom.strip():
         sections.append(f"### Additional recall guidance\n\n{custom.strip()}")
     return "\n\n".join(sections)

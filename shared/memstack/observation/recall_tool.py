@@ -122,6 +122,9 @@ def _render(message: Message, tokenizer: Tokenizer, detail: str) -> str:
     return "\n".join(lines[1:]) if len(lines) > 1 else message.text  # without the date header
 
 
+_ARGUMENTS = frozenset({"mode", "cursor", "thread_id", "page", "limit", "detail", "char_offset"})
+
+
 def run_recall(
     store: MemoryStore,
     tokenizer: Tokenizer,
@@ -149,86 +152,23 @@ def run_recall(
     """
     if not isinstance(args, dict):
         raise InvalidInput("recall arguments must be an object", field="recall")
-    unknown = set(args) - {"mode", "cursor", "thread_id", "page", "limit", "detail", "char_offset"}
+    unknown = set(args) - _ARGUMENTS
     if unknown:
         raise InvalidInput(f"recall got unknown arguments: {', '.join(sorted(unknown))}", field="recall")
     mode = args.get("mode", "messages")
     limit = _int(args, "limit", MAX_LIMIT, 1, MAX_LIMIT)
     if mode == "threads":
-        if scope != "resource":
-            own = store.get_thread(resource_id, thread_id)
-            items = [] if own is None else [_thread_item(own)]
-            return {"mode": "threads", "threads": items, "truncated": False}
-        page_threads = store.list_threads(resource_id, order_by="updated_at", direction="desc", limit=limit)
-        items = [_thread_item(t) for t in page_threads.threads]
-        return {"mode": "threads", "threads": items, "truncated": page_threads.next_cursor is not None}
+        return _threads(store, resource_id, thread_id, scope, limit)
     if mode != "messages":
         raise InvalidInput("recall.mode must be 'messages' or 'threads'", field="recall.mode")
     page = _int(args, "page", 1, 1, MAX_PAGE)
-    offset = args.get("char_offset", 0)
-    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= 10_000_000:
-        raise InvalidInput(
-            "recall.char_offset must be an integer from 0 to 10000000", field="recall.char_offset"
-        )
-    detail = args.get("detail", "low")
-    if detail not in ("low", "high"):
-        raise InvalidInput("recall.detail must be 'low' or 'high'", field="recall.detail")
-    cursor, wanted = args.get("cursor"), args.get("thread_id")
-    seq: int | None
-    nowhere = "this conversation" if scope == "thread" else "your memory"
-    if cursor is not None:
-        if not isinstance(cursor, str) or not cursor or len(cursor) > 600:
-            raise InvalidInput("recall.cursor must be a message id", field="recall.cursor")
-        found = store.get_messages(resource_id, [cursor])
-        if not found and ":" in cursor:  # the model passed a whole range: start from its first message
-            found = store.get_messages(resource_id, [split_range(cursor)[0]])
-        anchor = found[0] if found else None
-        if anchor is None or (scope == "thread" and anchor.thread_id != thread_id):
-            return {"error": f"no message {cursor[:100]!r} in {nowhere}"}
-        source, seq = anchor.thread_id, anchor.seq
-    elif wanted is not None:
-        if not isinstance(wanted, str) or not wanted or len(wanted) > 256:
-            raise InvalidInput("recall.thread_id must be a thread id or 'current'", field="recall.thread_id")
-        source = thread_id if wanted == "current" else wanted
-        if (scope == "thread" and source != thread_id) or store.get_thread(resource_id, source) is None:
-            return {"error": f"no conversation {wanted[:100]!r} in {nowhere}"}
-        seq = 1 if page > 0 else None  # from the start, or from the end
-    else:
-        raise InvalidInput("recall needs a cursor (a message id) or a thread_id", field="recall.cursor")
-    if page > 0:
-        rows = store.list_messages(
-            resource_id, source, limit=limit + 1, after_seq=(seq or 1) - 1 + (page - 1) * limit
-        )
-    else:
-        before = None if seq is None else seq + 1 - (-page - 1) * limit
-        if seq is None and page < -1:
-            # from the end: skip the later pages
-            newest = store.list_messages(resource_id, source, limit=(-page - 1) * limit, newest_first=True)
-            before = newest[-1].seq if newest else None
-        rows = store.list_messages(resource_id, source, limit=limit + 1, before_seq=before, newest_first=True)
-        rows.reverse()
-    has_more = len(rows) > limit
-    rows = rows[:limit] if page > 0 else rows[-limit:]
-    out: list[dict[str, Any]] = []
-    used = 0
-    truncated = False
-    next_offset: int | None = None
-    for i, m in enumerate(rows):
-        text = _render(m, tokenizer, detail)
-        if i == 0 and offset:
-            text = text[offset:]
-        if detail == "low" and len(text) > LOW_DETAIL_CHARS:
-            text, truncated = text[:LOW_DETAIL_CHARS] + " …", True
-        tokens = tokenizer.count(text) + 8
-        if used + tokens > OUTPUT_TOKENS:
-            if i == 0:  # one long message: show what fits and say where to continue
-                cut = _fit(text, OUTPUT_TOKENS - 8, tokenizer)
-                next_offset = offset + len(cut)
-                out.append(_message_item(m, cut))
-            truncated = True
-            break
-        used += tokens
-        out.append(_message_item(m, text))
+    offset, detail = _offset_and_detail(args)
+    start = _start(store, resource_id, thread_id, scope, args, page)
+    if isinstance(start, dict):
+        return start
+    source, seq = start
+    rows, has_more = _page_rows(store, resource_id, source, seq, page, limit)
+    out, truncated, next_offset = _render_page(rows, tokenizer, detail, offset)
     result: dict[str, Any] = {
         "mode": "messages",
         "thread_id": source,
@@ -240,6 +180,112 @@ def run_recall(
     if next_offset is not None:
         result["next_char_offset"] = next_offset
     return result
+
+
+def _threads(
+    store: MemoryStore, resource_id: str, thread_id: str, scope: Literal["thread", "resource"], limit: int
+) -> dict[str, Any]:
+    """Mode ``threads``: the resource's threads, newest first (resource scope), or the current one."""
+    if scope != "resource":
+        own = store.get_thread(resource_id, thread_id)
+        items = [] if own is None else [_thread_item(own)]
+        return {"mode": "threads", "threads": items, "truncated": False}
+    page_threads = store.list_threads(resource_id, order_by="updated_at", direction="desc", limit=limit)
+    items = [_thread_item(t) for t in page_threads.threads]
+    return {"mode": "threads", "threads": items, "truncated": page_threads.next_cursor is not None}
+
+
+def _offset_and_detail(args: dict[str, Any]) -> tuple[int, str]:
+    """``char_offset`` (0..10,000,000) and ``detail`` (``low``/``high``). Raises ``InvalidInput``."""
+    offset = args.get("char_offset", 0)
+    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= 10_000_000:
+        raise InvalidInput(
+            "recall.char_offset must be an integer from 0 to 10000000", field="recall.char_offset"
+        )
+    detail = args.get("detail", "low")
+    if detail not in ("low", "high"):
+        raise InvalidInput("recall.detail must be 'low' or 'high'", field="recall.detail")
+    return offset, str(detail)
+
+
+def _start(
+    store: MemoryStore,
+    resource_id: str,
+    thread_id: str,
+    scope: Literal["thread", "resource"],
+    args: dict[str, Any],
+    page: int,
+) -> tuple[str, int | None] | dict[str, Any]:
+    """Where the page starts: ``(thread id, seq)`` — ``seq`` ``None`` for the end of the thread — or an
+    ``{"error"}`` answer when the cursor or thread is not the caller's to read.
+
+    Raises:
+        InvalidInput: a malformed cursor or thread id, or neither given.
+    """
+    cursor, wanted = args.get("cursor"), args.get("thread_id")
+    nowhere = "this conversation" if scope == "thread" else "your memory"
+    if cursor is not None:
+        if not isinstance(cursor, str) or not cursor or len(cursor) > 600:
+            raise InvalidInput("recall.cursor must be a message id", field="recall.cursor")
+        found = store.get_messages(resource_id, [cursor])
+        if not found and ":" in cursor:  # the model passed a whole range: start from its first message
+            found = store.get_messages(resource_id, [split_range(cursor)[0]])
+        anchor = found[0] if found else None
+        if anchor is None or (scope == "thread" and anchor.thread_id != thread_id):
+            return {"error": f"no message {cursor[:100]!r} in {nowhere}"}
+        return anchor.thread_id, anchor.seq
+    if wanted is not None:
+        if not isinstance(wanted, str) or not wanted or len(wanted) > 256:
+            raise InvalidInput("recall.thread_id must be a thread id or 'current'", field="recall.thread_id")
+        source = thread_id if wanted == "current" else wanted
+        if (scope == "thread" and source != thread_id) or store.get_thread(resource_id, source) is None:
+            return {"error": f"no conversation {wanted[:100]!r} in {nowhere}"}
+        return source, 1 if page > 0 else None  # from the start, or from the end
+    raise InvalidInput("recall needs a cursor (a message id) or a thread_id", field="recall.cursor")
+
+
+def _page_rows(
+    store: MemoryStore, resource_id: str, source: str, seq: int | None, page: int, limit: int
+) -> tuple[list[Message], bool]:
+    """The page's messages in ``seq`` order and whether more follow in the page's direction."""
+    if page > 0:
+        rows = store.list_messages(
+            resource_id, source, limit=limit + 1, after_seq=(seq or 1) - 1 + (page - 1) * limit
+        )
+        return rows[:limit], len(rows) > limit
+    before = None if seq is None else seq + 1 - (-page - 1) * limit
+    if seq is None and page < -1:
+        # from the end: skip the later pages
+        newest = store.list_messages(resource_id, source, limit=(-page - 1) * limit, newest_first=True)
+        before = newest[-1].seq if newest else None
+    rows = store.list_messages(resource_id, source, limit=limit + 1, before_seq=before, newest_first=True)
+    rows.reverse()
+    return rows[-limit:], len(rows) > limit
+
+
+def _render_page(
+    rows: list[Message], tokenizer: Tokenizer, detail: str, offset: int
+) -> tuple[list[dict[str, Any]], bool, int | None]:
+    """The page's items within ``OUTPUT_TOKENS``: the items, whether anything was cut, and where a first
+    message too long for the budget continues (``None`` when it fitted)."""
+    out: list[dict[str, Any]] = []
+    used = 0
+    truncated = False
+    for i, m in enumerate(rows):
+        text = _render(m, tokenizer, detail)
+        if i == 0 and offset:
+            text = text[offset:]
+        if detail == "low" and len(text) > LOW_DETAIL_CHARS:
+            text, truncated = text[:LOW_DETAIL_CHARS] + " …", True
+        tokens = tokenizer.count(text) + 8
+        if used + tokens > OUTPUT_TOKENS:
+            if i == 0:  # one long message: show what fits and say where to continue
+                cut = _fit(text, OUTPUT_TOKENS - 8, tokenizer)
+                return [_message_item(m, cut)], True, offset + len(cut)
+            return out, True, None
+        used += tokens
+        out.append(_message_item(m, text))
+    return out, truncated, None
 
 
 def _fit(text: str, budget: int, tokenizer: Tokenizer) -> str:

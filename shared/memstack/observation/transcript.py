@@ -285,7 +285,7 @@ def transcript_batches(
     Batches split on message boundaries, in order; each starts with a date line and shows the first
     message's time. A message whose transcript alone is over ``max_tokens`` gets batches of its own,
     one per consecutive part, labelled ``(part i of n)`` after the speaker, so a huge message is still
-    observed, in pieces (issue 6). The result is deterministic. Messages with nothing to show (no
+    observed, in pieces. The result is deterministic. Messages with nothing to show (no
     parts the transcript renders) are still named by a batch: the next one, or the last one when they
     come last; if no message shows anything, one batch with empty ``text`` and 0 tokens names them all
     (the caller skips the model call and still marks them observed).
@@ -304,63 +304,85 @@ def transcript_batches(
     """
     if max_tokens < MIN_BATCH_TOKENS:
         raise ValueError(f"max_tokens must be at least {MIN_BATCH_TOKENS}, got {max_tokens}")
-    rendered = _render_all(messages, tokenizer, tool_result_max_tokens)
-    batches: list[TranscriptBatch] = []
-    group: list[_Rendered] = []  # the next batch's messages; may start with ones that show nothing
-    group_tokens = 0
-    group_day: date | None = None
+    batcher = _Batcher(tokenizer, max_tokens)
+    for item in _render_all(messages, tokenizer, tool_result_max_tokens):
+        batcher.add(item)
+    return batcher.finish()
 
-    def emit(items: Sequence[_Rendered], text: str) -> None:
+
+class _Batcher:
+    """The state of ``transcript_batches``: the batches made so far and the next batch's messages."""
+
+    def __init__(self, tokenizer: Tokenizer, max_tokens: int) -> None:
+        self.tokenizer = tokenizer
+        self.max_tokens = max_tokens
+        self.batches: list[TranscriptBatch] = []
+        self.group: list[_Rendered] = []  # the next batch's messages; may start with ones that show nothing
+        self.group_tokens = 0
+        self.group_day: date | None = None
+
+    def add(self, item: _Rendered) -> None:
+        """Put one message in the next batch, closing the batch first when the message would not fit, or
+        give a message too big for any batch batches of its own."""
+        if not item.body:
+            self.group.append(item)
+            return
+        day_cost = self.tokenizer.count(_day_line(item.day)) + 1
+        line_cost = self.tokenizer.count(_assemble([item])) - day_cost + 2  # its time shown, plus a newline
+        if day_cost + line_cost > self.max_tokens:
+            self.flush()
+            parts = _message_parts(item, self.max_tokens, self.tokenizer)
+            self.emit([*self.group, item], parts[0])
+            self.group = []
+            for part in parts[1:]:
+                self.emit([item], part)
+            return
+        cost = line_cost + (day_cost if item.day != self.group_day else 0)
+        if self.group_tokens and self.group_tokens + cost > self.max_tokens:
+            self.flush()
+            cost = line_cost + day_cost
+        self.group.append(item)
+        self.group_tokens += cost
+        self.group_day = item.day
+
+    def emit(self, items: Sequence[_Rendered], text: str) -> None:
+        """Close one batch of ``items`` with transcript ``text``."""
         ids = [item.message.id for item in items]
-        batches.append(
-            TranscriptBatch(text, ids, items[0].message.seq, items[-1].message.seq, tokenizer.count(text))
+        self.batches.append(
+            TranscriptBatch(
+                text, ids, items[0].message.seq, items[-1].message.seq, self.tokenizer.count(text)
+            )
         )
 
-    def flush() -> None:
-        nonlocal group, group_tokens, group_day
-        if all(not item.body for item in group):
+    def flush(self) -> None:
+        """Close the pending group as one or more batches, unless none of it shows anything yet."""
+        if all(not item.body for item in self.group):
             return  # nothing to show yet: these ride along with the next batch
-        pending, group, group_tokens, group_day = group, [], 0, None
+        pending = self.group
+        self.group, self.group_tokens, self.group_day = [], 0, None
         while pending:
             # the estimate (a sum over lines) almost always bounds the whole; move the tail out if not
             keep = len(pending)
             text = _assemble(pending[:keep])
-            while keep > 1 and tokenizer.count(text) > max_tokens:
+            while keep > 1 and self.tokenizer.count(text) > self.max_tokens:
                 keep -= 1
                 text = _assemble(pending[:keep])
-            emit(pending[:keep], text)
+            self.emit(pending[:keep], text)
             pending = pending[keep:]
 
-    for item in rendered:
-        if not item.body:
-            group.append(item)
-            continue
-        day_cost = tokenizer.count(_day_line(item.day)) + 1
-        line_cost = tokenizer.count(_assemble([item])) - day_cost + 2  # its time shown, plus a newline
-        if day_cost + line_cost > max_tokens:
-            flush()
-            parts = _message_parts(item, max_tokens, tokenizer)
-            emit([*group, item], parts[0])
-            group = []
-            for part in parts[1:]:
-                emit([item], part)
-            continue
-        cost = line_cost + (day_cost if item.day != group_day else 0)
-        if group_tokens and group_tokens + cost > max_tokens:
-            flush()
-            cost = line_cost + day_cost
-        group.append(item)
-        group_tokens += cost
-        group_day = item.day
-    flush()
-    if group:  # only messages that show nothing are left
-        if batches:
-            last = batches[-1]
-            ids = last.message_ids + [item.message.id for item in group]
-            batches[-1] = TranscriptBatch(last.text, ids, last.first_seq, group[-1].message.seq, last.tokens)
-        else:
-            emit(group, "")
-    return batches
+    def finish(self) -> list[TranscriptBatch]:
+        """Every batch, the messages that show nothing named by the last batch (or by one empty batch)."""
+        self.flush()
+        if self.group:  # only messages that show nothing are left
+            if self.batches:
+                last = self.batches[-1]
+                ids = last.message_ids + [item.message.id for item in self.group]
+                self.batches[-1] = TranscriptBatch(
+                    last.text, ids, last.first_seq, self.group[-1].message.seq, last.tokens
+                )
+            else:
+                self.emit(self.group, "")
+        return self.batches
 
 
 def count_message_tokens(messages: Sequence[Message], tokenizer: Tokenizer) -> int:

@@ -519,42 +519,58 @@ class DynamoDBMemoryStore:
         expires = int(time.time()) + self._ttl if self._ttl else None
         for mid, p in final.items():
             seq, created = state[mid]
-            ref = p.ref
-            message_item = m(
-                *message_key(resource_id, thread_id, seq),
-                id=mid,
-                resource_id=resource_id,
-                role=p.message.role,
-                created_at=created,
-                seq=seq,
-                body=p.body if ref is None else None,
-                body_s3=ref.key if ref else None,
-                body_size=ref.size if ref else None,
-                body_sha256=ref.sha256 if ref else None,
-                expires_at=expires,
-            )
-            pointer_item = m(
-                *pointer_key(resource_id, mid),
-                thread_id=thread_id,
-                resource_id=resource_id,
-                seq=seq,
-                created_at=created,
-                body_s3=ref.key if ref else None,
-                expires_at=expires,
-            )
-            if mid in existed:
-                # still there, still ours (not deleted meanwhile), body unchanged since it was read
-                old = pointers[mid].body_s3
-                same_body = m.body_s3 == old if old else m.body_s3.does_not_exist()
-                condition = (m.thread_id == thread_id) & same_body
-                if old and old != (ref.key if ref else None):
-                    plan.stale_keys.append(old)
-            else:
-                condition = m.pk.does_not_exist()  # nobody took the id meanwhile
-            plan.writes.append((message_item, pointer_item, condition))
-            if ref is not None:
-                plan.uploads.append((ref, p.data))
+            self._add_write(plan, p, seq, created, pointers.get(mid) if mid in existed else None, expires)
         return plan
+
+    def _add_write(
+        self,
+        plan: _Plan,
+        p: _Prepared,
+        seq: int,
+        created: str,
+        pointer: Item | None,
+        expires: int | None,
+    ) -> None:
+        """Add the message item, its pointer and the write's condition to ``plan`` (and the body upload).
+
+        ``pointer`` is the message's pointer as read before the write, ``None`` for a new message: a new
+        id must still be free, an existing one still this thread's with the body it had when read."""
+        m = self._model
+        mid, thread_id, resource_id, ref = p.message.id, plan.thread_id, plan.resource_id, p.ref
+        message_item = m(
+            *message_key(resource_id, thread_id, seq),
+            id=mid,
+            resource_id=resource_id,
+            role=p.message.role,
+            created_at=created,
+            seq=seq,
+            body=p.body if ref is None else None,
+            body_s3=ref.key if ref else None,
+            body_size=ref.size if ref else None,
+            body_sha256=ref.sha256 if ref else None,
+            expires_at=expires,
+        )
+        pointer_item = m(
+            *pointer_key(resource_id, mid),
+            thread_id=thread_id,
+            resource_id=resource_id,
+            seq=seq,
+            created_at=created,
+            body_s3=ref.key if ref else None,
+            expires_at=expires,
+        )
+        if pointer is not None:
+            # still there, still ours (not deleted meanwhile), body unchanged since it was read
+            old = pointer.body_s3
+            same_body = m.body_s3 == old if old else m.body_s3.does_not_exist()
+            condition = (m.thread_id == thread_id) & same_body
+            if old and old != (ref.key if ref else None):
+                plan.stale_keys.append(old)
+        else:
+            condition = m.pk.does_not_exist()  # nobody took the id meanwhile
+        plan.writes.append((message_item, pointer_item, condition))
+        if ref is not None:
+            plan.uploads.append((ref, p.data))
 
     def _upload(self, plan: _Plan, uploaded: set[str]) -> None:
         assert self._bodies is not None or not plan.uploads

@@ -48,46 +48,57 @@ def flatten(metadata: dict[str, Any]) -> dict[str, Any]:
         ``{"meta_s": {field: [str…]}, "meta_n": {field: [float…]}, "meta_b": {field: [bool…]},
         "meta_null": [path…], "meta_paths": [path…]}``; empty groups are left out.
     """
-    strings: dict[str, list[str]] = {}
-    numbers: dict[str, list[float | int]] = {}
-    bools: dict[str, list[bool]] = {}
-    nulls: list[str] = []
-    paths: list[str] = []
+    collector = _FieldCollector()
+    collector.walk(metadata, "")
+    return collector.fields()
 
-    def scalar(path: str, value: Any) -> None:
-        if value is None:
-            if path not in nulls:
-                nulls.append(path)
-        elif isinstance(value, bool):
-            bools.setdefault(field_name(path), []).append(value)
-        elif isinstance(value, int | float):
-            if not (isinstance(value, float) and not math.isfinite(value)):
-                numbers.setdefault(field_name(path), []).append(value)
-        elif isinstance(value, str):
-            strings.setdefault(field_name(path), []).append(value)
 
-    def walk(obj: dict[str, Any], prefix: str) -> None:
+class _FieldCollector:
+    """Gathers the typed fields of ``flatten`` while walking a metadata object."""
+
+    def __init__(self) -> None:
+        self.strings: dict[str, list[str]] = {}
+        self.numbers: dict[str, list[float | int]] = {}
+        self.bools: dict[str, list[bool]] = {}
+        self.nulls: list[str] = []
+        self.paths: list[str] = []
+
+    def walk(self, obj: dict[str, Any], prefix: str) -> None:
+        """Record every usable key of ``obj`` (a non-empty string without a dot) under ``prefix``."""
         for key, value in obj.items():
             if not isinstance(key, str) or not key or "." in key:
                 continue
             path = f"{prefix}{key}"
-            paths.append(path)
+            self.paths.append(path)
             if isinstance(value, dict):
-                walk(value, f"{path}.")
+                self.walk(value, f"{path}.")
             elif isinstance(value, list):
                 for element in value:
                     if not isinstance(element, dict | list):
-                        scalar(path, element)
+                        self.scalar(path, element)
             else:
-                scalar(path, value)
+                self.scalar(path, value)
 
-    walk(metadata, "")
-    fields: dict[str, Any] = {}
-    for name, group in ((STRING_FIELDS, strings), (NUMBER_FIELDS, numbers), (BOOL_FIELDS, bools)):
-        if group:
-            fields[name] = group
-    if nulls:
-        fields[NULL_PATHS] = nulls
-    if paths:
-        fields[PRESENT_PATHS] = paths
-    return fields
+    def scalar(self, path: str, value: Any) -> None:
+        """Record one scalar value at ``path`` in the group of its type (non-finite numbers are left out)."""
+        if value is None:
+            if path not in self.nulls:
+                self.nulls.append(path)
+        elif isinstance(value, bool):
+            self.bools.setdefault(field_name(path), []).append(value)
+        elif isinstance(value, int | float):
+            if not (isinstance(value, float) and not math.isfinite(value)):
+                self.numbers.setdefault(field_name(path), []).append(value)
+        elif isinstance(value, str):
+            self.strings.setdefault(field_name(path), []).append(value)
+
+    def fields(self) -> dict[str, Any]:
+        """The non-empty groups, under their field names."""
+        groups: list[tuple[str, Any]] = [
+            (STRING_FIELDS, self.strings),
+            (NUMBER_FIELDS, self.numbers),
+            (BOOL_FIELDS, self.bools),
+            (NULL_PATHS, self.nulls),
+            (PRESENT_PATHS, self.paths),
+        ]
+        return {name: group for name, group in groups if group}
