@@ -9,7 +9,7 @@ first turns of a LoCoMo conversation, then measures one more turn:
 * embedding calls, counted on the embedder;
 
 and prints each request with its start and end (ms from the call's start) and thread, so overlapping
-requests — the ones issued concurrently — show. Targets (issue 4): ``context()`` ≤ 2 DynamoDB requests +
+requests — the ones issued concurrently — show. Targets (DESIGN.md "A turn on AWS"): ``context()`` ≤ 2 DynamoDB requests +
 1 OpenSearch request + ≤ 1 embedding call, issued concurrently; a turn's save = 1 DynamoDB write; the
 query embedding made by ``context()`` is reused when that message is indexed.
 

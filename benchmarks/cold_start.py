@@ -1,4 +1,4 @@
-"""Cold-start proxies of the Lambda functions (issue 5, Performance): import time of each handler module and
+"""Cold-start proxies of the Lambda functions (DESIGN.md "Performance"): import time of each handler module and
 the unzipped size of each function's bundle.
 
 * Import time: ``import app`` of ``functions/<name>/app.py`` in a fresh interpreter per run (what a cold

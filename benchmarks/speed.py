@@ -14,7 +14,7 @@ under new resources (``grow-<k>-<sample>``), one batched save per session — on
 growth costs ~13 ms per message on this machine (1.5 s per 100 messages), so by default it is grown to 10k
 only (``--mastra-max`` to change it). Both sides run sequentially (never at the same time: 2 cores).
 
-Targets (issue 7): save and context >= 3x faster than Mastra at p50; context p50 grows sublinearly from 1k to
+Targets (DESIGN.md "Performance": faster than Mastra, flat at scale): save and context >= 3x faster than Mastra at p50; context p50 grows sublinearly from 1k to
 100k stored messages.
 
 Usage: ``python benchmarks/speed.py [--quick] [--runs 3] [--sizes 0,1000,10000,100000] [--mastra-max 10000]

@@ -1,6 +1,7 @@
 """Conformance suite of the ``MemoryStore`` port: every adapter runs it unchanged.
 
-Adapters are registered in ``STORE_FACTORIES`` (tests/contract/conftest.py); later issues add DynamoDB.
+Adapters are registered in ``STORE_FACTORIES`` (tests/contract/conftest.py): SQLite, and DynamoDB under
+moto (in-process and as a moto server).
 """
 
 from __future__ import annotations

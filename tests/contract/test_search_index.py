@@ -1,7 +1,8 @@
 """Conformance suite of the ``SearchIndex`` port: every adapter runs it unchanged.
 
-Adapters are registered in ``INDEX_FACTORIES`` (tests/contract/conftest.py) as ``factory(dimension)``;
-later issues add OpenSearch (against its HTTP test double, and a real cluster when ``OPENSEARCH_URL`` is set).
+Adapters are registered in ``INDEX_FACTORIES`` (tests/contract/conftest.py) as ``factory(dimension)``:
+SQLite (with and without its vector cache) and OpenSearch (managed domain and Serverless modes against its
+HTTP test double, and a real cluster when ``OPENSEARCH_URL`` is set).
 
 Vectors are hand-made in ``DIM`` = 8 dimensions, so expected cosine similarities are known exactly. Filter
 behaviour is checked against ``memstack.filters.matches``, the reference evaluator, over a seeded random

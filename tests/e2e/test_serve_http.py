@@ -87,7 +87,7 @@ def closed_by_server(sock: socket.socket) -> bool:
         return True
 
 
-# --- item 3: every method answers JSON ---------------------------------------------------------------
+# --- every method answers JSON ------------------------------------------------------------------------
 
 
 def test_given_head_on_a_get_route_then_gets_status_and_headers_without_a_body(server: LocalServer) -> None:
@@ -131,7 +131,7 @@ def test_given_a_malformed_request_line_then_the_refusal_is_json_too(server: Loc
     assert "error" in answer.json()
 
 
-# --- item 4: declared but unsent bodies ---------------------------------------------------------------
+# --- declared but unsent bodies -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("declared", [99999999999, 1001])
@@ -178,7 +178,7 @@ def test_given_requests_after_a_slow_client_then_the_server_still_answers(server
             sock.close()
 
 
-# --- item 5: clients that hang up --------------------------------------------------------------------
+# --- clients that hang up -----------------------------------------------------------------------------
 
 
 def test_given_clients_that_reset_the_connection_then_no_traceback_is_printed(

@@ -1,5 +1,5 @@
 """The store reads of one ``context()``: the thread's head in one read, and resource-scoped working memory
-fetched with the recalled messages, so a turn costs two store requests on DynamoDB (issue 4)."""
+fetched with the recalled messages, so a turn costs two store requests on DynamoDB."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Indexing saved messages exactly once (``Memory.index_saved``): replays of a stream batch neither re-embed
 nor duplicate, on the embedded default and on an OpenSearch Serverless collection (the double), where
-document ids cannot de-duplicate (issue 4)."""
+document ids cannot de-duplicate."""
 
 from __future__ import annotations
 

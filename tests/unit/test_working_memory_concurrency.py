@@ -1,4 +1,4 @@
-"""Working memory written by two OS processes on one SQLite file (issue 3 "Concurrency"): JSON mode loses
+"""Working memory written by two OS processes on one SQLite file: JSON mode loses
 no update; markdown mode ends with a complete document, each writer seeing success or a clean Conflict."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The HTTP API (issue 5): the Powertools resolver shared by the Lambda functions (``functions/api``,
+"""The HTTP API: the Powertools resolver shared by the Lambda functions (``functions/api``,
 ``functions/context``) and ``memstack serve``; routes in docs/api.md, the OpenAPI document in
 docs/openapi.json (``python -m memstack.api.openapi``).
 

@@ -1,4 +1,4 @@
-"""Who may act for which resource (issue 5 item 3; docs/api.md "Auth").
+"""Who may act for which resource (docs/api.md "Auth").
 
 * ``iam`` (default): API Gateway authenticated the caller with SigV4 before the function runs; the caller is
   the agent's trusted backend, so the request's ``resource_id`` is taken as given.

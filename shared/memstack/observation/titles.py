@@ -1,7 +1,7 @@
 """Thread titles (spec §2.6, §3.6): the transcript a title model reads, and one title generation.
 
 Mastra generates a title after the first turn of an untitled thread with a plain completion; Memstack
-runs it in the background observation path (issue 6) and never overwrites a title a user set (the
+runs it in the background observation path and never overwrites a title a user set (the
 caller's rule: untitled is the empty string).
 """
 

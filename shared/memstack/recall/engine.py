@@ -156,7 +156,7 @@ class SemanticRecall:
         Messages without searchable text are removed from the index instead. With ``once`` each content
         of a message is indexed exactly once: a message whose index mark (``MemoryStore.get_index_marks``)
         equals the fingerprint of what would be indexed is skipped, and the indexed ones are marked
-        afterwards — so replays of a stream batch neither re-embed nor duplicate (issue 4: on Serverless
+        afterwards — so replays of a stream batch neither re-embed nor duplicate (on Serverless
         OpenSearch the document ``_id`` cannot give that).
         Raises what the embedder, index or store raises (the caller decides whether that fails the call).
         """

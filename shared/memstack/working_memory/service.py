@@ -1,4 +1,4 @@
-"""Reading and writing working memory through the store, safely across processes (spec §2.7, issue 3).
+"""Reading and writing working memory through the store, safely across processes (spec §2.7).
 
 Resource scope lives in the resource record, whose ``version`` guards compare-and-set writes
 (``MemoryStore.put_resource``). An update reads the document and its version, computes the new document
