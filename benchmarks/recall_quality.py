@@ -49,7 +49,6 @@ from benchmarks.common import (  # noqa: E402
 )
 
 MODES = ("vector", "keyword", "hybrid")
-TOP_KS = (4, 8, 16)
 MESSAGE_RANGE = 1
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 GROUPS = ("all", "multi-hop", "temporal", "open-domain", "single-hop", "multi-session")

@@ -240,12 +240,14 @@ class ObservationOptions(_Options):
             keep 6,000 tokens unobserved), or ≥ 1000 for "tokens to keep" (fewer than ``message_tokens``).
         block_after: a multiplier of ``message_tokens`` in [1, 100) (1.2, i.e. 36,000), or an absolute
             token count ≥ 100 that must exceed ``message_tokens``; above it activation may overshoot.
-        buffer_on_idle: buffer at turn end, when the agent is idle.
+        buffer_on_idle: accepted for Mastra compatibility, changing nothing: buffering already runs after
+            each saved turn, in the background.
         max_tokens_per_batch: resource scope: most message tokens of one multi-thread Observer batch.
         previous_observer_tokens: tail-truncates previous observations sent to the Observer to this
             many tokens (2,000); ``0`` omits them, ``False`` sends them whole.
         observe_attachments: ``True``, ``False``, ``"auto"`` or an allowlist of mime globs
-            (``["image/*", "application/pdf"]``).
+            (``["image/*", "application/pdf"]``); accepted for Mastra compatibility, changing nothing: the
+            Observer reads text, with ``[Image #n: name]``/``[File #n: name]`` placeholders.
         instruction: custom instructions appended as ``=== CUSTOM INSTRUCTIONS ===`` (≤ 16,000 chars).
         thread_title: also extract a thread title.
         continuation_hints: ``{current_task, suggested_response}`` or a bool for both.
@@ -404,7 +406,8 @@ class ObservationalMemoryOptions(_Options):
             ``observation.buffer_tokens: false``.
         activate_after_idle: force activation of buffered observations after idle: milliseconds, a
             duration ``"5m"``/``"1hr"``/``"30s"``/``"500ms"``, or ``"auto"`` (per-provider cache TTL).
-        activate_on_provider_change: activate when the next step's model differs from the last one's.
+        activate_on_provider_change: accepted for Mastra compatibility, changing nothing: a server does
+            not see which model the agent calls.
         temporal_markers: insert temporal-gap markers (spec §2.9.7).
         retrieval: the recall tool: ``True``/``False`` or ``{scope, instructions}``.
         obscure_thread_ids: render thread ids as hashes in observations. ``None`` means automatic: on in

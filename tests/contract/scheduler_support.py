@@ -43,12 +43,6 @@ class SchedulerSubject:
     finished: Callable[[], list[ObservationJob]] | None = None
 
 
-def _close(scheduler: Any) -> None:
-    close = getattr(scheduler, "close", None)
-    if close is not None:
-        close()
-
-
 @contextmanager
 def in_process(*, synchronous: bool) -> Iterator[SchedulerSubject]:
     ran: list[ObservationJob] = []

@@ -81,10 +81,3 @@ def synth_jwt_es() -> Synth:
         memoryOptions='{"observational_memory": true, "generate_title": true}',
         observationSweepMinutes="10",
     )
-
-
-@pytest.fixture(scope="session")
-def template_file(synth: Synth, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("cdk") / "Memstack.template.json"
-    path.write_text(json.dumps(synth.json, indent=1))
-    return path

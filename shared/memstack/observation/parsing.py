@@ -377,7 +377,6 @@ _MONTH_NUMBERS = {
     )
     for name in names
 }
-_MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _WEEKDAY = r"(?:(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)[a-z]*,?\s+)?"
 _NAMED_DATE = re.compile(rf"^{_WEEKDAY}([A-Za-z]+)\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})$", re.I)
 _DAY_FIRST_DATE = re.compile(rf"^{_WEEKDAY}(\d{{1,2}})\s+([A-Za-z]+)\.?,?\s+(\d{{4}})$", re.I)
@@ -448,10 +447,6 @@ def _relative(when: date, today: date) -> str:
         return f"{_amount(n, unit)} ago"
     n, unit = _span(today, when)
     return f"in {_amount(n, unit)}"
-
-
-def _format_date(when: date) -> str:
-    return f"{_MONTH_NAMES[when.month - 1]} {when.day}, {when.year}"
 
 
 def add_relative_time(observations: str, now: datetime) -> str:

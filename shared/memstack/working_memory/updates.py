@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from memstack.errors import InvalidInput
 from memstack.working_memory.merge import deep_merge, strip_padding_nulls
 from memstack.working_memory.schema import MemorySchema
 
-UpdateReason = Literal["append-new-memory", "clarify-existing-memory", "replace-irrelevant-memory"]
 UPDATE_REASONS: tuple[str, ...] = (
     "append-new-memory",
     "clarify-existing-memory",
