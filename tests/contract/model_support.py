@@ -20,6 +20,7 @@ import respx
 from memstack.adapters.testing import HashEmbedder, ScriptedChatModel
 from memstack.errors import InvalidInput, Unavailable
 from memstack.ports import ChatModel, ChatResult, Embedder
+from tests.openai_support import chat_body, embeddings_body, error_body
 
 API = "https://api.openai.com/v1"
 KEY = "sk-contract-0123456789"
@@ -75,23 +76,13 @@ def _echo_embeddings(request: httpx.Request) -> httpx.Response:
     body = json.loads(request.content)
     reference = HashEmbedder(dimension=int(body.get("dimensions", 1536)))
     vectors = reference.embed_documents(body["input"])
-    data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
-    return httpx.Response(
-        200,
-        json={
-            "object": "list",
-            "data": data[::-1],
-            "model": body["model"],
-            "usage": {"prompt_tokens": 1, "total_tokens": 1},
-        },
-    )
+    indexes = list(range(len(vectors)))
+    return httpx.Response(200, json=embeddings_body(vectors[::-1], indexes[::-1]))
 
 
 def _error(status: int, message: str, code: str | None = None) -> httpx.Response:
     kind = "server_error" if status >= 500 else "invalid_request_error"
-    return httpx.Response(
-        status, json={"error": {"message": message, "type": kind, "param": None, "code": code}}
-    )
+    return httpx.Response(status, json=error_body(message, code, kind))
 
 
 @contextmanager
@@ -179,18 +170,12 @@ def _completion(result: ChatResult) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
     if result.tool_calls:
         message["tool_calls"] = result.tool_calls
-    return {
-        "id": "chatcmpl-contract",
-        "object": "chat.completion",
-        "created": 1_700_000_000,
-        "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
-        "usage": {
-            "prompt_tokens": result.input_tokens,
-            "completion_tokens": result.output_tokens,
-            "total_tokens": result.input_tokens + result.output_tokens,
-        },
+    usage = {
+        "prompt_tokens": result.input_tokens,
+        "completion_tokens": result.output_tokens,
+        "total_tokens": result.input_tokens + result.output_tokens,
     }
+    return chat_body(message, usage)
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from memstack.adapters.openai.connection import MAX_DELAY
 from memstack.bootstrap import make_embedder
 from memstack.errors import InvalidInput, PayloadTooLarge, Unavailable
 from memstack.ports import ChatModel, Embedder
+from tests.openai_support import chat_body, embeddings_body, error_body
 
 API = "https://api.openai.com/v1"
 KEY = "sk-test-SECRET-0123456789"
@@ -50,38 +51,11 @@ def unit(i: int, dim: int = 3) -> list[float]:
     return [math.cos(i / 1000), math.sin(i / 1000)] + [0.0] * (dim - 2)
 
 
-def embeddings_body(vectors: list[list[float]], indexes: list[int] | None = None) -> dict[str, Any]:
-    indexes = list(range(len(vectors))) if indexes is None else indexes
-    return {
-        "object": "list",
-        "data": [
-            {"object": "embedding", "index": i, "embedding": v} for i, v in zip(indexes, vectors, strict=True)
-        ],
-        "model": "text-embedding-3-small",
-        "usage": {"prompt_tokens": 1, "total_tokens": 1},
-    }
-
-
 def echo_embeddings(request: httpx.Request) -> httpx.Response:
     """Answer each input with ``unit(n)``, where the input is ``"text <n>"``."""
     inputs = json.loads(request.content)["input"]
     dim = json.loads(request.content).get("dimensions", 3)
     return httpx.Response(200, json=embeddings_body([unit(int(t.split()[-1]), dim) for t in inputs]))
-
-
-def error_body(message: str, code: str | None = None, type_: str = "invalid_request_error") -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
-
-
-def chat_body(message: dict[str, Any], usage: dict[str, int] | None = None) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1_700_000_000,
-        "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
-        "usage": usage or {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
-    }
 
 
 def embedder(sleeps: Sleeps, **kwargs: Any) -> OpenAIEmbedder:
