@@ -2,6 +2,8 @@
 
 A factory is a context manager that yields a fresh, empty adapter and tears down whatever it started
 (a moto mock, a server, a test double) on exit. Register more adapters here: one name, one factory.
+The ``Embedder`` and ``ChatModel`` subjects are registered in ``model_support.py``, the
+``ObservationScheduler`` subjects in ``scheduler_support.py``: each with the hooks its suite drives.
 """
 
 from __future__ import annotations
