@@ -1,4 +1,5 @@
-"""The house rules of DESIGN.md, checked on the source: the core knows only ports."""
+"""The house rules of DESIGN.md and STYLE.md, checked on the source: the core knows only ports, and no
+function of shared/ is longer than the ceiling."""
 
 from __future__ import annotations
 
