@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from memstack import EraseReceipt, Memory
-from memstack.adapters.hash_embed import HashEmbedder
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.index import SqliteSearchIndex
 from memstack.adapters.sqlite.store import SqliteMemoryStore
+from memstack.adapters.testing import HashEmbedder
 from memstack.errors import InvalidInput, Unavailable
 from memstack.model import ObservationRecord
 from memstack.tokens import default_tokenizer

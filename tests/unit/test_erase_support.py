@@ -15,10 +15,10 @@ import pytest
 
 from memstack import Memory
 from memstack.adapters.dynamodb.store import DynamoDBMemoryStore
-from memstack.adapters.hash_embed import HashEmbedder
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.index import SqliteSearchIndex, scope_token
 from memstack.adapters.sqlite.store import SqliteMemoryStore
+from memstack.adapters.testing import HashEmbedder
 from memstack.ports import IndexEntry
 from memstack.tokens import default_tokenizer
 from tests.erase_support import remnants

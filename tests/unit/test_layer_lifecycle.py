@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from memstack import Memory
+from memstack.adapters.testing import ChatCall, ScriptedChatModel
 from memstack.observation.engine import split_log
-from tests.observation_support import ScriptedChat, om_memory
+from tests.observation_support import om_memory
 
 R, A, B = "res-1", "thread-a", "thread-b"
 
@@ -75,7 +76,7 @@ def test_given_a_thread_scoped_observation_record_when_cloned_then_the_clone_kee
     None
 ):
     options = {**RESOURCE_OM, "scope": "thread", "retrieval": True}
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     with om_memory(chat, observational_memory=options) as memory:
         fill(memory, A, 40)
         calls = chat.count("observer")
@@ -112,7 +113,7 @@ def test_given_a_thread_when_cloned_into_another_resource_of_the_caller_then_it_
 def test_given_resource_scoped_observations_when_a_thread_is_deleted_then_other_threads_no_longer_see_it() -> (
     None
 ):
-    with om_memory(ScriptedChat(), observational_memory=RESOURCE_OM) as memory:
+    with om_memory(ScriptedChatModel(), observational_memory=RESOURCE_OM) as memory:
         fill(memory, A, 40)
         fill(memory, B, 40)
         rec = memory.get_observation_record(resource_id=R, thread_id=B)
@@ -129,7 +130,7 @@ def test_given_resource_scoped_observations_when_a_thread_is_deleted_then_other_
 
 def test_given_a_reflection_that_merged_a_thread_when_it_is_deleted_then_the_reflection_goes_too() -> None:
     options = {**RESOURCE_OM, "reflection": {"observation_tokens": 400}}
-    with om_memory(ScriptedChat(words=30), observational_memory=options) as memory:
+    with om_memory(ScriptedChatModel(words=30), observational_memory=options) as memory:
         fill(memory, A, 40)
         fill(memory, B, 40)
         rec = memory.get_observation_record(resource_id=R, thread_id=B)
@@ -144,15 +145,13 @@ def test_given_a_reflection_that_merged_a_thread_when_it_is_deleted_then_the_ref
 def test_given_an_observer_still_running_when_its_thread_is_deleted_then_nothing_of_it_is_committed() -> None:
     holder: dict[str, Any] = {"done": True}
 
-    class DeletingMidCall(ScriptedChat):
-        def complete(self, messages: Any, **kw: Any) -> Any:
-            answer = super().complete(messages, **kw)
-            if not holder.get("done"):
-                holder["done"] = True
-                holder["memory"].delete_thread(thread_id=A, resource_id=R)
-            return answer
+    def delete_once(call: ChatCall) -> None:
+        if not holder.get("done"):
+            holder["done"] = True
+            holder["memory"].delete_thread(thread_id=A, resource_id=R)
 
-    with om_memory(DeletingMidCall(), background="inline", observational_memory=RESOURCE_OM) as memory:
+    deleting_mid_call = ScriptedChatModel(on_call=delete_once)
+    with om_memory(deleting_mid_call, background="inline", observational_memory=RESOURCE_OM) as memory:
         holder["memory"] = memory
         fill(memory, B, 40)
         holder["done"] = False
@@ -168,7 +167,7 @@ def test_given_an_observer_still_running_when_its_thread_is_deleted_then_nothing
 def test_given_a_resource_with_every_layer_when_erased_then_nothing_of_it_remains_and_others_stay() -> None:
     options = {**RESOURCE_OM, "scope": "resource"}
     with om_memory(
-        ScriptedChat(),
+        ScriptedChatModel(),
         observational_memory=options,
         working_memory={"enabled": True, "scope": "resource"},
         semantic_recall={"top_k": 3},
