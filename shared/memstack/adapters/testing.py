@@ -1,4 +1,4 @@
-"""Deterministic adapters for tests, simulations and offline runs: no model, no network, no clock.
+"""Deterministic adapters for tests, simulations and offline runs: no model and no network.
 
 * ``HashEmbedder`` — the feature-hashing ``Embedder`` (``memstack.adapters.hash_embed``, re-exported here).
 * ``ScriptedChatModel`` — a ``ChatModel`` that answers from a script, from a function of the request, or
@@ -36,7 +36,11 @@ __all__ = [
     "request_kind",
 ]
 
-_TRANSCRIPT_LINE = re.compile(r"^(?:User|Assistant|Tool \w+)[^:]*:\s*(.+)$")
+# A speaker line of the Observer's transcript (memstack.observation.transcript): the speaker, an optional
+# author and time in parentheses, then what was said.
+_TRANSCRIPT_LINE = re.compile(
+    r"^(?:User|Assistant|System|Tool(?: (?:Call|Result|Error) [^:(]+)?)(?: \([^)]*\))*:\s*(.+)$"
+)
 _COMPRESSION_LEVELS = ((4, "EXTREME"), (3, "CRITICAL"), (2, "AGGRESSIVE"))
 
 DEGENERATE = "<observations>\n" + ("* 🟡 the same line again and again and again\n" * 400) + "</observations>"
@@ -104,7 +108,7 @@ class ScriptedChatModel:
     Args:
         script: replies used first, in order.
         respond: the answer to a call when the script is used up.
-        error: raised on every call when the script is used up (after ``respond`` would have been asked).
+        error: raised on every call when the script is used up (it wins over ``respond``).
         delay: seconds to sleep before answering each call (timeouts, time budgets, races).
         on_call: runs with each recorded call before it is answered (hold it at a barrier, change the
             store underneath it); what it raises is raised by ``complete``.
@@ -271,6 +275,7 @@ class RecordingScheduler:
         self.failing = set(failing)
         self.submitted: list[str] = []
         self.jobs: list[ObservationJob] = []
+        self._seen: set[str] = set()
         self._lock = threading.Lock()
 
     def submit(self, job: ObservationJob) -> None:
@@ -282,7 +287,8 @@ class RecordingScheduler:
         with self._lock:
             if job.key in self.failing:
                 raise Unavailable(f"the scheduler refused job {job.key}; retry later")
-            if job.key not in self.submitted:
+            if job.key not in self._seen:
+                self._seen.add(job.key)
                 self.submitted.append(job.key)
                 self.jobs.append(job)
 
