@@ -119,14 +119,14 @@ def test_two_racing_triggers_never_observe_the_same_messages_twice(tmp_path: Pat
         if call.kind == "observer":
             barrier.wait()  # both runs have read the same snapshot before either writes
 
-    def Gate() -> ScriptedChatModel:  # noqa: N802 - reads as the class it stands for
+    def gated() -> ScriptedChatModel:
         return ScriptedChatModel(on_call=gate)
 
     quiet = RecordingScheduler()
-    with om_memory(Gate(), path=str(db), scheduler=quiet, observational_memory=NO_BUFFER) as setup:
+    with om_memory(gated(), path=str(db), scheduler=quiet, observational_memory=NO_BUFFER) as setup:
         save(setup, 1, 40)  # jobs recorded, not run
-    a = om_memory(Gate(), path=str(db), scheduler=RecordingScheduler(), observational_memory=NO_BUFFER)
-    b = om_memory(Gate(), path=str(db), scheduler=RecordingScheduler(), observational_memory=NO_BUFFER)
+    a = om_memory(gated(), path=str(db), scheduler=RecordingScheduler(), observational_memory=NO_BUFFER)
+    b = om_memory(gated(), path=str(db), scheduler=RecordingScheduler(), observational_memory=NO_BUFFER)
     errors: list[BaseException] = []
 
     def run(memory: Any) -> None:

@@ -22,7 +22,7 @@ from memstack.observation.prompts import TITLE_INSTRUCTIONS
 from memstack.observation.titles import generate_title, title_transcript
 
 
-def ScriptedChat(*answers: str) -> ScriptedChatModel:  # noqa: N802 - reads as the model it builds
+def scripted(*answers: str) -> ScriptedChatModel:
     """A chat model that answers ``answers`` in order and records what it was asked."""
     return ScriptedChatModel(answers)
 
@@ -69,7 +69,7 @@ def test_given_every_part_kind_when_title_transcript_then_spec_lines() -> None:
 
 
 def test_given_an_answer_when_generate_title_then_one_call_with_instructions_and_transcript() -> None:
-    chat = ScriptedChat("Trip to Porto")
+    chat = scripted("Trip to Porto")
     assert generate_title(chat, [msg("user", "Plan my trip to Porto")]) == "Trip to Porto"
     (call,) = chat.calls
     assert call.messages == [
@@ -80,7 +80,7 @@ def test_given_an_answer_when_generate_title_then_one_call_with_instructions_and
 
 
 def test_given_custom_instructions_when_generate_title_then_they_are_the_system_message() -> None:
-    chat = ScriptedChat("Porto")
+    chat = scripted("Porto")
     generate_title(chat, [msg("user", "hi")], instructions="Three words, in French.")
     assert chat.calls[0].messages[0] == {"role": "system", "content": "Three words, in French."}
 
@@ -95,12 +95,12 @@ def test_given_custom_instructions_when_generate_title_then_they_are_the_system_
     ],
 )
 def test_given_a_messy_answer_when_generate_title_then_cleaned(answer: str, title: str) -> None:
-    assert generate_title(ScriptedChat(answer), [msg("user", "x")]) == title
+    assert generate_title(scripted(answer), [msg("user", "x")]) == title
 
 
 def test_given_a_long_answer_when_generate_title_then_cut_on_a_word_boundary() -> None:
     answer = "Planning a two week family holiday in northern Portugal with stops in Porto Braga and Guimaraes"
-    title = generate_title(ScriptedChat(answer), [msg("user", "x")])
+    title = generate_title(scripted(answer), [msg("user", "x")])
     assert len(title) <= 80
     assert answer.startswith(title) and answer[len(title)] == " "
 
@@ -108,4 +108,4 @@ def test_given_a_long_answer_when_generate_title_then_cut_on_a_word_boundary() -
 @pytest.mark.parametrize("answer", ["", "   ", "<think>nothing to say</think>", '""'])
 def test_given_an_empty_answer_when_generate_title_then_unavailable(answer: str) -> None:
     with pytest.raises(Unavailable, match="no title"):
-        generate_title(ScriptedChat(answer), [msg("user", "x")])
+        generate_title(scripted(answer), [msg("user", "x")])
