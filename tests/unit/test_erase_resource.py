@@ -150,6 +150,19 @@ def test_given_two_full_resources_when_one_is_erased_then_nothing_of_it_remains_
     assert {h.message_id for h in hits} >= {"m1"}
 
 
+def test_given_a_full_thread_when_deleted_then_nothing_keyed_by_it_remains_in_any_store(
+    backend: Backend,
+) -> None:
+    a, _ = ids()
+    fill(backend.memory, a)
+    assert remnants(a, store=backend.store, double=backend.double, thread_id="trip")
+
+    backend.memory.delete_thread(thread_id="trip", resource_id=a)
+
+    assert remnants(a, store=backend.store, double=backend.double, thread_id="trip") == []
+    assert remnants(a, store=backend.store, double=backend.double, thread_id="diet")
+
+
 def test_given_an_erased_resource_when_erased_again_then_every_count_is_zero(backend: Backend) -> None:
     a, _ = ids()
     fill(backend.memory, a)
