@@ -121,14 +121,19 @@ def ids() -> tuple[str, str]:
     return f"erase-a-{suffix}", f"erase-b-{suffix}"
 
 
+def two_filled(backend: Backend) -> tuple[str, str, list[str]]:
+    """Two full resources, ``a`` to erase and ``b`` to keep, and what is stored of ``b``."""
+    a, b = ids()
+    fill(backend.memory, a)
+    fill(backend.memory, b)
+    return a, b, sorted(backend.remnants(b))
+
+
 def test_given_two_full_resources_when_one_is_erased_then_nothing_of_it_remains_and_the_other_is_untouched(
     backend: Backend,
 ) -> None:
     memory = backend.memory
-    a, b = ids()
-    fill(memory, a)
-    fill(memory, b)
-    before_b = sorted(backend.remnants(b))
+    a, b, before_b = two_filled(backend)
     assert backend.remnants(a), "the enumerator must see the resource before the erasure"
 
     receipt = memory.erase_resource(resource_id=a)
@@ -225,10 +230,7 @@ def test_given_an_erasure_that_failed_midway_when_called_again_then_it_finishes(
     backend: Backend, method: str, nth: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     memory = backend.memory
-    a, b = ids()
-    fill(memory, a)
-    fill(memory, b)
-    before_b = sorted(backend.remnants(b))
+    a, b, before_b = two_filled(backend)
     real = memory.store
     failing = FailsOnce(real, method, nth)
     with monkeypatch.context() as patch:
