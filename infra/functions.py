@@ -64,11 +64,15 @@ class FunctionSpec:
     handler: str = "app.handler"
     folder: str | None = None
     """The code's folder under ``functions/`` (default: ``name``)."""
+    list_bodies: bool = False
+    """May list the bodies' prefix (``s3:ListBucket`` limited to it): deleting a thread deletes every object
+    under the thread's key prefix, bodies no item points at included."""
 
 
 SPECS = (
     FunctionSpec("api", "Memstack: the REST API (every route but context).", 1024, Duration.seconds(29),
-                 TABLE_READ + TABLE_WRITE, ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")),
+                 TABLE_READ + TABLE_WRITE, ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"),
+                 list_bodies=True),
     FunctionSpec("context", "Memstack: POST /v1/threads/{thread_id}/context (the turn's hot path).", 1769,
                  Duration.seconds(29), TABLE_READ + OBSERVATION_WRITE, ("s3:GetObject",)),
     FunctionSpec("indexer", "Memstack: the table's message stream -> embeddings -> OpenSearch.", 1024,
@@ -161,6 +165,14 @@ class Functions(Construct):
                     iam.PolicyStatement(
                         actions=list(spec.bucket_actions),
                         resources=[bucket.arn_for_objects(f"{BODIES_PREFIX}*")],
+                    )
+                )
+            if spec.list_bodies:
+                role.add_to_policy(
+                    iam.PolicyStatement(
+                        actions=["s3:ListBucket"],
+                        resources=[bucket.bucket_arn],
+                        conditions={"StringLike": {"s3:prefix": [f"{BODIES_PREFIX}*"]}},
                     )
                 )
             secret.grant_read(role)

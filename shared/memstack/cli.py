@@ -78,15 +78,7 @@ def _serve_parser(sub: Any) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free port)")
-    serve.add_argument(
-        "--backend",
-        choices=["sqlite", "aws"],
-        help="sqlite (embedded) or aws: DynamoDB + OpenSearch at the endpoints in the MEMSTACK_* settings "
-        "(default: MEMSTACK_BACKEND, else sqlite)",
-    )
-    serve.add_argument(
-        "--db", help="SQLite file of the sqlite backend (default: MEMSTACK_DB_PATH, .memstack/memory.db)"
-    )
+    _backend_arguments(serve)
     serve.add_argument(
         "--embedder",
         choices=["hash", "local", "openai"],
@@ -101,6 +93,19 @@ def _serve_parser(sub: Any) -> None:
     serve.add_argument("--verbose", action="store_true", help="also print the API's JSON log lines")
 
 
+def _backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--backend`` and ``--db``, the local backend of ``serve`` and ``erase``."""
+    parser.add_argument(
+        "--backend",
+        choices=["sqlite", "aws"],
+        help="sqlite (embedded) or aws: DynamoDB + OpenSearch at the endpoints in the MEMSTACK_* settings "
+        "(default: MEMSTACK_BACKEND, else sqlite)",
+    )
+    parser.add_argument(
+        "--db", help="SQLite file of the sqlite backend (default: MEMSTACK_DB_PATH, .memstack/memory.db)"
+    )
+
+
 def _erase_parser(sub: Any) -> None:
     erase = sub.add_parser(
         "erase",
@@ -111,15 +116,7 @@ def _erase_parser(sub: Any) -> None:
     )
     erase.add_argument("--resource", required=True, help="the resource id to erase")
     erase.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    erase.add_argument(
-        "--db", help="SQLite file of the sqlite backend (default: MEMSTACK_DB_PATH, .memstack/memory.db)"
-    )
-    erase.add_argument(
-        "--backend",
-        choices=["sqlite", "aws"],
-        help="sqlite (embedded) or aws: DynamoDB + OpenSearch at the endpoints in the MEMSTACK_* settings "
-        "(default: MEMSTACK_BACKEND, else sqlite)",
-    )
+    _backend_arguments(erase)
     erase.add_argument(
         "--embedder",
         choices=["hash", "local", "openai"],

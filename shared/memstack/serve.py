@@ -14,7 +14,8 @@ auth check are the very code the Lambda functions run (docs/api.md).
   are read from the request header ``X-Memstack-Claims`` (a JSON object, e.g. ``{"sub": "user-42"}``) and
   the API's claim rule applies to them. Nothing verifies a token: never expose this server.
 * One log line per request on stderr: method, path (without the query string), status, milliseconds —
-  never bodies or query values. The API's own INFO lines are off unless ``verbose``. A client that hangs
+  never bodies or query values, so never a resource id (the erasure route's path shows
+  ``/v1/resources/{resource_id}``). The API's own INFO lines are off unless ``verbose``. A client that hangs
   up (``BrokenPipeError``, ``ConnectionResetError``) costs one DEBUG line of the ``memstack.serve`` logger,
   never a traceback.
 * Every method gets the API's JSON error shape: HEAD is answered as GET without the body; OPTIONS and any
@@ -70,6 +71,9 @@ the client reads the answer rather than a connection reset (bounded: nothing is 
 
 _CHUNK = 1 << 16
 _log = logging.getLogger(__name__)
+
+_RESOURCE_PATH = "/v1/resources/"
+"""Paths that name a resource (the erasure route): the access line shows the route, not the id."""
 
 AuthMode = Literal["iam", "jwt"]
 
@@ -157,6 +161,8 @@ class LocalServer(ThreadingHTTPServer):
 
     def access(self, method: str, path: str, status: int, ms: float) -> None:
         """Write the one access line of a request."""
+        if path.startswith(_RESOURCE_PATH):
+            path = _RESOURCE_PATH + "{resource_id}"
         with self._log_lock:
             print(f"{method} {path} {status} {ms:.1f}ms", file=self.log, flush=True)
 

@@ -97,6 +97,12 @@ def test_given_the_aws_backend_when_an_agent_runs_a_turn_loop_then_it_behaves_as
         with pytest.raises(NotFound):
             client.get_thread(thread_id="aws-1")
 
+        client.save_messages(thread_id="aws-2", messages=["The pan is 26 cm."])
+        receipt = client.erase_resource()
+        assert (receipt.counts["threads"], receipt.counts["messages"]) == (1, 1)
+        assert receipt.counts["index_documents"] >= 1, "indexed inline: the erasure removes the chunk"
+        assert client.list_threads().threads == ()
+
 
 def test_given_the_aws_backend_when_a_db_path_is_given_then_serve_refuses_to_start(tmp_path: Path) -> None:
     refused = pytest.raises(AssertionError, match=r"exited \(2\).*--db applies to the sqlite backend only")

@@ -99,6 +99,18 @@ def test_given_a_served_api_when_an_agent_runs_turns_then_history_working_memory
         client.get_thread(thread_id="trip-1")
     assert client.recall(thread_id="trip-2", query="locker code").hits == []
 
+    # erase the user: the working memory goes too, and a second erasure finds nothing
+    client.save_messages(thread_id="trip-2", messages=["My seat is 14C."])
+    receipt = client.erase_resource()
+    assert (receipt.counts["threads"], receipt.counts["messages"], receipt.counts["working_memory"]) == (
+        1,
+        1,
+        1,
+    )
+    assert client.list_threads().threads == ()
+    assert client.get_working_memory(thread_id="trip-1") is None
+    assert set(client.erase_resource().counts.values()) == {0}
+
 
 def test_given_bad_requests_when_sent_over_http_then_the_library_exceptions_carry_code_and_field(
     client: MemstackClient,
@@ -164,6 +176,20 @@ def test_given_requests_when_served_then_one_access_line_each_and_never_a_body(
     assert (status, ms.endswith("ms")) == ("200", True)
     assert float(ms[:-2]) >= 0
     assert not any(SECRET in line or "user-42" in line for line in served.stderr + served.stdout)
+
+
+def test_given_a_resource_erased_when_served_then_its_access_line_does_not_name_it(
+    served: Served,
+) -> None:
+    with MemstackClient(served.url, resource_id="user-77", timeout=30) as other:
+        other.erase_resource()
+
+    deadline = time.monotonic() + 5
+    while not any(line.startswith("DELETE /v1/resources/") for line in served.stderr):
+        assert time.monotonic() < deadline, served.stderr[-5:]
+        time.sleep(0.02)
+    assert any(line.startswith("DELETE /v1/resources/{resource_id} 200 ") for line in served.stderr)
+    assert not any("user-77" in line for line in served.stderr + served.stdout)
 
 
 def test_given_a_running_server_when_sigterm_arrives_then_it_stops_cleanly_and_the_data_stays(

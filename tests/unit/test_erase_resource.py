@@ -121,14 +121,19 @@ def ids() -> tuple[str, str]:
     return f"erase-a-{suffix}", f"erase-b-{suffix}"
 
 
+def two_filled(backend: Backend) -> tuple[str, str, list[str]]:
+    """Two full resources, ``a`` to erase and ``b`` to keep, and what is stored of ``b``."""
+    a, b = ids()
+    fill(backend.memory, a)
+    fill(backend.memory, b)
+    return a, b, sorted(backend.remnants(b))
+
+
 def test_given_two_full_resources_when_one_is_erased_then_nothing_of_it_remains_and_the_other_is_untouched(
     backend: Backend,
 ) -> None:
     memory = backend.memory
-    a, b = ids()
-    fill(memory, a)
-    fill(memory, b)
-    before_b = sorted(backend.remnants(b))
+    a, b, before_b = two_filled(backend)
     assert backend.remnants(a), "the enumerator must see the resource before the erasure"
 
     receipt = memory.erase_resource(resource_id=a)
@@ -148,6 +153,19 @@ def test_given_two_full_resources_when_one_is_erased_then_nothing_of_it_remains_
     assert [t.id for t in memory.list_threads(resource_id=b).threads] == ["diet", "trip"]
     hits = memory.recall(resource_id=b, thread_id="diet", query="Lisbon Friday").hits
     assert {h.message_id for h in hits} >= {"m1"}
+
+
+def test_given_a_full_thread_when_deleted_then_nothing_keyed_by_it_remains_in_any_store(
+    backend: Backend,
+) -> None:
+    a, _ = ids()
+    fill(backend.memory, a)
+    assert remnants(a, store=backend.store, double=backend.double, thread_id="trip")
+
+    backend.memory.delete_thread(thread_id="trip", resource_id=a)
+
+    assert remnants(a, store=backend.store, double=backend.double, thread_id="trip") == []
+    assert remnants(a, store=backend.store, double=backend.double, thread_id="diet")
 
 
 def test_given_an_erased_resource_when_erased_again_then_every_count_is_zero(backend: Backend) -> None:
@@ -212,10 +230,7 @@ def test_given_an_erasure_that_failed_midway_when_called_again_then_it_finishes(
     backend: Backend, method: str, nth: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     memory = backend.memory
-    a, b = ids()
-    fill(memory, a)
-    fill(memory, b)
-    before_b = sorted(backend.remnants(b))
+    a, b, before_b = two_filled(backend)
     real = memory.store
     failing = FailsOnce(real, method, nth)
     with monkeypatch.context() as patch:

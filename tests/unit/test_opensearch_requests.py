@@ -410,6 +410,71 @@ def test_given_aoss_when_deleting_then_ids_are_searched_then_deleted_in_one_bulk
     assert serverless.documents(NAME) == {}
 
 
+RESOURCE_QUERY = {"bool": {"filter": [{"term": {"resource_id": "r1"}}]}}
+
+
+def test_given_es_when_a_resource_is_deleted_then_one_delete_by_query_whose_count_is_returned(
+    managed: OpenSearchDouble,
+) -> None:
+    index = open_index(managed)
+    index.upsert([entry("m1"), entry("m2", thread_id="t2"), entry("m1", resource_id="r2")])
+    managed.clear_requests()
+
+    assert index.delete_resource("r1") == 2
+
+    assert calls(managed) == [("POST", f"/{NAME}/_delete_by_query")]
+    assert last(managed).body == {"query": RESOURCE_QUERY}
+    assert last(managed).params == {"conflicts": "proceed"}
+    assert [d["resource_id"] for d in managed.documents(NAME).values()] == ["r2"]
+
+
+def test_given_aoss_when_a_resource_is_deleted_then_ids_are_searched_and_bulk_deleted_until_none_is_found(
+    serverless: OpenSearchDouble,
+) -> None:
+    index = open_index(serverless, "aoss")
+    index.upsert([entry("m1"), entry("m2", thread_id="t2"), entry("m1", resource_id="r2")])
+    ids = sorted(i for i, d in serverless.documents(NAME).items() if d["resource_id"] == "r1")
+    serverless.clear_requests()
+
+    assert index.delete_resource("r1") == 2
+
+    assert calls(serverless) == [
+        ("POST", f"/{NAME}/_search"),
+        ("POST", "/_bulk"),
+        ("POST", f"/{NAME}/_search"),
+    ]
+    lookup, delete, check = serverless.requests
+    assert (
+        lookup.body
+        == check.body
+        == {"size": 1000, "_source": False, "query": RESOURCE_QUERY, "sort": [{"uid": "asc"}]}
+    )
+    assert sorted(a["delete"]["_id"] for a in delete.body) == ids
+    assert [d["resource_id"] for d in serverless.documents(NAME).values()] == ["r2"]
+
+
+def test_given_aoss_search_still_showing_deleted_ids_when_a_resource_is_deleted_then_it_stops_and_counts_once(
+    serverless: OpenSearchDouble, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = open_index(serverless, "aoss")
+    index.upsert([entry("m1"), entry("m2")])
+    found = index._find_ids
+    seen: list[list[str]] = []
+
+    def lagging(query: Any) -> list[str]:  # Serverless shows deletes after a delay: the ids come back once
+        ids = found(query) or (seen[-1] if seen else [])
+        seen.append(ids)
+        return ids
+
+    monkeypatch.setattr(index, "_find_ids", lagging)
+    serverless.clear_requests()
+
+    assert index.delete_resource("r1") == 2
+
+    assert [r.path for r in serverless.requests].count("/_bulk") == 2  # the second answers 404s and ends it
+    assert serverless.documents(NAME) == {}
+
+
 def test_given_aoss_when_the_double_gets_a_client_id_then_it_refuses_it_like_serverless(
     serverless: OpenSearchDouble,
 ) -> None:

@@ -281,7 +281,8 @@ class EraseCounts(BaseModel):
         description="Resource records deleted (resource-scoped working memory): 0 or 1."
     )
     observation_records: int = Field(
-        description="Observational-memory records deleted, thread and resource scope (pending work with them)."
+        description="Resource-scope observational-memory records deleted (pending work with them); a thread's "
+        "own record goes with its thread."
     )
     index_documents: int = Field(description="Search-index documents (message chunks) deleted.")
 
