@@ -97,30 +97,22 @@ def sweep_due(event: Mapping[str, Any], context: Any) -> dict[str, int]:
             "the sweep needs MEMSTACK_OBSERVATION_STATE_MACHINE_ARN",
             field="MEMSTACK_OBSERVATION_STATE_MACHINE_ARN",
         )
-    memory = memory_from_env()
-    scheduler = memory.scheduler
-    jobs = memory.observation_work(idle_seconds=idle, limit=limit)
-    started, failed = 0, 0
-    for job in jobs:
-        try:
-            scheduler.submit(job)
-            started += 1
-        except Exception as exc:  # the others still start; this one is due again at the next run
-            failed += 1
-            logger().warning(
-                "observation sweep could not start a job (%s)",
-                type(exc).__name__,
-                extra={"resource_id": job.resource_id, "thread_id": job.thread_id, "key": job.key},
-            )
+    result = memory_from_env().sweep_observations(idle_seconds=idle, limit=limit)
     logger().info(
         "observation sweep done",
-        extra={"due": len(jobs), "started": started, "failed": failed, "idle_seconds": idle, "limit": limit},
+        extra={
+            "due": result.due,
+            "started": result.started,
+            "failed": result.failed,
+            "idle_seconds": idle,
+            "limit": limit,
+        },
     )
-    if failed:
+    if result.failed:
         raise Unavailable(
-            f"the sweep could not start {failed} of {len(jobs)} observation jobs; the next run retries"
+            f"the sweep could not start {result.failed} of {result.due} observation jobs; the next run retries"
         )
-    return {"started": started}
+    return {"started": result.started}
 
 
 handler = lambda_handler(observe)

@@ -13,6 +13,7 @@ import pytest
 from memstack.adapters.testing import RecordingScheduler
 from memstack.errors import InvalidInput, Unavailable
 from memstack.ports import ObservationJob
+from tests.observation_support import om_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:observation"
@@ -55,14 +56,18 @@ def test_given_an_event_without_ids_then_invalid_input(event: Any, monkeypatch: 
 
 
 class SweepMemory:
+    """A local ``Memory`` whose sweep finds ``jobs`` due (the store's due-work query is tested elsewhere)."""
+
     def __init__(self, jobs: list[ObservationJob], scheduler: RecordingScheduler) -> None:
-        self.jobs = jobs
+        self.memory = om_memory(None, scheduler=scheduler)
         self.scheduler = scheduler
         self.asked: list[tuple[int, int]] = []
 
-    def observation_work(self, *, idle_seconds: int, limit: int) -> list[ObservationJob]:
-        self.asked.append((idle_seconds, limit))
-        return self.jobs
+        def due(*, idle_seconds: int, limit: int) -> list[ObservationJob]:
+            self.asked.append((idle_seconds, limit))
+            return jobs
+
+        self.memory.observation_work = due  # type: ignore[method-assign]
 
 
 def jobs(n: int) -> list[ObservationJob]:
@@ -75,7 +80,7 @@ def jobs(n: int) -> list[ObservationJob]:
 def test_given_due_work_when_swept_then_every_job_is_submitted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSTACK_OBSERVATION_STATE_MACHINE_ARN", ARN)
     memory = SweepMemory(jobs(3), RecordingScheduler())
-    monkeypatch.setattr(app, "memory_from_env", lambda: memory)
+    monkeypatch.setattr(app, "memory_from_env", lambda: memory.memory)
     assert app.sweep({"idle_seconds": 600, "limit": 10}, None) == {"started": 3}
     assert memory.asked == [(600, 10)]
     assert memory.scheduler.submitted == ["om-0-sweep", "om-1-sweep", "om-2-sweep"]
@@ -88,7 +93,7 @@ def test_given_one_job_failing_to_start_when_swept_then_the_others_start_and_the
 ) -> None:
     monkeypatch.setenv("MEMSTACK_OBSERVATION_STATE_MACHINE_ARN", ARN)
     memory = SweepMemory(jobs(3), RecordingScheduler(failing={"om-1-sweep"}))
-    monkeypatch.setattr(app, "memory_from_env", lambda: memory)
+    monkeypatch.setattr(app, "memory_from_env", lambda: memory.memory)
     with pytest.raises(Unavailable, match="1 of 3"):
         app.sweep({}, None)
     assert memory.scheduler.submitted == ["om-0-sweep", "om-2-sweep"]

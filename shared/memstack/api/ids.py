@@ -17,8 +17,6 @@ import re
 # Private to Powertools, but the very pattern its resolver matches path parameters with (pinned >= 3).
 from aws_lambda_powertools.event_handler.api_gateway import _SAFE_URI, _UNSAFE_URI
 
-from memstack.errors import InvalidInput
-
 ROUTABLE_ID = re.compile(rf"[{_SAFE_URI}{_UNSAFE_URI}\w]+")
 """A path parameter Powertools can match (``fullmatch``); ``\\w`` is Unicode (letters, digits, ``_``)."""
 
@@ -38,14 +36,3 @@ RULE = (
 def is_routable(thread_id: str) -> bool:
     """Whether ``thread_id`` can be addressed as a path segment of the HTTP API."""
     return thread_id not in DOT_SEGMENTS and ROUTABLE_ID.fullmatch(thread_id) is not None
-
-
-def check_routable(thread_id: str, field: str) -> str:
-    """``thread_id`` if the HTTP API can route it.
-
-    Raises:
-        InvalidInput: it cannot (``field`` names the request field).
-    """
-    if not is_routable(thread_id):
-        raise InvalidInput(f"{field} {RULE}", field=field)
-    return thread_id

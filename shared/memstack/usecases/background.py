@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from memstack.errors import InvalidInput, MemstackError, NotFound
@@ -26,6 +27,15 @@ from memstack.usecases.core import Core
 from memstack.working_memory.tools import parse_tool_call
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    """What one sweep did: records due, jobs started, jobs that could not be started."""
+
+    due: int
+    started: int
+    failed: int
 
 
 class Background:
@@ -183,6 +193,23 @@ class Background:
             return []
         return self.core.observation.work(self.core.options, idle_seconds=idle_seconds, limit=limit)
 
+    def submit_all(self, jobs: list[ObservationJob]) -> SweepResult:
+        """See ``Memory.sweep_observations``: every job is submitted; one that cannot be is logged and
+        counted, and the others still start."""
+        started = failed = 0
+        for job in jobs:
+            try:
+                self.scheduler.submit(job)
+                started += 1
+            except Exception as exc:  # due again at the next sweep
+                failed += 1
+                logger.warning(
+                    "observation sweep could not start a job (%s)",
+                    type(exc).__name__,
+                    extra={"resource_id": job.resource_id, "thread_id": job.thread_id, "key": job.key},
+                )
+        return SweepResult(due=len(jobs), started=started, failed=failed)
+
     def run(self, job: ObservationJob) -> None:
         """See ``Memory.run_observation_job``: observe, reflect if due; failures go on the record."""
         scope = Scope(job.resource_id, job.thread_id)
@@ -292,6 +319,13 @@ class BackgroundWork:
     def observation_work(self, *, idle_seconds: int = 300, limit: int = 100) -> list[ObservationJob]:
         """Jobs for records with work left, idle ``idle_seconds`` (0..86,400): what the sweep restarts."""
         return self._background.work(idle_seconds=idle_seconds, limit=limit)
+
+    def sweep_observations(self, *, idle_seconds: int = 300, limit: int = 100) -> SweepResult:
+        """The periodic sweep: submit a job for every record with work left, idle ``idle_seconds``
+        (0..86,400), at most ``limit`` (1..1000). A job that cannot be submitted is counted in ``failed``
+        (the next sweep retries it); the others still start. Raises ``InvalidInput``, ``Unavailable``
+        (the store failed)."""
+        return self._background.submit_all(self.observation_work(idle_seconds=idle_seconds, limit=limit))
 
     def run_observation_job(self, job: ObservationJob) -> None:
         """Run one job as the state machine does; a failure goes on the record, never raised."""
