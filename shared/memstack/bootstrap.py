@@ -373,3 +373,12 @@ def build_local(
     except BaseException:
         db.close()
         raise
+
+
+def __getattr__(name: str) -> Any:
+    """Names that moved, importable from here for one more release (lazily: no import cost)."""
+    if name == "needs_chat_model":
+        from memstack.observation.requirements import needs_chat_model
+
+        return needs_chat_model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
