@@ -107,6 +107,17 @@ def test_given_a_thread_when_cloned_into_another_resource_of_the_caller_then_it_
         assert hits.messages and all(m.resource_id == "res-2" for m in hits.messages)
 
 
+# the turn ------------------------------------------------------------------------------------------
+
+
+def test_given_resource_scoped_observations_when_a_new_thread_starts_then_it_sees_them() -> None:
+    with om_memory(ScriptedChatModel(), observational_memory=RESOURCE_OM) as memory:
+        fill(memory, A, 40)
+        ctx = memory.context(thread_id="new-thread", resource_id=R, message="what do you remember?")
+        assert any(s.kind == "observations" and marker(A) in s.text for s in ctx.system)
+        assert [m.text for m in ctx.messages][-1] == "what do you remember?"
+
+
 # delete --------------------------------------------------------------------------------------------
 
 
