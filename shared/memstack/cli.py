@@ -206,6 +206,8 @@ def _erase(args: argparse.Namespace) -> int:
     if not remote and (args.sigv4 or args.header):
         raise InvalidInput("--sigv4 and --header apply with --url only", field="url")
     where = args.url if remote else args.db or f"the {args.backend or 'MEMSTACK_BACKEND'} backend"
+    if not remote:
+        _existing_database(args)
     if not args.yes:
         prompt = (
             f"Erase everything resource {resource_id!r} owns in {where}? This cannot be undone.\n"
@@ -223,6 +225,23 @@ def _erase(args: argparse.Namespace) -> int:
     for key in ERASE_COUNT_KEYS:
         print(f"  {key:<20} {receipt.counts.get(key, 0)}")
     return 0
+
+
+def _existing_database(args: argparse.Namespace) -> None:
+    """A local erasure must name a database that exists: opening a mistyped path would create an empty
+    one and report a successful erasure of nothing.
+
+    Raises:
+        InvalidInput: the sqlite backend's file is missing (field ``db``).
+    """
+    from memstack.settings import load_settings
+
+    settings = load_settings()
+    if (args.backend or settings.backend) != "sqlite":
+        return
+    path = Path(args.db or settings.db_path)
+    if not path.is_file():
+        raise InvalidInput(f"no database at {path}: nothing to erase (check --db)", field="db")
 
 
 def _erase_local(args: argparse.Namespace, resource_id: str) -> Any:

@@ -53,3 +53,18 @@ def test_given_jwt_mode_when_cloning_into_another_resource_then_403_and_nothing_
     assert same.status == 201 and same.body["thread"]["resource_id"] == "user-a"
     other = Api(handler, "user-b", claims={"sub": "user-b"})
     assert other.get("/v1/threads/copy").status == 404
+
+
+def test_given_a_boolean_message_limit_when_cloning_then_400_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_sqlite(monkeypatch, tmp_path / "memory.db")
+    from functions.api.app import handler
+
+    api = Api(handler, "user-a")
+    assert api.post("/v1/threads/t/messages", {"messages": ["one", "two"]}).status == 200
+
+    reply = api.post("/v1/threads/t/clone", {"new_thread_id": "copy", "message_limit": True})
+
+    assert reply.status == 400 and reply.error["code"] == "invalid_input", reply.raw
+    assert "message_limit" in reply.error["field"]

@@ -109,3 +109,15 @@ def test_given_url_when_erasing_then_the_client_sends_the_delete_with_the_header
     assert (request.method, str(request.url)) == ("DELETE", "http://memstack.test/v1/resources/user-a")
     assert request.headers["Authorization"] == "Bearer t"
     assert "index_documents      12" in capsys.readouterr().out
+
+
+def test_given_a_mistyped_database_path_when_erasing_then_it_refuses_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "typo" / "memory.db"
+
+    code = main(["erase", "--resource", "user-a", "--db", str(missing), "--embedder", "hash", "--yes"])
+
+    assert code != 0
+    assert "no database at" in capsys.readouterr().err
+    assert not missing.parent.exists()

@@ -13,7 +13,7 @@ from memstack import Memory
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.index import SqliteSearchIndex
 from memstack.adapters.sqlite.store import SqliteMemoryStore
-from memstack.adapters.testing import HashEmbedder
+from memstack.adapters.testing import HashEmbedder, ScriptedChatModel
 from memstack.tokens import default_tokenizer
 
 
@@ -46,6 +46,8 @@ def memory(tmp_path: Path, **options: Any) -> tuple[Memory, CountingStore]:
         embedder=emb,
         tokenizer=default_tokenizer(),
         options=options,
+        chat_model=ScriptedChatModel(),
+        background="inline",
     )
     return mem, store
 
@@ -105,4 +107,27 @@ def test_given_recall_fails_when_context_then_working_memory_is_still_shown(tmp_
     mem.recall_engine.search = broken  # type: ignore[method-assign]
     ctx = mem.context(thread_id="t1", resource_id="r1", message="what is my dog called?")
     assert "Name: Ana" in ctx.system[0].text and ctx.recalled == []
+    mem.close()
+
+
+@pytest.mark.parametrize("scope", ["thread", "resource"])
+def test_given_observational_memory_when_context_then_the_thread_and_its_tail_are_read_once(
+    tmp_path: Path, scope: str
+) -> None:
+    om = {"scope": scope, "observation": {"message_tokens": 1_000, "buffer_tokens": False}}
+    mem, store = memory(
+        tmp_path,
+        semantic_recall=False,
+        working_memory={"enabled": True, "scope": "thread"},
+        observational_memory=om,
+    )
+    seed(mem)
+    store.calls.clear()
+    mem.context(thread_id="t1", resource_id="r1", message="hi")
+    assert dict(store.calls) == {"get_thread": 1, "get_observation_record": 1, "list_messages": 1}
+    store.calls.clear()
+    mem.context(thread_id="brand-new", resource_id="r1", message="hi")
+    # a new thread has nothing to observe; in resource scope the resource's log is still shown
+    expected = {"get_thread": 1, **({"get_observation_record": 1} if scope == "resource" else {})}
+    assert dict(store.calls) == expected
     mem.close()

@@ -4,10 +4,14 @@ erasure leaves nothing of the resource."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from memstack import Memory
 from memstack.adapters.testing import ChatCall, ScriptedChatModel
+from memstack.errors import NotFound, Unavailable
 from memstack.observation.engine import split_log
 from tests.observation_support import om_memory
 
@@ -39,8 +43,12 @@ def marker(thread: str) -> str:
     return f"zebra{thread[-1]}"
 
 
-def everything_shown(memory: Memory, thread: str, resource: str = R) -> str:
-    ctx = memory.context(thread_id=thread, resource_id=resource, message="what do you remember?")
+def everything_shown(
+    memory: Memory, thread: str, resource: str = R, options: dict[str, Any] | None = None
+) -> str:
+    ctx = memory.context(
+        thread_id=thread, resource_id=resource, message="what do you remember?", options=options
+    )
     return "\n".join([s.text for s in ctx.system] + [m.text for m in ctx.messages])
 
 
@@ -172,6 +180,84 @@ def test_given_an_observer_still_running_when_its_thread_is_deleted_then_nothing
         assert marker(B) in rec.active_observations
 
 
+def test_given_a_delete_that_failed_part_way_when_deleted_again_then_it_finishes_and_answers_not_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with om_memory(ScriptedChatModel(), observational_memory=RESOURCE_OM) as memory:
+        fill(memory, A, 40)
+        fill(memory, B, 2)
+        real = memory.store.put_observation_record
+        with monkeypatch.context() as patch:
+            patch.setattr(memory.store, "put_observation_record", fail_once(real))
+            with pytest.raises(Unavailable):
+                memory.delete_thread(thread_id=A, resource_id=R)
+        with pytest.raises(NotFound):
+            memory.delete_thread(thread_id=A, resource_id=R)
+        assert marker(A) not in everything_shown(memory, B)
+
+
+def test_given_observations_written_under_per_call_options_when_deleted_then_they_go_too() -> None:
+    with Memory.local(":memory:", "hash", chat_model=ScriptedChatModel(), background="inline") as memory:
+        fill(memory, A, 40)
+        fill(memory, B, 2)
+        per_call = {"observational_memory": {**RESOURCE_OM, "obscure_thread_ids": False}}
+        memory.context(thread_id=A, resource_id=R, message="hi", options=per_call)  # observes synchronously
+        assert marker(A) in everything_shown(memory, B, options=per_call)
+        memory.delete_thread(thread_id=A, resource_id=R)  # the configured options have the layer off
+        assert marker(A) not in everything_shown(memory, B, options=per_call)
+        hashed = {"observational_memory": RESOURCE_OM}
+        assert marker(A) not in everything_shown(memory, B, options=hashed)
+
+
+def test_given_an_observer_that_writes_a_closing_thread_tag_when_its_thread_is_deleted_then_nothing_stays() -> (
+    None
+):
+    tricky = "<observations>\n* 🟡 (12:00) user typed </thread> then said SECRETPIN 4471\n</observations>"
+    with om_memory(
+        ScriptedChatModel(respond=lambda call: tricky), observational_memory=RESOURCE_OM
+    ) as memory:
+        fill(memory, A, 40)
+        rec = memory.get_observation_record(resource_id=R, thread_id=A)
+        assert rec is not None and "SECRETPIN" in rec.active_observations
+        fill(memory, B, 2)
+        memory.delete_thread(thread_id=A, resource_id=R)
+        assert "SECRETPIN" not in everything_shown(memory, B)
+
+
+def test_given_a_clone_in_resource_scope_when_its_source_is_deleted_then_the_clone_keeps_its_observations() -> (
+    None
+):
+    chat = ScriptedChatModel()
+    with om_memory(chat, observational_memory=RESOURCE_OM) as memory:
+        fill(memory, A, 40)
+        memory.clone_thread(source_thread_id=A, resource_id=R, new_thread_id="copy")
+        calls = chat.count("observer")
+        memory.delete_thread(thread_id=A, resource_id=R)
+        rec = memory.get_observation_record(resource_id=R, thread_id="copy")
+        assert rec is not None and rec.observed_seq("copy") > 0 and f"{marker(A)}1" in rec.active_observations
+        assert f"{marker(A)}1" in everything_shown(memory, "copy")
+        assert chat.count("observer") == calls
+
+
+def test_given_a_clone_that_left_messages_behind_when_cloned_then_it_starts_unobserved() -> None:
+    options = {**RESOURCE_OM, "scope": "thread"}
+    with om_memory(ScriptedChatModel(), observational_memory=options) as memory:
+        fill(memory, A, 40)
+        memory.clone_thread(source_thread_id=A, resource_id=R, new_thread_id="copy", message_limit=5)
+        assert memory.get_observation_record(resource_id=R, thread_id="copy") is None
+        assert f"{marker(A)}0" not in everything_shown(memory, "copy")
+
+
+def test_given_working_memory_given_for_the_clone_when_cloned_then_the_callers_document_wins() -> None:
+    with Memory.local(":memory:", "hash", working_memory={"enabled": True, "scope": "thread"}) as memory:
+        fill(memory, A, 1)
+        memory.update_working_memory(thread_id=A, resource_id=R, working_memory="# Source")
+        memory.clone_thread(
+            source_thread_id=A, resource_id=R, new_thread_id="copy", metadata={"working_memory": "# Mine"}
+        )
+        assert memory.get_working_memory(thread_id="copy", resource_id=R) == "# Mine"
+
+
 # erase ---------------------------------------------------------------------------------------------
 
 
@@ -199,3 +285,16 @@ def test_given_a_resource_with_every_layer_when_erased_then_nothing_of_it_remain
         assert memory.get_working_memory(resource_id="res-2") == "# User\n- Name: Ana"
         again = memory.erase_resource(resource_id=R)
         assert set(again.counts.values()) == {0}
+
+
+def fail_once(real: Callable[..., Any]) -> Callable[..., Any]:
+    """``real``, raising ``Unavailable`` on its first call (a backend failing part way)."""
+    calls = []
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise Unavailable("the store failed (injected)")
+        return real(*args, **kwargs)
+
+    return call

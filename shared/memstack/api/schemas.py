@@ -9,7 +9,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Json, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Json,
+    StrictInt,
+    WithJsonSchema,
+)
 from pydantic_core import PydanticCustomError
 
 from memstack.api import ids
@@ -83,8 +92,8 @@ class IncludeItem(_Request):
     """A message by id with neighbours from its own thread (Mastra's ``include``)."""
 
     id: Id
-    before: int = Field(0, ge=0, le=100)
-    after: int = Field(0, ge=0, le=100)
+    before: StrictInt = Field(0, ge=0, le=100)
+    after: StrictInt = Field(0, ge=0, le=100)
 
 
 class ListMessagesQuery(ResourceQuery):
@@ -161,7 +170,9 @@ class CloneThreadBody(_Request):
     )
     title: str | None = None
     metadata: dict[str, Any] | None = None
-    message_limit: int | None = Field(None, ge=0, le=1_000_000, description="Keep the newest N messages.")
+    message_limit: StrictInt | None = Field(
+        None, ge=0, le=1_000_000, description="Keep the newest N messages (an integer: true is refused)."
+    )
 
 
 class SaveMessagesBody(_Request):

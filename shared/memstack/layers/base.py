@@ -63,10 +63,13 @@ class Needs:
             tail); it replaces ``last_messages``.
         resource: the resource record (resource-scoped working memory).
         recall_query: search the index for this text (semantic recall).
+        thread: ``(thread,)`` when a layer's ``prepare`` already read the thread (``(None,)``: it does not
+            exist), so the read plan does not read it again.
     """
 
     last_messages: int = 0
     tail: Sequence[Message] | None = None
+    thread: tuple[Thread | None] | None = None
     resource: bool = False
     recall_query: str | None = None
 
@@ -145,6 +148,7 @@ class ThreadCloned:
         source: the source thread; ``clone``: the new thread (same or another resource).
         id_map: source message id → copy's id; ``seq_map``: source ``seq`` → copy's ``seq`` (copied
             messages only: ``message_limit`` may have left the oldest behind).
+        complete: every message of the source was copied.
     """
 
     source: Thread
@@ -152,6 +156,7 @@ class ThreadCloned:
     options: MemoryOptions
     id_map: Mapping[str, str]
     seq_map: Mapping[int, int]
+    complete: bool = True
 
 
 class Layer(Protocol):

@@ -86,6 +86,8 @@ _BOUNDARY_RE = re.compile(r"^--- message boundary \([^)\n]*\) ---$", re.MULTILIN
 
 _SAFE_KEY = re.compile(r"[^A-Za-z0-9_-]")
 
+_THREAD_TAG = re.compile(r"</?thread\b", re.IGNORECASE)
+
 _RANGE_RE = re.compile(r'<observation-group\b[^>\n]*\brange="([^"\n]*)"')
 
 
@@ -702,6 +704,9 @@ class ObservationEngine:
             span = html.escape(f"{first}:{last}", quote=True)
             text = f'<observation-group id="{anchor}" range="{span}">\n{text}\n</observation-group>'
         if rec.scope == "resource":
+            # the section's own tags are the only ones in it: a model that writes "</thread>" (quoting
+            # the user, or told to by them) must not end the section early, or a delete would miss the rest
+            text = _THREAD_TAG.sub(lambda m: html.escape(m.group(0)), text)
             text = f'<thread id="{html.escape(thread_label(om, thread_id), quote=True)}">\n{text}\n</thread>'
         return text
 
@@ -1108,8 +1113,17 @@ class ObservationEngine:
 def thread_label(om: ObservationalMemoryOptions, thread_id: str) -> str:
     """The thread id as shown in resource-scope observations: hashed when ``obscure_thread_ids``."""
     if om.effective_obscure_thread_ids:
-        return hashlib.sha256(thread_id.encode()).hexdigest()[:8]
+        return _hashed_label(thread_id)
     return thread_id
+
+
+def thread_labels(thread_id: str) -> tuple[str, str]:
+    """Every label the thread may be shown with (the options may have changed since it was observed)."""
+    return (thread_id, _hashed_label(thread_id))
+
+
+def _hashed_label(thread_id: str) -> str:
+    return hashlib.sha256(thread_id.encode()).hexdigest()[:8]
 
 
 def split_log(text: str) -> list[str]:

@@ -25,8 +25,8 @@ from memstack.layers.base import (
 )
 from memstack.model import Message, ObservationRecord, Thread
 from memstack.observation.context import continuation_message, observation_context, temporal_marker_message
-from memstack.observation.engine import ObservationEngine, thread_label
-from memstack.observation.lifecycle import cloned_record, without_thread
+from memstack.observation.engine import ObservationEngine, thread_label, thread_labels
+from memstack.observation.lifecycle import clone_cursor, cloned_record, shared_with_clone, without_thread
 from memstack.observation.recall_tool import tool_definition as recall_tool_definition
 from memstack.ports import Clock, MemoryStore
 from memstack.scope import Scope
@@ -54,10 +54,12 @@ def failure_text(exc: BaseException) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Observed:
-    """What ``prepare`` read: the record (``None`` before the first write) and the unobserved tail."""
+    """What ``prepare`` read: the record (``None`` before the first write), the unobserved tail, and the
+    thread (``None`` when new), which the read plan then need not read again."""
 
     record: ObservationRecord | None
     tail: list[Message]
+    thread: Thread | None
 
 
 class ObservationalLayer(LayerBase):
@@ -106,6 +108,10 @@ class ObservationalLayer(LayerBase):
             return None
         resource_id, thread_id = turn.scope.resource_id, turn.scope.thread
         engine = self.engine
+        thread = self.store.get_thread(resource_id, thread_id)
+        if thread is None:  # a new thread: nothing to observe; resource scope still shows the log
+            record = engine.get_record(om, resource_id, thread_id) if om.scope == "resource" else None
+            return Observed(record, [], thread)
         rec, tail, pending = engine.view(om, resource_id, thread_id)
         t = engine.thresholds(om, rec)
         over = pending > t.block_after
@@ -119,7 +125,7 @@ class ObservationalLayer(LayerBase):
             or failed_recently
             or not (over or rec.observation_tokens > t.reflection_block_after)
         ):
-            return Observed(rec if rec.version else None, tail)
+            return Observed(rec if rec.version else None, tail, thread)
         self.require_chat_model(opts)
         try:
             self._observe_now(opts, resource_id, thread_id, over=over)
@@ -135,7 +141,7 @@ class ObservationalLayer(LayerBase):
             except Exception as again:
                 logger.warning("recording the failure failed (%s)", type(again).__name__)
         rec, tail, _ = engine.view(om, resource_id, thread_id)
-        return Observed(rec if rec.version else None, tail)
+        return Observed(rec if rec.version else None, tail, thread)
 
     def _observe_now(self, opts: MemoryOptions, resource_id: str, thread_id: str, *, over: bool) -> None:
         om = opts.observational_memory
@@ -159,7 +165,7 @@ class ObservationalLayer(LayerBase):
     def needs(self, turn: Turn, prepared: Any) -> Needs:
         if not isinstance(prepared, Observed):
             return Needs()
-        return Needs(tail=prepared.tail)
+        return Needs(tail=prepared.tail, thread=(prepared.thread,))
 
     def contribute(self, turn: Turn, reads: TurnReads) -> Contribution:
         opts = turn.options
@@ -200,21 +206,22 @@ class ObservationalLayer(LayerBase):
 
     def on_thread_deleted(self, event: ThreadDeleted) -> Mapping[str, int]:
         """Thread scope: the record went with the thread (the store deletes it). Resource scope: the
-        thread's content leaves the resource's log (``observation.lifecycle.without_thread``). The record
-        is rewritten even when nothing of the thread is in it, so a background run that read it before
-        the delete loses its compare-and-set and, finding the thread gone, commits nothing."""
-        om = event.options.observational_memory
-        if event.erasing or not om.enabled or om.scope != "resource":
+        thread's content leaves the resource's log (``observation.lifecycle.without_thread``) — whenever the
+        resource has a log, whatever the configured options (per-call options may have written one), under
+        every label the thread may have been shown with. The record is rewritten even when nothing of the
+        thread is in it, so a background run that read it before the delete loses its compare-and-set and,
+        finding the thread gone, commits nothing."""
+        if event.erasing:
             return {}
         resource_id, thread_id = event.scope.resource_id, event.scope.thread
-        label = thread_label(om, thread_id)
         for _ in range(MAX_CLEANUP_ATTEMPTS):
             rec = self.store.get_observation_record(resource_id, None)
             if rec is None:
                 return {}
             try:
                 self.store.put_observation_record(
-                    without_thread(rec, thread_id, label, self.engine.tokenizer), expected_version=rec.version
+                    without_thread(rec, thread_id, thread_labels(thread_id), self.engine.tokenizer),
+                    expected_version=rec.version,
                 )
                 return {}
             except Conflict:
@@ -222,44 +229,50 @@ class ObservationalLayer(LayerBase):
         raise Conflict(f"cleaning the observations of thread {thread_id} lost every write race; delete again")
 
     def on_thread_cloned(self, event: ThreadCloned) -> None:
-        """Thread scope: the clone gets a copy of the source's record (Mastra copies it too), its ranges
-        and cursor pointing at the copies. Resource scope, same resource: the copies count as observed as
-        far as the source was, so the shared log does not observe them twice."""
+        """A clone of every message counts as observed as far as its source. Thread scope: the clone gets
+        a copy of the source's record (Mastra copies it too), ranges and cursor pointing at the copies.
+        Resource scope, same resource: the source's sections are repeated under the clone's label (they
+        survive the source's deletion). A clone that left messages behind (``message_limit``) or moved to
+        another resource starts unobserved: the source's log holds what the clone does not."""
         om = event.options.observational_memory
-        if not om.enabled:
-            return
         source, clone = event.source, event.clone
+        if not om.enabled or not event.complete:
+            return
         if om.scope == "thread":
             rec = self.store.get_observation_record(source.resource_id, source.id)
             if rec is not None and rec.version:
+                cursor = clone_cursor(rec.observed_seq(source.id), event.seq_map)
                 copy = cloned_record(
-                    rec,
-                    resource_id=clone.resource_id,
-                    thread_id=clone.id,
-                    id_map=event.id_map,
-                    seq_map=event.seq_map,
+                    rec, resource_id=clone.resource_id, thread_id=clone.id, id_map=event.id_map, cursor=cursor
                 )
                 self.store.put_observation_record(copy, expected_version=0)
-            return
-        if clone.resource_id == source.resource_id:
-            self._share_cursor(source, clone, event.seq_map)
+        elif clone.resource_id == source.resource_id:
+            self._share(event)
 
-    def _share_cursor(self, source: Thread, clone: Thread, seq_map: Mapping[int, int]) -> None:
+    def _share(self, event: ThreadCloned) -> None:
+        source, clone = event.source, event.clone
+        om = event.options.observational_memory
         for _ in range(MAX_CLEANUP_ATTEMPTS):
             rec = self.store.get_observation_record(source.resource_id, None)
-            observed = rec.observed_seq(source.id) if rec is not None else 0
-            copied = [new for old, new in seq_map.items() if old <= observed]
-            if rec is None or not copied:
+            cursor = clone_cursor(rec.observed_seq(source.id), event.seq_map) if rec is not None else 0
+            if rec is None or not cursor:
                 return
+            shared = shared_with_clone(
+                rec,
+                source=(source.id, thread_labels(source.id)),
+                clone=(clone.id, thread_label(om, clone.id)),
+                id_map=event.id_map,
+                cursor=cursor,
+                tokenizer=self.engine.tokenizer,
+            )
             try:
-                self.store.put_observation_record(
-                    rec.model_copy(update={"cursor": {**rec.cursor, clone.id: max(copied)}}),
-                    expected_version=rec.version,
-                )
+                self.store.put_observation_record(shared, expected_version=rec.version)
                 return
             except Conflict:
                 continue
-        raise Conflict(f"sharing the observation cursor with clone {clone.id} lost every write race")
+        raise Conflict(
+            f"sharing the observations of thread {source.id} with clone {clone.id} lost every race"
+        )
 
     def on_resource_erased(self, scope: Scope, options: MemoryOptions) -> Mapping[str, int]:
         """Delete the resource-scoped record (thread-scoped ones went with their threads), whatever the

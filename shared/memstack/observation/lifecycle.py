@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memstack.model import ObservationRecord
@@ -28,16 +28,19 @@ _ID_IN_RANGE = re.compile(r'(\brange=")([^"\n]*)(")')
 
 
 def without_thread(
-    rec: ObservationRecord, thread_id: str, label: str, tokenizer: Tokenizer
+    rec: ObservationRecord, thread_id: str, labels: Sequence[str], tokenizer: Tokenizer
 ) -> ObservationRecord:
-    """A resource-scoped ``rec`` with nothing left of ``thread_id`` (shown in the log as ``label``).
+    """A resource-scoped ``rec`` with nothing left of ``thread_id`` (shown in the log under any of
+    ``labels``).
 
     Returns:
         The new record (same ``version``: the caller writes it with compare-and-set).
     """
     if thread_id in rec.reflected_threads:
         return rec.model_copy(update=_reset(rec))
-    text = _drop_sections(rec.active_observations, label)
+    text = rec.active_observations
+    for label in labels:
+        text = _drop_sections(text, label)
     return rec.model_copy(
         update={
             "active_observations": text,
@@ -104,26 +107,27 @@ def _strip_section(piece: str, opening: str) -> str:
     return "".join(out)
 
 
+def clone_cursor(observed: int, seq_map: Mapping[int, int]) -> int:
+    """The copy of the last observed message (``0`` when nothing observed was copied)."""
+    return max((new for old, new in seq_map.items() if old <= observed), default=0)
+
+
 def cloned_record(
     rec: ObservationRecord,
     *,
     resource_id: str,
     thread_id: str,
     id_map: Mapping[str, str],
-    seq_map: Mapping[int, int],
+    cursor: int,
 ) -> ObservationRecord:
-    """A thread-scoped ``rec`` for a clone: the log with each retrieval range pointing at the copies, the
-    cursor moved to the copy of the last observed message that was copied. Buffered chunks, failures and
-    pending work stay with the source (the clone's next observation redoes them).
+    """A thread-scoped ``rec`` for a clone that copied every message: the log with each retrieval range
+    pointing at the copies, the cursor at ``cursor`` (``clone_cursor``). Buffered chunks, failures
+    and pending work stay with the source (the clone's next observation redoes them).
 
     Returns:
         An unsaved record (version 0).
     """
-    observed = rec.observed_seq(rec.thread_id or thread_id)
-    copied = [new for old, new in seq_map.items() if old <= observed]
-    text = _ID_IN_RANGE.sub(
-        lambda m: m.group(1) + _remap_range(m.group(2), id_map) + m.group(3), rec.active_observations
-    )
+    text = remap_ranges(rec.active_observations, id_map)
     return ObservationRecord(
         scope="thread",
         resource_id=resource_id,
@@ -131,7 +135,7 @@ def cloned_record(
         active_observations=text,
         origin_type=rec.origin_type,
         generation_count=rec.generation_count,
-        cursor={thread_id: max(copied)} if copied else {},
+        cursor={thread_id: cursor} if cursor else {},
         observation_tokens=rec.observation_tokens,
         total_tokens_observed=rec.total_tokens_observed,
         current_task=rec.current_task,
@@ -143,3 +147,62 @@ def cloned_record(
 def _remap_range(span: str, id_map: Mapping[str, str]) -> str:
     first, last = split_range(span)
     return html.escape(f"{id_map.get(first, first)}:{id_map.get(last, last)}", quote=True)
+
+
+def shared_with_clone(
+    rec: ObservationRecord,
+    *,
+    source: tuple[str, Sequence[str]],
+    clone: tuple[str, str],
+    id_map: Mapping[str, str],
+    cursor: int,
+    tokenizer: Tokenizer,
+) -> ObservationRecord:
+    """A resource-scoped ``rec`` in which a clone of the same resource counts as observed as far as its
+    source: the source's sections are appended again under the clone's label (ranges pointing at the
+    copies), so the clone keeps its observations when the source is deleted; a reflection that merged the
+    source merged the clone too.
+
+    Args:
+        source: the source thread's id and every label it may be shown with; clone: the clone's id and
+            label. cursor: the clone's cursor (``clone_cursor``).
+    """
+    source_id, labels = source
+    clone_id, clone_label = clone
+    sections = [body for label in labels for body in _sections(rec.active_observations, label)]
+    text = rec.active_observations
+    for body in sections:
+        copy = (
+            f'<thread id="{html.escape(clone_label, quote=True)}">\n{remap_ranges(body, id_map)}\n</thread>'
+        )
+        text = f"{text}\n\n{copy}" if text.strip() else copy
+    merged = rec.reflected_threads
+    if source_id in merged:
+        merged = tuple(sorted({*merged, clone_id}))
+    return rec.model_copy(
+        update={
+            "active_observations": text,
+            "observation_tokens": tokenizer.count(text) if sections else rec.observation_tokens,
+            "cursor": {**rec.cursor, clone_id: cursor},
+            "reflected_threads": merged,
+        }
+    )
+
+
+def remap_ranges(text: str, id_map: Mapping[str, str]) -> str:
+    """``text`` with every ``observation-group`` range's ends mapped through ``id_map``."""
+    return _ID_IN_RANGE.sub(lambda m: m.group(1) + _remap_range(m.group(2), id_map) + m.group(3), text)
+
+
+def _sections(text: str, label: str) -> list[str]:
+    """The bodies of the ``<thread id="label">`` sections of ``text``, in order."""
+    opening = f'<thread id="{html.escape(label, quote=True)}">'
+    out: list[str] = []
+    pos = 0
+    while (start := text.find(opening, pos)) >= 0:
+        end = text.find("</thread>", start)
+        if end < 0:
+            break
+        out.append(text[start + len(opening) : end].strip("\n"))
+        pos = end + len("</thread>")
+    return out

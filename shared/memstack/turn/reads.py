@@ -3,8 +3,9 @@
 The layers declare what they need (``Needs``); this module fetches it in as few round trips as the store
 allows, concurrently where a turn can afford it (STYLE.md "Synchronous core"):
 
-* the thread and its last messages in one read (``get_thread_with_history``: one DynamoDB Query), or the
-  thread alone when a layer's ``prepare`` already read the history tail (observational memory);
+* the thread and its last messages in one read (``get_thread_with_history``: one DynamoDB Query), or
+  nothing more when a layer's ``prepare`` already read the thread and its history tail (observational
+  memory);
 * semantic recall (embedding + index search + neighbour windows) beside it, on the pool when the backend is
   remote, with the resource record read in the same store request as the recalled windows
   (``get_resource_and_windows``: one BatchGetItem);
@@ -47,13 +48,14 @@ def run_now(fn: Callable[..., Any], *args: Any) -> Future[Any]:
 def merge_needs(needs: Iterable[Needs]) -> Needs:
     """One ``Needs`` for the whole turn: the most history asked for (a prepared tail wins), the resource if
     any layer wants it, the first recall query."""
-    last, tail, resource, query = 0, None, False, None
+    last, tail, resource, query, thread = 0, None, False, None, None
     for n in needs:
         last = max(last, n.last_messages)
         tail = n.tail if n.tail is not None else tail
+        thread = n.thread if n.thread is not None else thread
         resource = resource or n.resource
         query = query if query is not None else n.recall_query
-    return Needs(last_messages=last, tail=tail, resource=resource, recall_query=query)
+    return Needs(last_messages=last, tail=tail, resource=resource, recall_query=query, thread=thread)
 
 
 def read_turn(
@@ -116,6 +118,6 @@ def _history(
 ) -> tuple[Thread | None, list[Message]]:
     """The thread and its history: one read for both, or the thread alone beside a prepared tail."""
     if needs.tail is not None:
-        thread = store.get_thread(resource_id, thread_id)
+        thread = needs.thread[0] if needs.thread is not None else store.get_thread(resource_id, thread_id)
         return thread, list(needs.tail) if thread is not None else []
     return store.get_thread_with_history(resource_id, thread_id, last=needs.last_messages)

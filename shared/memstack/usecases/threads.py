@@ -119,13 +119,17 @@ class Threads:
         return updated
 
     def delete(self, scope: Scope) -> None:
-        """Delete the thread from every layer: history, index, observations.
+        """Delete the thread from every layer: history, index, observations. Resumable: a delete that
+        failed part way (the thread already gone from the store, a later layer not yet cleaned) is
+        finished by deleting again, which runs every layer's cleanup before answering ``NotFound``.
 
         Raises:
-            NotFound: missing or another resource's thread.
+            NotFound: missing or another resource's thread (after the cleanup).
         """
-        self.get(scope)
+        existed = self.core.store.get_thread(scope.resource_id, scope.thread) is not None
         self._teardown(scope, erasing=False)
+        if not existed:
+            raise NotFound(f"thread {scope.thread!r} not found", field="thread_id")
 
     def _teardown(self, scope: Scope, *, erasing: bool) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -154,7 +158,7 @@ class Threads:
         source = self.get(scope)
         if message_limit is not None:
             check_limit(message_limit, "message_limit", 1_000_000, minimum=0)
-        messages = all_messages(core, scope)
+        messages = everything = all_messages(core, scope)
         if message_limit is not None:
             messages = messages[len(messages) - message_limit :] if message_limit else []
         now = core.clock.now()
@@ -200,7 +204,8 @@ class Threads:
         try:
             saved = store_batches(core, thread, copies)
             seq_map = {m.seq: c.seq for m, c in zip(messages, saved, strict=True)}
-            event = ThreadCloned(source, thread, core.options, id_map, seq_map)
+            complete = len(messages) == len(everything)
+            event = ThreadCloned(source, thread, core.options, id_map, seq_map, complete)
             for layer in core.layers:
                 layer.on_thread_cloned(event)
             # indexing and scheduling come last: the copies are observed from where the source was

@@ -63,10 +63,12 @@ class WorkingMemoryLayer(LayerBase):
         return strip_batch(messages)
 
     def on_thread_cloned(self, event: ThreadCloned) -> None:
-        """A thread's own document travels with the clone; the seed of a resource's document does not
-        (the resource keeps its newer document; the clone shares it when it stays in the resource)."""
+        """A thread's own document travels with the clone (unless the caller gave the clone one); the seed
+        of a resource's document does not (the resource keeps its newer document; the clone shares it when
+        it stays in the resource)."""
         value = event.source.metadata.get(THREAD_METADATA_KEY)
-        if value is None or not is_thread_document(event.options):
+        given = THREAD_METADATA_KEY in event.clone.metadata  # the caller's own document for the clone wins
+        if value is None or given or not is_thread_document(event.options):
             return
         self.store.update_thread(
             event.clone.resource_id,
