@@ -53,6 +53,21 @@ def aws_summary_table(stdout: str) -> str:
     return "```\n" + "\n".join(lines[start:]).rstrip() + "\n```"
 
 
+def aws_markdown(body: str, out: str) -> str:
+    """aws_requests.md: the summary block, then the script's whole output."""
+    return (
+        "# Requests per turn on the AWS path (moto + the OpenSearch double)\n\n"
+        + machine_line(machine())
+        + " 1 run (counts are deterministic).\n\n`python benchmarks/aws_requests.py` summary "
+        "(ctx = one `context()`; overlap = pairs of requests in flight at once; RRU/WRU = DynamoDB "
+        "on-demand read/write request units, benchmarks/dynamodb_units.py):\n\n"
+        + body
+        + "\n\nFull output:\n\n```\n"
+        + out.strip()
+        + "\n```\n"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     from memstack.demo import default_data_path
 
@@ -126,16 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         _section("AWS path under moto")
         code, out = _run_script(["benchmarks/aws_requests.py", "--json", str(RESULTS / "aws_requests.json")])
         body = aws_summary_table(out) if code == 0 else f"failed (exit {code})"
-        (RESULTS / "aws_requests.md").write_text(
-            "# Requests per turn on the AWS path (moto + the OpenSearch double)\n\n"
-            + machine_line(machine())
-            + " 1 run (counts are deterministic).\n\n`python benchmarks/aws_requests.py` summary "
-            "(ctx = one `context()`; overlap = pairs of requests in flight at once):\n\n"
-            + body
-            + "\n\nFull output:\n\n```\n"
-            + out.strip()
-            + "\n```\n"
-        )
+        (RESULTS / "aws_requests.md").write_text(aws_markdown(body, out))
         sections.append(
             f"* [AWS requests per turn](aws_requests.md) ([JSON](aws_requests.json)):\n\n{body}\n"
         )
