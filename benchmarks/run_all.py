@@ -1,7 +1,8 @@
 """``make bench``: every benchmark in one run, written to ``benchmarks/results/``.
 
 Runs, in order: recall quality (recall_quality.py), speed side by side with Mastra (speed.py), requests per
-turn on the AWS path under moto (aws_requests.py, its own process), cold start (cold_start.py, its own
+turn on the AWS path under moto (aws_requests.py, its own process), the AWS cost per turn from those
+requests (aws_cost.py), ``memstack serve`` under load (serve_load.py), cold start (cold_start.py, its own
 process), observational memory's cost per turn (observation_cost.py, its own process), answer quality
 (answer_quality.py; skipped without an OpenAI key or endpoint). Each writes its
 Markdown and JSON (and PNG plots); this script then writes ``benchmarks/results/README.md``: the headline
@@ -11,7 +12,7 @@ table (Memstack vs Mastra, measured side by side in this run), the machine, and 
 minutes). The full run takes about 15 minutes on the 2-core build machine (most of it Mastra: its growth
 to 10k messages and its per-conversation processes, and the local embedder's ~35 ms per text).
 
-Usage: ``python benchmarks/run_all.py [--quick] [--no-mastra] [--skip recall,speed,aws,cold,observation,answers]``
+Usage: ``python benchmarks/run_all.py [--quick] [--no-mastra] [--skip recall,speed,aws,cost,serve,cold,observation,answers]``
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ if str(ROOT) not in sys.path:
 from benchmarks import answer_quality, recall_quality, speed  # noqa: E402
 from benchmarks.common import RESULTS, MastraPeer, machine, machine_line, markdown_table, write_json  # noqa: E402
 
-STEPS = ("recall", "speed", "aws", "cold", "observation", "answers")
+STEPS = ("recall", "speed", "aws", "cost", "serve", "cold", "observation", "answers")
 
 
 def _section(title: str) -> None:
@@ -146,6 +147,29 @@ def main(argv: list[str] | None = None) -> int:
             f"* [AWS requests per turn](aws_requests.md) ([JSON](aws_requests.json)):\n\n{body}\n"
         )
         status["aws"] = "ok" if code == 0 else f"exit {code}"
+
+    if "cost" not in skip:
+        _section("AWS cost per turn")
+        code, out = _run_script(["benchmarks/aws_cost.py", "--out", str(RESULTS / "aws_cost")])
+        table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
+        sections.append(f"* [AWS cost per 1,000 turns](aws_cost.md) ([JSON](aws_cost.json)):\n\n{table}\n")
+        status["cost"] = "ok" if code == 0 else f"exit {code}"
+
+    if "serve" not in skip:
+        _section("memstack serve under load")
+        code, out = _run_script(
+            [
+                "benchmarks/serve_load.py",
+                *(["--quick"] if args.quick else []),
+                "--out",
+                str(RESULTS / "serve_load"),
+            ]
+        )
+        table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
+        sections.append(
+            f"* [`memstack serve` under load](serve_load.md) ([JSON](serve_load.json)):\n\n{table}\n"
+        )
+        status["serve"] = "ok" if code == 0 else f"exit {code}"
 
     if "cold" not in skip:
         _section("cold start")
