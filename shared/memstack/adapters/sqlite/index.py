@@ -683,7 +683,7 @@ class _VectorCache:
             ).fetchone()[0]
         )
         if count * (self.dimension * 4 + _ROW_OVERHEAD_BYTES) > self.max_bytes:
-            self.drop(resource_id)
+            self._drop(resource_id)
             return None
         rows = conn.execute(
             "SELECT rowid, message_id, thread_id, embedding, seq FROM search_chunks WHERE resource_id = ?",
@@ -733,7 +733,7 @@ class _VectorCache:
         if entry is None:
             return
         if entry.generation != generation - 1:
-            self.drop(resource_id)
+            self._drop(resource_id)
             return
         self._store(
             resource_id,
@@ -741,7 +741,7 @@ class _VectorCache:
         )
 
     def _store(self, resource_id: str, entry: _ResourceVectors) -> None:
-        self.drop(resource_id)
+        self._drop(resource_id)
         if entry.nbytes > self.max_bytes:
             return
         self.entries[resource_id] = entry
@@ -752,6 +752,10 @@ class _VectorCache:
 
     def drop(self, resource_id: str) -> None:
         """Forget the resource's vectors (the next search reloads them)."""
+        with self._lock:
+            self._drop(resource_id)
+
+    def _drop(self, resource_id: str) -> None:
         entry = self.entries.pop(resource_id, None)
         if entry is not None:
             self.nbytes -= entry.nbytes
