@@ -45,6 +45,14 @@ def _run_script(args: list[str]) -> tuple[int, str]:
     return done.returncode, done.stdout
 
 
+def _script_step(script: list[str], heading: str) -> tuple[str, str]:
+    """Run a benchmark script; returns its README section (``heading``, then the Markdown table lines it
+    printed) and its status (``ok`` or ``exit N``)."""
+    code, out = _run_script(script)
+    table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
+    return f"{heading}:\n\n{table}\n", "ok" if code == 0 else f"exit {code}"
+
+
 def aws_summary_table(stdout: str) -> str:
     """The ``summary`` block aws_requests.py prints (its last lines), as a fenced block."""
     lines = stdout.splitlines()
@@ -150,52 +158,37 @@ def main(argv: list[str] | None = None) -> int:
 
     if "cost" not in skip:
         _section("AWS cost per turn")
-        code, out = _run_script(["benchmarks/aws_cost.py", "--out", str(RESULTS / "aws_cost")])
-        table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
-        sections.append(f"* [AWS cost per 1,000 turns](aws_cost.md) ([JSON](aws_cost.json)):\n\n{table}\n")
-        status["cost"] = "ok" if code == 0 else f"exit {code}"
+        section, status["cost"] = _script_step(
+            ["benchmarks/aws_cost.py", "--out", str(RESULTS / "aws_cost")],
+            "* [AWS cost per 1,000 turns](aws_cost.md) ([JSON](aws_cost.json))",
+        )
+        sections.append(section)
 
     if "serve" not in skip:
         _section("memstack serve under load")
-        code, out = _run_script(
-            [
-                "benchmarks/serve_load.py",
-                *(["--quick"] if args.quick else []),
-                "--out",
-                str(RESULTS / "serve_load"),
-            ]
+        quick = ["--quick"] if args.quick else []
+        section, status["serve"] = _script_step(
+            ["benchmarks/serve_load.py", *quick, "--out", str(RESULTS / "serve_load")],
+            "* [`memstack serve` under load](serve_load.md) ([JSON](serve_load.json))",
         )
-        table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
-        sections.append(
-            f"* [`memstack serve` under load](serve_load.md) ([JSON](serve_load.json)):\n\n{table}\n"
-        )
-        status["serve"] = "ok" if code == 0 else f"exit {code}"
+        sections.append(section)
 
     if "cold" not in skip:
         _section("cold start")
-        code, out = _run_script(
-            [
-                "benchmarks/cold_start.py",
-                "--runs",
-                "3" if args.quick else "7",
-                "--out",
-                str(RESULTS / "cold_start"),
-            ]
+        runs = "3" if args.quick else "7"
+        section, status["cold"] = _script_step(
+            ["benchmarks/cold_start.py", "--runs", runs, "--out", str(RESULTS / "cold_start")],
+            "* [Cold start](cold_start.md) ([JSON](cold_start.json))",
         )
-        table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
-        sections.append(f"* [Cold start](cold_start.md) ([JSON](cold_start.json)):\n\n{table}\n")
-        status["cold"] = "ok" if code == 0 else f"exit {code}"
+        sections.append(section)
 
     if "observation" not in skip:
         _section("observational memory cost")
-        code, out = _run_script(
-            ["benchmarks/observation_cost.py", "--turns", "500" if args.quick else "2000"]
+        section, status["observation"] = _script_step(
+            ["benchmarks/observation_cost.py", "--turns", "500" if args.quick else "2000"],
+            "* [Observational memory: cost per turn](observation_cost.md) ([JSON](observation_cost.json))",
         )
-        table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
-        sections.append(
-            f"* [Observational memory: cost per turn](observation_cost.md) ([JSON](observation_cost.json)):\n\n{table}\n"
-        )
-        status["observation"] = "ok" if code == 0 else f"exit {code}"
+        sections.append(section)
 
     if "answers" not in skip:
         _section("answer quality")
