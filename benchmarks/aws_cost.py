@@ -56,8 +56,8 @@ ASSUMED: dict[str, float] = {
     "opensearch_ms": 25.0,  # one OpenSearch Serverless _msearch or _bulk
     "embedding_ms": 90.0,  # one OpenAI embeddings call
     "indexer_records_per_batch_busy": 20.0,  # stream records per indexer invocation at the busy workload
-    "observer_input_tokens": 52_000.0,  # 30k of messages + active observations + prompt (Mastra thresholds)
-    "observer_output_tokens": 3_000.0,
+    "observer_input_tokens": 8_000.0,  # a buffered chunk (20 % of 30k message tokens) + prompt (docs/deploy.md)
+    "observer_output_tokens": 500.0,
     "reflector_input_tokens": 42_000.0,
     "reflector_output_tokens": 10_000.0,
     "observe_lambda_seconds": 12.0,  # one Observer call's duration (a chat completion)
