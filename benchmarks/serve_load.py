@@ -288,6 +288,7 @@ def run(data: Path, requests: int, clients: int, seconds: float, burst: int) -> 
     lib, one, multi = library.figures(), single.figures(), many.figures()
     return {
         "machine": machine(),
+        "load_average": [round(x, 1) for x in os.getloadavg()],
         "workload": {
             "conversation": CONVERSATION,
             "questions": len(questions),
@@ -330,7 +331,9 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         "# `memstack serve` under load (127.0.0.1)",
         "",
-        machine_line(result["machine"]),
+        machine_line(result["machine"])
+        + f" Load average at the end (1/5/15 min): {'/'.join(str(x) for x in result['load_average'])} "
+        "(other work on this shared machine shows here).",
         f"Workload: LoCoMo conversation {w['conversation']} (419 messages) in one thread of a fresh SQLite file, "
         f"hash embedder; each request is the context of a new turn (one of {w['questions']} questions: history "
         "+ hybrid recall, nothing saved). Server in a subprocess, clients as threads of the benchmark process, "
