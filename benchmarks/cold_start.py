@@ -19,7 +19,7 @@ the unzipped size of what each function runs.
   ``stale`` says the bundle's ``memstack`` differs from ``shared/memstack`` now. Without a bundle: "not built:
   run make bundle".
 
-Targets (issue 18): import <= 120 ms; a cold context request <= 250 ms of CPU; <= 60 MB per function without
+Targets: import <= 120 ms; a cold context request <= 250 ms of CPU; <= 60 MB per function without
 boto3. Benchmarks print; they never assert.
 
 Usage: ``python benchmarks/cold_start.py [--runs 7] [--request-runs 3] [--out benchmarks/results/cold_start]``

@@ -17,7 +17,7 @@ Measured in one run, side by side:
    and the slowest answer (a listen backlog that is too small shows as connects of a second or more).
 
 The client runs in this process (threads), the server in another: both share the machine's cores, as they
-do on a developer's laptop. Targets (issue 18): HTTP p50 <= 2x the library's with 1 client; >= 1,000
+do on a developer's laptop. Targets: HTTP p50 <= 2x the library's with 1 client; >= 1,000
 requests/s with 4 clients on a 2-core machine; p99 <= 20 ms. Benchmarks print; they never assert.
 
 Usage: ``python benchmarks/serve_load.py [--quick] [--requests 400] [--clients 4] [--seconds 5]
@@ -337,7 +337,7 @@ def render(result: dict[str, Any]) -> str:
         f"Workload: LoCoMo conversation {w['conversation']} (419 messages) in one thread of a fresh SQLite file, "
         f"hash embedder; each request is the context of a new turn (one of {w['questions']} questions: history "
         "+ hybrid recall, nothing saved). Server in a subprocess, clients as threads of the benchmark process, "
-        "both on this machine's cores. Targets (issue 18): HTTP p50 <= 2x library p50 (1 client), >= 1,000 "
+        "both on this machine's cores. Targets: HTTP p50 <= 2x library p50 (1 client), >= 1,000 "
         "requests/s with 4 clients, p99 <= 20 ms.",
         "",
         markdown_table(["regime", "requests", "errors", "p50 ms", "p99 ms", "requests/s"], rows),
