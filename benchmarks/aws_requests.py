@@ -47,6 +47,10 @@ class Call:
     thread: str
     request_bytes: int = 0
     response_bytes: int = 0
+    read_units: float = 0.0
+    """DynamoDB read request units (benchmarks/dynamodb_units.py); 0 for other services."""
+    write_units: float = 0.0
+    """DynamoDB write request units."""
 
 
 class Recorder:
@@ -69,6 +73,7 @@ class Recorder:
         fn: Callable[[], Any],
         request_bytes: int = 0,
         response_bytes: Callable[[Any], int] = lambda _: 0,
+        units: Callable[[Any], tuple[float, float]] = lambda _: (0.0, 0.0),
     ) -> Any:
         start = time.perf_counter()
         result: Any = None
@@ -87,6 +92,7 @@ class Recorder:
                         threading.current_thread().name,
                         request_bytes,
                         response_bytes(result) if result is not None else 0,
+                        *(units(result) if result is not None else (0.0, 0.0)),
                     )
                 )
 
@@ -96,6 +102,7 @@ def count_botocore(rec: Recorder) -> Iterator[None]:
     """Record every botocore request (DynamoDB via PynamoDB, S3 via boto3) with its serialised request body
     and raw response body sizes, at the endpoint (what goes over the wire; retries count once each)."""
     import botocore.endpoint
+    from benchmarks.dynamodb_units import units_of
 
     original = botocore.endpoint.Endpoint.make_request
 
@@ -108,6 +115,11 @@ def count_botocore(rec: Recorder) -> Iterator[None]:
             lambda: original(self, operation_model, request_dict),
             size,
             lambda result: len(getattr(result[0], "content", b"") or b""),
+            lambda result: (
+                units_of(operation_model.name, body, getattr(result[0], "content", None))
+                if operation_model.service_model.service_name == "dynamodb"
+                else (0.0, 0.0)
+            ),
         )
 
     botocore.endpoint.Endpoint.make_request = patched  # type: ignore[method-assign]
@@ -193,6 +205,8 @@ def summary(calls: list[Call]) -> dict[str, Any]:
         "concurrent_pairs": concurrent_pairs(calls),
         "request_bytes": sum(c.request_bytes for c in calls),
         "response_bytes": sum(c.response_bytes for c in calls),
+        "dynamodb_read_units": sum(c.read_units for c in calls),
+        "dynamodb_write_units": sum(c.write_units for c in calls),
     }
 
 
@@ -208,6 +222,7 @@ def print_calls(title: str, calls: list[Call], wall_ms: float) -> None:
     print(
         f"  → DynamoDB {s['dynamodb']} (writes {s['dynamodb_writes']}), S3 {s['s3']}, "
         f"OpenSearch {s['opensearch']}, embedding {s['embedding']}; overlapping pairs {s['concurrent_pairs']}; "
+        f"RRU {s['dynamodb_read_units']:g}, WRU {s['dynamodb_write_units']:g}; "
         f"payload {s['request_bytes']} B sent, {s['response_bytes']} B received "
         "(embedding: text bytes sent; responses of the local embedder are not on a wire)"
     )

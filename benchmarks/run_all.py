@@ -1,7 +1,8 @@
 """``make bench``: every benchmark in one run, written to ``benchmarks/results/``.
 
 Runs, in order: recall quality (recall_quality.py), speed side by side with Mastra (speed.py), requests per
-turn on the AWS path under moto (aws_requests.py, its own process), cold start (cold_start.py, its own
+turn on the AWS path under moto (aws_requests.py, its own process), the AWS cost per turn from those
+requests (aws_cost.py), ``memstack serve`` under load (serve_load.py), cold start (cold_start.py, its own
 process), observational memory's cost per turn (observation_cost.py, its own process), answer quality
 (answer_quality.py; skipped without an OpenAI key or endpoint). Each writes its
 Markdown and JSON (and PNG plots); this script then writes ``benchmarks/results/README.md``: the headline
@@ -11,7 +12,7 @@ table (Memstack vs Mastra, measured side by side in this run), the machine, and 
 minutes). The full run takes about 15 minutes on the 2-core build machine (most of it Mastra: its growth
 to 10k messages and its per-conversation processes, and the local embedder's ~35 ms per text).
 
-Usage: ``python benchmarks/run_all.py [--quick] [--no-mastra] [--skip recall,speed,aws,cold,observation,answers]``
+Usage: ``python benchmarks/run_all.py [--quick] [--no-mastra] [--skip recall,speed,aws,cost,serve,cold,observation,answers]``
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ if str(ROOT) not in sys.path:
 from benchmarks import answer_quality, recall_quality, speed  # noqa: E402
 from benchmarks.common import RESULTS, MastraPeer, machine, machine_line, markdown_table, write_json  # noqa: E402
 
-STEPS = ("recall", "speed", "aws", "cold", "observation", "answers")
+STEPS = ("recall", "speed", "aws", "cost", "serve", "cold", "observation", "answers")
 
 
 def _section(title: str) -> None:
@@ -44,6 +45,14 @@ def _run_script(args: list[str]) -> tuple[int, str]:
     return done.returncode, done.stdout
 
 
+def _script_step(script: list[str], heading: str) -> tuple[str, str]:
+    """Run a benchmark script; returns its README section (``heading``, then the Markdown table lines it
+    printed) and its status (``ok`` or ``exit N``)."""
+    code, out = _run_script(script)
+    table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
+    return f"{heading}:\n\n{table}\n", "ok" if code == 0 else f"exit {code}"
+
+
 def aws_summary_table(stdout: str) -> str:
     """The ``summary`` block aws_requests.py prints (its last lines), as a fenced block."""
     lines = stdout.splitlines()
@@ -51,6 +60,21 @@ def aws_summary_table(stdout: str) -> str:
     if start is None:
         return "(no summary printed)"
     return "```\n" + "\n".join(lines[start:]).rstrip() + "\n```"
+
+
+def aws_markdown(body: str, out: str) -> str:
+    """aws_requests.md: the summary block, then the script's whole output."""
+    return (
+        "# Requests per turn on the AWS path (moto + the OpenSearch double)\n\n"
+        + machine_line(machine())
+        + " 1 run (counts are deterministic).\n\n`python benchmarks/aws_requests.py` summary "
+        "(ctx = one `context()`; overlap = pairs of requests in flight at once; RRU/WRU = DynamoDB "
+        "on-demand read/write request units, benchmarks/dynamodb_units.py):\n\n"
+        + body
+        + "\n\nFull output:\n\n```\n"
+        + out.strip()
+        + "\n```\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,46 +150,45 @@ def main(argv: list[str] | None = None) -> int:
         _section("AWS path under moto")
         code, out = _run_script(["benchmarks/aws_requests.py", "--json", str(RESULTS / "aws_requests.json")])
         body = aws_summary_table(out) if code == 0 else f"failed (exit {code})"
-        (RESULTS / "aws_requests.md").write_text(
-            "# Requests per turn on the AWS path (moto + the OpenSearch double)\n\n"
-            + machine_line(machine())
-            + " 1 run (counts are deterministic).\n\n`python benchmarks/aws_requests.py` summary "
-            "(ctx = one `context()`; overlap = pairs of requests in flight at once):\n\n"
-            + body
-            + "\n\nFull output:\n\n```\n"
-            + out.strip()
-            + "\n```\n"
-        )
+        (RESULTS / "aws_requests.md").write_text(aws_markdown(body, out))
         sections.append(
             f"* [AWS requests per turn](aws_requests.md) ([JSON](aws_requests.json)):\n\n{body}\n"
         )
         status["aws"] = "ok" if code == 0 else f"exit {code}"
 
+    if "cost" not in skip:
+        _section("AWS cost per turn")
+        section, status["cost"] = _script_step(
+            ["benchmarks/aws_cost.py", "--out", str(RESULTS / "aws_cost")],
+            "* [AWS cost per 1,000 turns](aws_cost.md) ([JSON](aws_cost.json))",
+        )
+        sections.append(section)
+
+    if "serve" not in skip:
+        _section("memstack serve under load")
+        quick = ["--quick"] if args.quick else []
+        section, status["serve"] = _script_step(
+            ["benchmarks/serve_load.py", *quick, "--out", str(RESULTS / "serve_load")],
+            "* [`memstack serve` under load](serve_load.md) ([JSON](serve_load.json))",
+        )
+        sections.append(section)
+
     if "cold" not in skip:
         _section("cold start")
-        code, out = _run_script(
-            [
-                "benchmarks/cold_start.py",
-                "--runs",
-                "3" if args.quick else "7",
-                "--out",
-                str(RESULTS / "cold_start"),
-            ]
+        runs = "3" if args.quick else "7"
+        section, status["cold"] = _script_step(
+            ["benchmarks/cold_start.py", "--runs", runs, "--out", str(RESULTS / "cold_start")],
+            "* [Cold start](cold_start.md) ([JSON](cold_start.json))",
         )
-        table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
-        sections.append(f"* [Cold start](cold_start.md) ([JSON](cold_start.json)):\n\n{table}\n")
-        status["cold"] = "ok" if code == 0 else f"exit {code}"
+        sections.append(section)
 
     if "observation" not in skip:
         _section("observational memory cost")
-        code, out = _run_script(
-            ["benchmarks/observation_cost.py", "--turns", "500" if args.quick else "2000"]
+        section, status["observation"] = _script_step(
+            ["benchmarks/observation_cost.py", "--turns", "500" if args.quick else "2000"],
+            "* [Observational memory: cost per turn](observation_cost.md) ([JSON](observation_cost.json))",
         )
-        table = "\n".join(line for line in out.splitlines() if line.startswith("|"))
-        sections.append(
-            f"* [Observational memory: cost per turn](observation_cost.md) ([JSON](observation_cost.json)):\n\n{table}\n"
-        )
-        status["observation"] = "ok" if code == 0 else f"exit {code}"
+        sections.append(section)
 
     if "answers" not in skip:
         _section("answer quality")

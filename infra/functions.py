@@ -37,7 +37,13 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from infra.bundling import ARCHITECTURE, RUNTIME, function_code, lambda_runtime_suppression
+from infra.bundling import (
+    ARCHITECTURE,
+    RUNTIME,
+    dependencies_layer,
+    function_code,
+    lambda_runtime_suppression,
+)
 from infra.config import MemstackConfig
 from infra.environment import memstack_environment, powertools_environment
 from infra.storage import BODIES_PREFIX
@@ -195,6 +201,7 @@ class Functions(Construct):
                 architecture=ARCHITECTURE,
                 handler=spec.handler,
                 code=function_code(functions_dir / (spec.folder or spec.name)),
+                layers=[dependencies_layer(self)],
                 memory_size=spec.memory_mb,
                 timeout=spec.timeout,
                 role=role,

@@ -26,7 +26,13 @@ from aws_cdk import aws_opensearchservice as opensearch
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from infra.bundling import ARCHITECTURE, RUNTIME, function_code, lambda_runtime_suppression
+from infra.bundling import (
+    ARCHITECTURE,
+    RUNTIME,
+    dependencies_layer,
+    function_code,
+    lambda_runtime_suppression,
+)
 from infra.config import SearchService
 from infra.environment import memstack_environment, powertools_environment
 
@@ -96,6 +102,7 @@ class Search(Construct):
             architecture=ARCHITECTURE,
             handler="app.handler",
             code=function_code(INDEX_SETUP_DIR),
+            layers=[dependencies_layer(self)],
             memory_size=512,
             timeout=Duration.minutes(10),
             log_group=setup_logs,

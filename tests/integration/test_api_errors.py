@@ -245,7 +245,11 @@ def test_given_a_turn_when_served_then_info_logs_hold_ids_and_counts_never_text(
     api.put("/v1/working-memory", {"working_memory": f"# Notes {secret}"})
     api.post(
         "/v1/threads/t1/context",
-        {"message": f"about my {secret}?", "options": {"working_memory": {"enabled": True}}},
+        {
+            "message": f"about my {secret}?",
+            "options": {"working_memory": {"enabled": True}},
+            "count_tokens": True,
+        },
     )
     api.post("/v1/threads/t1/recall", {"query": secret})
     assert caplog.records

@@ -182,7 +182,7 @@ def test_given_the_turn_loop_when_context_then_save_then_the_next_context_sees_t
     assert first.status == 200
     assert first.body["messages"][0] == {"role": "system", "content": "You are a travel assistant."}
     assert first.body["messages"][-1] == {"role": "user", "content": "I'm allergic to peanuts."}
-    assert first.body["token_count"] > 0
+    assert first.body["token_count"] is None  # not asked: the tokenizer is not loaded for it
     assert first.body["tools"] == []
     save(
         api,
@@ -310,3 +310,29 @@ def test_given_a_bad_tool_argument_when_applied_then_the_result_tells_the_model(
     applied = api.post("/v1/threads/t1/working-memory/tool-calls", {"tool_call": call, "options": WM})
     assert applied.status == 200
     assert applied.body["message"]["parts"][0]["is_error"] is True
+
+
+def test_given_count_tokens_or_a_budget_when_context_then_token_count_is_counted_and_else_never(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memstack.tokens import TiktokenTokenizer
+
+    counted: list[str] = []
+    original = TiktokenTokenizer.count
+
+    def spy(self: TiktokenTokenizer, text: str) -> int:
+        counted.append(text)
+        return original(self, text)
+
+    monkeypatch.setattr(TiktokenTokenizer, "count", spy)
+    path = "/v1/threads/trip/context"
+    plain = api.post(path, {"message": "Where to next?"})
+    assert plain.status == 200 and plain.body["token_count"] is None
+    assert counted == [], "the context route counted tokens nobody asked for"
+
+    asked = api.post(path, {"message": "Where to next?", "count_tokens": True})
+    budget = api.post(
+        path, {"message": "Where to next?", "options": {"message_history": {"max_tokens": 5000}}}
+    )
+    assert asked.body["token_count"] > 0 and counted
+    assert budget.body["token_count"] == asked.body["token_count"]

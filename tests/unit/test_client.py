@@ -353,11 +353,13 @@ def test_given_the_resolver_when_context_is_assembled_then_to_openai_matches_the
     )
     options = {"working_memory": {"enabled": True}}
 
-    ctx = local.context(thread_id="t1", message="Snack ideas?", instructions="Be brief.", options=options)
+    ctx = local.context(
+        thread_id="t1", message="Snack ideas?", instructions="Be brief.", options=options, count_tokens=True
+    )
 
     assert [s.kind for s in ctx.system][0] == "instructions"
     assert [m.text for m in ctx.messages] == ["I'm allergic to peanuts.", "Noted.", "Snack ideas?"]
-    assert ctx.token_count > 0
+    assert ctx.token_count is not None and ctx.token_count > 0
     rendered = ctx.to_openai()
     assert set(rendered) == {"messages", "tools"}
     assert rendered["messages"][0]["role"] == "system"

@@ -525,3 +525,15 @@ def test_given_a_record_when_its_pending_since_is_set_then_cleared_then_it_enter
     item = store._get(observation_key("r1", None))
     assert item is not None and (item.pending_pk, item.pending_sk) == (None, None)
     assert store.list_observation_work(due_before=T0, limit=10) == []
+
+
+def test_given_a_store_with_a_bucket_when_only_small_messages_pass_then_no_s3_client_is_made() -> None:
+    with dynamodb_moto_store() as s:
+        assert isinstance(s, DynamoDBMemoryStore) and s._bodies is not None
+        s.create_thread(thread())
+        s.save_messages("r1", "t1", [msg("m1", text="hi")])
+        assert [m.text for m in s.list_messages("r1", "t1", limit=5)] == ["hi"]
+        assert s._bodies._made is None, "the S3 client was created though no body went to S3"
+        s.save_messages("r1", "t1", [msg("m2", text="x" * 500_000)])
+        assert s._bodies._made is not None
+        s.close()

@@ -203,6 +203,12 @@ class ContextBody(_Request):
     context: list[MessageInput] | None = Field(
         None, description="Call-time messages shown after history, never saved; at most 1000 (413)."
     )
+    count_tokens: bool = Field(
+        False,
+        description="Count the tokens of messages + tools (tiktoken o200k_base) into token_count. Off by "
+        "default: loading the tokenizer costs a cold function ~250 ms of CPU. A token budget in the "
+        "options counts them anyway.",
+    )
     options: Options = None
 
 
@@ -328,7 +334,10 @@ class ContextOut(BaseModel):
 
     messages: list[dict[str, Any]] = Field(description="OpenAI chat messages (ModelContext.to_openai()).")
     tools: list[dict[str, Any]] = Field(description="OpenAI function tools (may be empty).")
-    token_count: int = Field(description="Tokens of messages + tools (tiktoken o200k_base).")
+    token_count: int | None = Field(
+        description="Tokens of messages + tools (tiktoken o200k_base); null unless the request set "
+        "count_tokens or a token budget applied."
+    )
     system: list[SystemOut] = Field(description="The system messages, in layer order.")
     conversation: list[Message] = Field(
         description="History with same-thread recall, call-time context, then the new message."

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -55,10 +56,27 @@ class BodyStore:
             max_pool_connections=32,
         )
         self.bucket = bucket
-        with translated("connect to S3"):
-            self._client: Any = create_client(
-                "s3", region_name=region, endpoint_url=endpoint_url, config=config
-            )
+        self._settings: dict[str, Any] = {
+            "region_name": region,
+            "endpoint_url": endpoint_url,
+            "config": config,
+        }
+        self._made: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def _client(self) -> Any:
+        """The S3 client, created on first use: only messages over the inline limit have a body here, so
+        most functions never need it, and creating it costs a cold start ~25 ms of CPU.
+
+        Raises:
+            Unavailable: the client cannot be created.
+        """
+        if self._made is None:
+            with self._lock, translated("connect to S3"):
+                if self._made is None:
+                    self._made = create_client("s3", **self._settings)
+        return self._made
 
     @staticmethod
     def thread_prefix(resource_id: str, thread_id: str) -> str:
@@ -140,5 +158,6 @@ class BodyStore:
             log.warning("orphaned message bodies left in S3", extra={"error": exc.code})
 
     def close(self) -> None:
-        """Close the client's connections."""
-        self._client.close()
+        """Close the client's connections (if it was ever created)."""
+        if self._made is not None:
+            self._made.close()

@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -425,31 +426,30 @@ class SqliteSearchIndex:
             raise InvalidInput("text must be a string", field="text")
         match = None if text is None else fts_query(text)
 
-        with self._db.lock:
+        with self._db.read() as conn:
             vector_hits = None
             if query is not None:
-                vector_hits = self._vector_search(query, resource_id, thread_id, checked, top_k)
+                vector_hits = self._vector_search(conn, query, resource_id, thread_id, checked, top_k)
             keyword_hits = None
             if text is not None:
                 keyword_hits = []
                 if match is not None and not checked:
-                    keyword_hits = self._keyword_ranked_first(match, resource_id, thread_id, top_k)
+                    keyword_hits = self._keyword_ranked_first(conn, match, resource_id, thread_id, top_k)
                 elif match is not None:
                     sql, params = _keyword_sql(match, resource_id, thread_id, checked, top_k)
                     keyword_hits = [
                         IndexHit(message_id=m, thread_id=t, score=-r, seq=q)
-                        for m, t, q, r in self._db.conn.execute(sql, params)
+                        for m, t, q, r in conn.execute(sql, params)
                     ]
         return SearchResults(vector=vector_hits, keyword=keyword_hits)
 
     def _keyword_ranked_first(
-        self, terms: str, resource_id: str, thread_id: str | None, top_k: int
+        self, conn: Any, terms: str, resource_id: str, thread_id: str | None, top_k: int
     ) -> list[IndexHit]:
         """Keyword search without a metadata filter: FTS5 ranks its own rows (``ORDER BY r LIMIT n``),
         and only those ``n`` rows are joined with their chunks, instead of every matching row (3× faster on
         a LoCoMo conversation). ``n`` doubles until ``top_k`` distinct messages are found or the matches
         run out; the result equals ``_keyword_sql``'s (a test checks both paths against each other)."""
-        conn = self._db.conn
         match = f'scope : "{scope_token(resource_id, thread_id)}" AND text : ({terms})'
         limit = 2 * top_k + 8
         while True:
@@ -480,13 +480,13 @@ class SqliteSearchIndex:
 
     def _vector_search(
         self,
+        conn: Any,
         query: _Floats,
         resource_id: str,
         thread_id: str | None,
         filter: dict[str, Any] | None,
         top_k: int,
     ) -> list[IndexHit]:
-        conn = self._db.conn
         cached = self._cache.get(conn, resource_id)
         if cached is None:
             sql, params = _vector_sql(query, resource_id, thread_id, filter, top_k)
@@ -640,26 +640,37 @@ class _ResourceVectors:
 
 
 class _VectorCache:
-    """Per-resource ``_ResourceVectors``, least recently used first out, within a byte bound."""
+    """Per-resource ``_ResourceVectors``, least recently used first out, within a byte bound.
+
+    Thread-safe: searches read through their own connections while the writer patches, so every method
+    holds the cache's lock (a snapshot, once returned, is never mutated and is searched outside it).
+    """
 
     def __init__(self, dimension: int, max_bytes: int) -> None:
         self.dimension = dimension
         self.max_bytes = max_bytes
         self.entries: OrderedDict[str, _ResourceVectors] = OrderedDict()
         self.nbytes = 0
+        self._lock = threading.Lock()
 
     def clear(self) -> None:
-        self.entries.clear()
-        self.nbytes = 0
+        with self._lock:
+            self.entries.clear()
+            self.nbytes = 0
 
     def get(self, conn: Any, resource_id: str) -> _ResourceVectors | None:
         """The resource's current vectors (loaded if stale or absent), or ``None`` to use SQL instead.
 
-        The generation is read before the rows: if another process commits in between, the snapshot is
-        newer than its label and the next call reloads it, never the reverse (stale data under a new label).
+        ``conn`` reads in one snapshot (``SqliteDatabase.read``), and the generation is read before the
+        rows: a snapshot is never newer than its label's data (a reader on an older snapshot may replace a
+        newer entry with its own; the next search at the newer generation reloads it, never the reverse).
         """
         if self.max_bytes == 0:
             return None
+        with self._lock:
+            return self._get(conn, resource_id)
+
+    def _get(self, conn: Any, resource_id: str) -> _ResourceVectors | None:
         row = conn.execute(_GET_GENERATION, (resource_id,)).fetchone()
         generation = 0 if row is None else int(row[0])
         entry = self.entries.get(resource_id)
@@ -672,7 +683,7 @@ class _VectorCache:
             ).fetchone()[0]
         )
         if count * (self.dimension * 4 + _ROW_OVERHEAD_BYTES) > self.max_bytes:
-            self.drop(resource_id)
+            self._drop(resource_id)
             return None
         rows = conn.execute(
             "SELECT rowid, message_id, thread_id, embedding, seq FROM search_chunks WHERE resource_id = ?",
@@ -706,11 +717,23 @@ class _VectorCache:
         Only a snapshot exactly one generation behind is patched (nobody else wrote in between);
         otherwise it is dropped and the next search reloads it.
         """
+        with self._lock:
+            self._patch(resource_id, generation, messages=messages, thread_id=thread_id, added=added)
+
+    def _patch(
+        self,
+        resource_id: str,
+        generation: int,
+        *,
+        messages: set[str] | None,
+        thread_id: str | None,
+        added: Sequence[tuple[int, _Row]],
+    ) -> None:
         entry = self.entries.get(resource_id)
         if entry is None:
             return
         if entry.generation != generation - 1:
-            self.drop(resource_id)
+            self._drop(resource_id)
             return
         self._store(
             resource_id,
@@ -718,7 +741,7 @@ class _VectorCache:
         )
 
     def _store(self, resource_id: str, entry: _ResourceVectors) -> None:
-        self.drop(resource_id)
+        self._drop(resource_id)
         if entry.nbytes > self.max_bytes:
             return
         self.entries[resource_id] = entry
@@ -729,6 +752,10 @@ class _VectorCache:
 
     def drop(self, resource_id: str) -> None:
         """Forget the resource's vectors (the next search reloads them)."""
+        with self._lock:
+            self._drop(resource_id)
+
+    def _drop(self, resource_id: str) -> None:
         entry = self.entries.pop(resource_id, None)
         if entry is not None:
             self.nbytes -= entry.nbytes

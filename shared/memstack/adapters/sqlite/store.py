@@ -403,7 +403,7 @@ class SqliteMemoryStore:
     def get_thread_with_history(
         self, resource_id: str, thread_id: str, *, last: int
     ) -> tuple[Thread | None, list[Message]]:
-        with self.db.lock:
+        with self.db.read():  # one snapshot: the thread and its history agree
             thread = self.get_thread(resource_id, thread_id)
             if thread is None or last <= 0:
                 return thread, []
@@ -426,7 +426,7 @@ class SqliteMemoryStore:
         if not windows:
             return []
         found: dict[str, Message] = {}
-        with self.db.lock:
+        with self.db.read() as conn:
             # Seqs are gap-free until a message is deleted, so plain seq ranges are tried first (one
             # statement); a window that comes back short may have a gap and is read exactly below.
             # one range per window, each answered by the (resource_id, thread_id, seq) index (an OR of ranges made
@@ -438,7 +438,7 @@ class SqliteMemoryStore:
                 params: list[Any] = []
                 for w in chunk:
                     params += [resource_id, w.thread_id, w.seq - max(0, w.before), w.seq + max(0, w.after)]
-                rows += self.db.conn.execute(" UNION ALL ".join([one] * len(chunk)), params).fetchall()
+                rows += conn.execute(" UNION ALL ".join([one] * len(chunk)), params).fetchall()
             by_thread: dict[str, set[int]] = {}
             for r in rows:
                 found.setdefault(r[0], _message(r))
@@ -477,7 +477,7 @@ class SqliteMemoryStore:
     def get_resource_and_windows(
         self, resource_id: str, windows: Sequence[MessageWindow]
     ) -> tuple[Resource | None, list[Message]]:
-        with self.db.lock:
+        with self.db.read():
             return self.get_resource(resource_id), self.message_windows(resource_id, windows)
 
     def _exact_windows(self, resource_id: str, windows: Sequence[MessageWindow]) -> list[Any]:
@@ -497,7 +497,8 @@ class SqliteMemoryStore:
                 params += [resource_id, w.thread_id, w.seq, max(0, w.before)]
                 parts.append(half.format(cols=_MSG_COLS, op=">=", order="ASC"))
                 params += [resource_id, w.thread_id, w.seq, max(0, w.after) + 1]
-            rows += self.db.conn.execute(" UNION ALL ".join(parts), params).fetchall()
+            with self.db.read() as conn:
+                rows += conn.execute(" UNION ALL ".join(parts), params).fetchall()
         return rows
 
     def delete_messages(self, resource_id: str, message_ids: Sequence[str]) -> list[Message]:

@@ -38,7 +38,7 @@ def context(thread_id: str, body: ContextBody, query: Annotated[ResourceQuery, Q
     out = ContextOut(
         messages=rendered["messages"],
         tools=rendered.get("tools", []),
-        token_count=ctx.token_count,
+        token_count=ctx.token_count if body.count_tokens else ctx.counted_tokens,
         system=[SystemOut(kind=s.kind, text=s.text) for s in ctx.system],
         conversation=ctx.messages,
         history_ids=ctx.history_ids,

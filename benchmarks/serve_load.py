@@ -1,0 +1,374 @@
+"""Load on ``memstack serve`` (127.0.0.1 only, bounded): HTTP context latency beside the library's, keep-alive
+throughput with several clients, and a burst of simultaneous connections.
+
+Workload: LoCoMo conversation 0 (419 messages) saved into one thread of a fresh SQLite file with the hash
+embedder (so the figures are the server's and the store's, not an embedding model's); every request asks the
+context of a new turn — ``POST /v1/threads/<t>/context`` with one of the conversation's questions as the
+new message (history + hybrid semantic recall over the resource, nothing saved).
+
+Measured in one run, side by side:
+
+1. **library**: ``Memory.context`` in this process on the same file, ``--requests`` calls → p50/p99 ms;
+2. **1 client**: one keep-alive HTTP connection to ``memstack serve`` (a subprocess), ``--requests``
+   sequential calls → p50/p99 ms and the ratio HTTP p50 / library p50;
+3. **N clients** (``--clients``, default 4): each a thread with its own keep-alive connection, sending
+   back to back for ``--seconds`` (bounded: at most ``--requests`` × 20 calls in all) → requests/s, p50, p99;
+4. **burst**: ``--burst`` (default 64) connections opened at once, one request each → the slowest connect
+   and the slowest answer (a listen backlog that is too small shows as connects of a second or more).
+
+The client runs in this process (threads), the server in another: both share the machine's cores, as they
+do on a developer's laptop. Targets: HTTP p50 <= 2x the library's with 1 client; >= 1,000
+requests/s with 4 clients on a 2-core machine; p99 <= 20 ms. Benchmarks print; they never assert.
+
+Usage: ``python benchmarks/serve_load.py [--quick] [--requests 400] [--clients 4] [--seconds 5]
+[--burst 64] [--out benchmarks/results/serve_load]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import RESULTS, machine, machine_line, markdown_table, percentile, write_report  # noqa: E402
+
+HOST = "127.0.0.1"
+RESOURCE = "load"
+THREAD = "load-t"
+CONVERSATION = 0
+START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Phase:
+    """One measured phase: latencies (ms) of its requests and its wall time (s)."""
+
+    name: str
+    latencies: list[float]
+    seconds: float
+    errors: int = 0
+
+    def figures(self) -> dict[str, Any]:
+        n = len(self.latencies)
+        return {
+            "requests": n,
+            "errors": self.errors,
+            "seconds": round(self.seconds, 3),
+            "requests_per_s": round(n / self.seconds, 1) if self.seconds else None,
+            "p50_ms": round(percentile(self.latencies, 0.5), 2) if n else None,
+            "p99_ms": round(percentile(self.latencies, 0.99), 2) if n else None,
+            "max_ms": round(max(self.latencies), 2) if n else None,
+        }
+
+
+def seed(db: Path, data: Path) -> list[str]:
+    """Save conversation 0 into ``THREAD`` of ``RESOURCE`` (hash embedder); return its questions."""
+    from memstack import Memory, locomo
+
+    conv = locomo.load(data)[CONVERSATION]
+    memory = Memory.local(db, embedder="hash")
+    try:
+        turns = [t for session in conv.sessions.values() for t in session]
+        memory.save_messages(
+            thread_id=THREAD,
+            resource_id=RESOURCE,
+            messages=[
+                {"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}
+                for t in turns
+            ],
+        )
+    finally:
+        memory.close()
+    return [q.text for q in conv.questions]
+
+
+def library_phase(db: Path, questions: list[str], requests: int) -> Phase:
+    """``Memory.context`` in this process, ``requests`` calls (after a warm-up pass)."""
+    from memstack import Memory
+
+    memory = Memory.local(db, embedder="hash")
+    try:
+        for q in questions[:20]:
+            memory.context(thread_id=THREAD, resource_id=RESOURCE, message=q)
+        latencies = []
+        started = time.perf_counter()
+        for i in range(requests):
+            t0 = time.perf_counter()
+            memory.context(thread_id=THREAD, resource_id=RESOURCE, message=questions[i % len(questions)])
+            latencies.append((time.perf_counter() - t0) * 1000)
+        return Phase("library", latencies, time.perf_counter() - started)
+    finally:
+        memory.close()
+
+
+class Server:
+    """``memstack serve`` on a free port of 127.0.0.1, in a subprocess, stopped on exit."""
+
+    def __init__(self, db: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTACK_", "OPENAI_"))}
+        env["PYTHONPATH"] = str(ROOT / "shared")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "memstack.cli", "serve", "--host", HOST, "--port", "0"]
+            + ["--db", str(db), "--embedder", "hash"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # the access log: one line per request
+            text=True,
+            env=env,
+        )
+        self.port = self._port()
+
+    def _port(self) -> int:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        assert self.process.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            if "listening on" in line:
+                return int(line.split("listening on", 1)[1].split()[0].rsplit(":", 1)[1])
+        self.stop()
+        raise RuntimeError("memstack serve did not start")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
+def _body(question: str) -> bytes:
+    return json.dumps({"message": question}).encode()
+
+
+PATH = f"/v1/threads/{THREAD}/context?resource_id={RESOURCE}"
+HEADERS = {"Content-Type": "application/json"}
+
+
+def _call(conn: http.client.HTTPConnection, question: str) -> bool:
+    conn.request("POST", PATH, body=_body(question), headers=HEADERS)
+    response = conn.getresponse()
+    response.read()
+    return response.status == 200
+
+
+def one_client_phase(port: int, questions: list[str], requests: int) -> Phase:
+    conn = http.client.HTTPConnection(HOST, port, timeout=30)
+    try:
+        for q in questions[:20]:
+            _call(conn, q)
+        latencies, errors = [], 0
+        started = time.perf_counter()
+        for i in range(requests):
+            t0 = time.perf_counter()
+            errors += not _call(conn, questions[i % len(questions)])
+            latencies.append((time.perf_counter() - t0) * 1000)
+        return Phase("1 client", latencies, time.perf_counter() - started, errors)
+    finally:
+        conn.close()
+
+
+def many_clients_phase(port: int, questions: list[str], clients: int, seconds: float, cap: int) -> Phase:
+    """``clients`` keep-alive connections sending back to back for ``seconds`` (at most ``cap`` calls in all)."""
+    latencies: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    start = threading.Barrier(clients + 1)
+    sent = [0]
+
+    def run(k: int) -> None:
+        conn = http.client.HTTPConnection(HOST, port, timeout=30)
+        mine: list[float] = []
+        bad = 0
+        try:
+            _call(conn, questions[k % len(questions)])  # connected and warm before the clock starts
+            start.wait()
+            i = k
+            while time.perf_counter() < deadline:
+                with lock:
+                    if sent[0] >= cap:
+                        break
+                    sent[0] += 1
+                t0 = time.perf_counter()
+                bad += not _call(conn, questions[i % len(questions)])
+                mine.append((time.perf_counter() - t0) * 1000)
+                i += clients
+        finally:
+            conn.close()
+            with lock:
+                latencies.extend(mine)
+                errors[0] += bad
+
+    deadline = float("inf")
+    threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(clients)]
+    for t in threads:
+        t.start()
+    deadline = time.perf_counter() + seconds
+    start.wait()
+    started = time.perf_counter()
+    deadline = started + seconds
+    for t in threads:
+        t.join(seconds + 60)
+    return Phase(f"{clients} clients", latencies, time.perf_counter() - started, errors[0])
+
+
+def burst_phase(port: int, questions: list[str], burst: int) -> dict[str, Any]:
+    """``burst`` connections opened at once, one request each: the slowest connect and answer (ms)."""
+    connects: list[float] = []
+    totals: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    go = threading.Event()
+
+    def run(k: int) -> None:
+        go.wait()
+        t0 = time.perf_counter()
+        conn = http.client.HTTPConnection(HOST, port, timeout=30)
+        try:
+            conn.connect()
+            t1 = time.perf_counter()
+            ok = _call(conn, questions[k % len(questions)])
+            t2 = time.perf_counter()
+            with lock:
+                connects.append((t1 - t0) * 1000)
+                totals.append((t2 - t0) * 1000)
+                errors[0] += not ok
+        except OSError:
+            with lock:
+                errors[0] += 1
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(burst)]
+    for t in threads:
+        t.start()
+    go.set()
+    for t in threads:
+        t.join(90)
+    return {
+        "connections": burst,
+        "errors": errors[0],
+        "connect_max_ms": round(max(connects), 1) if connects else None,
+        "connect_over_1s": sum(c > 1000 for c in connects),
+        "answer_p50_ms": round(percentile(totals, 0.5), 1) if totals else None,
+        "answer_max_ms": round(max(totals), 1) if totals else None,
+    }
+
+
+def run(data: Path, requests: int, clients: int, seconds: float, burst: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="memstack-serve-load-") as tmp:
+        db = Path(tmp) / "load.db"
+        questions = seed(db, data)
+        library = library_phase(db, questions, requests)
+        with Server(db) as server:
+            single = one_client_phase(server.port, questions, requests)
+            many = many_clients_phase(server.port, questions, clients, seconds, cap=requests * 20)
+            burst_result = burst_phase(server.port, questions, burst)
+    lib, one, multi = library.figures(), single.figures(), many.figures()
+    return {
+        "machine": machine(),
+        "load_average": [round(x, 1) for x in os.getloadavg()],
+        "workload": {
+            "conversation": CONVERSATION,
+            "questions": len(questions),
+            "embedder": "hash",
+            "requests": requests,
+            "clients": clients,
+            "seconds": seconds,
+        },
+        "library": lib,
+        "one_client": one,
+        "many_clients": multi,
+        "burst": burst_result,
+        "ratio_http_to_library_p50": round(one["p50_ms"] / lib["p50_ms"], 2),
+        "targets": {"ratio_p50": 2.0, "requests_per_s": 1000, "p99_ms": 20.0},
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    lib, one, many, burst = result["library"], result["one_client"], result["many_clients"], result["burst"]
+    w = result["workload"]
+    rows = [
+        ["library `Memory.context` (in process)", lib["requests"], "–", lib["p50_ms"], lib["p99_ms"], "–"],
+        [
+            "HTTP, 1 keep-alive client",
+            one["requests"],
+            one["errors"],
+            one["p50_ms"],
+            one["p99_ms"],
+            one["requests_per_s"],
+        ],
+        [
+            f"HTTP, {w['clients']} keep-alive clients ({w['seconds']:g} s)",
+            many["requests"],
+            many["errors"],
+            many["p50_ms"],
+            many["p99_ms"],
+            many["requests_per_s"],
+        ],
+    ]
+    lines = [
+        "# `memstack serve` under load (127.0.0.1)",
+        "",
+        machine_line(result["machine"])
+        + f" Load average at the end (1/5/15 min): {'/'.join(str(x) for x in result['load_average'])} "
+        "(other work on this shared machine shows here).",
+        f"Workload: LoCoMo conversation {w['conversation']} (419 messages) in one thread of a fresh SQLite file, "
+        f"hash embedder; each request is the context of a new turn (one of {w['questions']} questions: history "
+        "+ hybrid recall, nothing saved). Server in a subprocess, clients as threads of the benchmark process, "
+        "both on this machine's cores. Targets: HTTP p50 <= 2x library p50 (1 client), >= 1,000 "
+        "requests/s with 4 clients, p99 <= 20 ms.",
+        "",
+        markdown_table(["regime", "requests", "errors", "p50 ms", "p99 ms", "requests/s"], rows),
+        "",
+        f"HTTP p50 / library p50 (1 client): **{result['ratio_http_to_library_p50']}x**.",
+        "",
+        f"Burst: {burst['connections']} connections opened at once, one request each: slowest connect "
+        f"{burst['connect_max_ms']} ms ({burst['connect_over_1s']} over 1 s), answers p50 {burst['answer_p50_ms']} ms, "
+        f"slowest {burst['answer_max_ms']} ms, {burst['errors']} errors.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from memstack.demo import default_data_path
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="100 requests, 2 s of load, a burst of 32")
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--burst", type=int, default=64)
+    parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=RESULTS / "serve_load")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.requests, args.seconds, args.burst = 100, 2.0, 32
+    result = run(args.data or default_data_path(), args.requests, args.clients, args.seconds, args.burst)
+    write_report(args.out, render(result), result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
