@@ -393,7 +393,7 @@ def test_manage_working_memory_lets_the_observer_rewrite_it() -> None:
         memory.update_working_memory(thread_id=T, resource_id=R, working_memory="# User\n- Hobby: unknown")
         save(memory, 1, 40)
         assert memory.get_working_memory(thread_id=T, resource_id=R) == "# User\n- Hobby: hiking"
-        task = str(chat.calls[0].messages[1]["content"])
+        task = str(chat.calls[0].messages[0]["content"])
         assert "Hobby: unknown" in task  # the Observer is shown the current document to rewrite
 
 
@@ -523,7 +523,7 @@ def test_sweep_jobs_of_an_unchanged_record_get_a_new_key_each_minute() -> None:
 
 
 def test_an_empty_observer_answer_is_never_committed_on_the_buffering_path() -> None:
-    empty = "<observations>\n</observations>"
+    empty = ""  # no answer at all (an empty <observations> block is a valid "nothing new")
     chat = ScriptedChatModel([empty, empty])
     quiet = RecordingScheduler()
     with om_memory(chat, scheduler=quiet, observational_memory=SMALL) as memory:

@@ -32,10 +32,11 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from memstack import deadline as turn_deadline
 from memstack.config import MemoryOptions, ObservationalMemoryOptions
 from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, Unavailable
 from memstack.model import (
@@ -46,6 +47,7 @@ from memstack.model import (
     ObservationRecord,
     Thread,
 )
+from memstack.observation.guards import new_lines_only, reflection_problem
 from memstack.observation.recall_tool import split_range
 from memstack.observation.requirements import missing_chat_model
 from memstack.observation.thresholds import Thresholds, activation_count, resolve, should_buffer
@@ -105,7 +107,8 @@ class ReflectionFailed(ObservationFailed):
 
 
 REFLECTION_BACKOFF = timedelta(minutes=2)
-"""After a failed reflection, saves do not retry it for ``REFLECTION_BACKOFF × 2^(failures − 1)``
+"""After a failed reflection (or an unusable Observer answer), saves do not retry it for
+``REFLECTION_BACKOFF × 2^(failures − 1)``
 (at most ``MAX_REFLECTION_BACKOFF``): a model that keeps failing is not called on every turn."""
 
 MAX_REFLECTION_BACKOFF = timedelta(hours=1)
@@ -352,7 +355,12 @@ class ObservationEngine:
         )
 
     def _reflection_backing_off(self, record: ObservationRecord) -> bool:
-        if not record.failure_count or not (record.last_error or "").startswith(ReflectionFailed.__name__):
+        return self._backing_off(record, ReflectionFailed)
+
+    def _backing_off(self, record: ObservationRecord, failure: type[ObservationFailed]) -> bool:
+        """Whether the record's last failure was ``failure`` and its backoff (``REFLECTION_BACKOFF ×
+        2^(failures − 1)``, at most ``MAX_REFLECTION_BACKOFF``) has not run out."""
+        if not record.failure_count or not (record.last_error or "").startswith(failure.__name__):
             return False
         if record.pending_since is None:
             return False
@@ -370,8 +378,12 @@ class ObservationEngine:
         return bool(self.clock.now() - rec.pending_since < min(wait, MAX_SWEEP_BACKOFF))
 
     def due(self, om: ObservationalMemoryOptions, rec: ObservationRecord, pending: int) -> str | None:
-        """Why a background step is due now (``threshold``, ``buffer``, ``reflect``), or ``None``."""
+        """Why a background step is due now (``threshold``, ``buffer``, ``reflect``), or ``None``. After
+        an Observer answer that was unusable (``ObservationFailed``) saves do not observe again until its
+        backoff runs out (the sweep and ``context()`` above ``block_after`` still do)."""
         t = self.thresholds(om, rec)
+        if self._backing_off(rec, ObservationFailed):
+            return "reflect" if self.reflection_due(om, rec) else None
         if pending >= t.message_tokens:
             return "threshold"
         if should_buffer(pending, rec.last_buffered_at_tokens, t):
@@ -424,7 +436,7 @@ class ObservationEngine:
 
         Args:
             deadline: ``time.monotonic()`` value after which no new model call starts (the step returns
-                what it committed so far).
+                what it committed so far); the turn's deadline (``memstack.deadline``) counts too.
 
         Raises:
             InvalidInput: observational memory is disabled or no chat model is configured.
@@ -460,7 +472,7 @@ class ObservationEngine:
                 should_buffer(v.pending, v.record.last_buffered_at_tokens, t) and v.uncovered
             ):
                 return self._result(om, v, activated, observed, buffered)
-            if deadline is not None and time.monotonic() >= deadline:
+            if (deadline is not None and time.monotonic() >= deadline) or turn_deadline.expired():
                 break  # no time for another model call: what is committed stays
             if v.record.pending_since is None:  # mark the record before the model runs (a lease)
                 if not self._write(v.record, v.record.model_copy(update={"pending_since": self.clock.now()})):
@@ -601,7 +613,10 @@ class ObservationEngine:
             now = self.clock.now()
             for chunk in chunks:
                 text = _append(text, chunk.observations, chunk.created_at)
-            new_text = "\n\n".join(o.observations for o in outputs if o.observations.strip())
+            new_text = new_lines_only(
+                self._own_lines(om, rec, thread_id, text),
+                "\n\n".join(o.observations for o in outputs if o.observations.strip()),
+            )
             if new_text:
                 text = _append(text, self._wrap(om, rec, thread_id, new_text, batch), now)
             final = outputs[-1] if outputs else None
@@ -645,7 +660,11 @@ class ObservationEngine:
         if last is None or not uncovered:
             return False
         covered = [m for m in uncovered if m.seq <= last.seq]
-        text = "\n\n".join(o.observations for o in outputs if o.observations.strip())
+        known = "\n".join([v.record.active_observations, *(c.observations for c in v.chunks)])
+        text = new_lines_only(
+            self._own_lines(om, v.record, v.thread_id, known),
+            "\n\n".join(o.observations for o in outputs if o.observations.strip()),
+        )
         text = self._wrap(om, v.record, v.thread_id, text, covered)
         final = outputs[-1] if outputs else None
         message_tokens = self.count(covered)
@@ -686,6 +705,17 @@ class ObservationEngine:
             v = _View(fresh.record, v.thread_id, fresh.tail, fresh.pending)
         return False
 
+    def _own_lines(
+        self, om: ObservationalMemoryOptions, rec: ObservationRecord, thread_id: str, text: str
+    ) -> str:
+        """The part of the log a new observation of ``thread_id`` is checked against for duplicates: the
+        whole log in thread scope, the thread's own sections in resource scope (the same words about
+        another thread are another fact)."""
+        if rec.scope != "resource":
+            return text
+        label = re.escape(html.escape(thread_label(om, thread_id), quote=True))
+        return "\n".join(re.findall(rf'<thread id="{label}">\n(.*?)\n</thread>', text, re.S))
+
     def _wrap(
         self,
         om: ObservationalMemoryOptions,
@@ -695,7 +725,9 @@ class ObservationEngine:
         messages: Sequence[Message],
     ) -> str:
         """Retrieval groups and resource-scope thread sections around newly observed text (spec §2.9.4
-        step 7, §2.9.8)."""
+        step 7, §2.9.8); nothing around nothing (an Observer that found nothing new)."""
+        if not text.strip():
+            return ""
         if om.retrieval.enabled and messages:
             first, last = messages[0].id, messages[-1].id
             anchor = hashlib.sha256(f"{thread_id}:{first}:{last}".encode()).hexdigest()[:12]
@@ -813,9 +845,9 @@ class ObservationEngine:
                 buffering=buffering,
                 working_memory=current_wm,
             )
+            # instructions in the system role; the transcript alone as data, in a delimited block
             request = [
-                {"role": "system", "content": system},
-                {"role": "user", "content": task},
+                {"role": "system", "content": f"{system}\n\n{task}"},
                 {"role": "user", "content": prompts.observer_history_message(batch.text)},
             ]
             parsed = self._call_observer(chat, om, request, v.thread_id)
@@ -844,16 +876,25 @@ class ObservationEngine:
     def _call_observer(
         self, chat: ChatModel, om: ObservationalMemoryOptions, request: list[dict[str, Any]], thread_id: str
     ) -> ObserverOutput:
-        """One Observer call, retried once on degenerate or unusable output (spec §2.9.5)."""
-        from memstack.observation.parsing import is_degenerate, parse_observer_output
+        """One Observer call, retried once on degenerate or unusable output (spec §2.9.5).
+
+        An answer that says, validly, that there is nothing new (an empty ``<observations>`` block, or
+        only a "no new observations" line: ``parsing.says_nothing_new``) is a result, not a failure: its
+        batch is committed with no new text and the cursor moves past it, so small talk is not sent to
+        the model again on every save. An empty or degenerate answer is a failure and moves nothing.
+        """
+        from memstack.observation.parsing import is_degenerate, parse_observer_output, says_nothing_new
 
         settings = om.observation.model_settings
         for attempt in (1, 2):
             text = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Observer")
-            parsed = parse_observer_output(text)
-            # an answer with no observations is unusable: committing it would move the cursor past
-            # messages that then appear nowhere in the context
-            if parsed.observations.strip() and not is_degenerate(text):
+            if is_degenerate(text):
+                parsed = None
+            elif says_nothing_new(text):
+                return replace(parse_observer_output(text), observations="")
+            else:
+                parsed = parse_observer_output(text)
+            if parsed is not None and parsed.observations.strip():
                 return parsed
             logger.warning(
                 "observer output unusable (attempt %d) for thread %s",
@@ -983,7 +1024,7 @@ class ObservationEngine:
         self, opts: MemoryOptions, rec: ObservationRecord, thread_id: str, t: Thresholds
     ) -> tuple[str, int]:
         from memstack.observation import prompts
-        from memstack.observation.parsing import is_degenerate, parse_reflector_output
+        from memstack.observation.parsing import parse_reflector_output
 
         om = opts.observational_memory
         chat = self._chat(om, "reflector")
@@ -995,8 +1036,10 @@ class ObservationEngine:
         )
         settings = om.reflection.model_settings
         best: tuple[int, str, int] | None = None
-        failures = 0
+        failures: list[str] = []
         for level in range(1, prompts.MAX_COMPRESSION_LEVEL + 1):
+            if turn_deadline.expired():
+                break  # the turn cannot wait for another level; the background reflects later
             request = [
                 {"role": "system", "content": system},
                 {
@@ -1006,13 +1049,15 @@ class ObservationEngine:
             ]
             raw = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Reflector")
             text = parse_reflector_output(raw).observations.strip()
-            if not text or is_degenerate(raw):
-                failures += 1
+            problem = reflection_problem(rec.active_observations, raw, text, self.tokenizer)
+            if problem is not None:
+                failures.append(problem)
                 logger.warning(
-                    "reflector output unusable at level %d for thread %s",
+                    "reflector output refused at level %d for thread %s: %s",
                     level,
                     thread_id,
-                    extra={"thread_id": thread_id, "level": level, "chars": len(raw)},
+                    problem,
+                    extra={"thread_id": thread_id, "level": level, "chars": len(raw), "problem": problem},
                 )
                 continue
             tokens = self.tokenizer.count(text)
@@ -1020,10 +1065,12 @@ class ObservationEngine:
                 best = (tokens, text, level)
             if tokens < t.observation_tokens:
                 break
+        if best is None and turn_deadline.expired():
+            raise Unavailable(f"reflection of thread {thread_id} passed the turn's deadline; retry later")
         if best is None:
             raise ReflectionFailed(
-                f"every Reflector answer for thread {thread_id} was empty or degenerate ({failures} attempts); "
-                "the observations are unchanged"
+                f"no Reflector answer for thread {thread_id} could replace the observations "
+                f"({len(failures)} attempts: {'; '.join(dict.fromkeys(failures))}); the observations are unchanged"
             )
         return best[1], best[2]
 
