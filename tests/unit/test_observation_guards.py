@@ -257,3 +257,61 @@ def test_given_a_caller_that_saves_ctx_messages_back_when_saving_then_the_contin
         )
         assert [m.id for m in saved] == ["u1"]
         assert [m.id for m in memory.store.list_messages(R, T, limit=10)] == ["u1"]
+
+
+# --- item 3: the Observer's working-memory rewrite is checked ------------------------------------------
+
+ADA = "# User\n- Name: Ada Lovelace\n- City: London\n- Pets: cat, dog"
+MANAGE: dict[str, Any] = {
+    **NO_BUFFER,
+    "observation": {**NO_BUFFER["observation"], "manage_working_memory": True},
+}
+
+
+def observer_answer(observations: str, working_memory: str) -> str:
+    return f"<observations>\n{observations}\n</observations>\n<working-memory>\n{working_memory}\n</working-memory>"
+
+
+def small_talk(i: int) -> str:
+    return f"hi there {i}, how are you doing today? all good over here, thanks for asking."
+
+
+def wm_after(answer: str, talk: Any = small_talk, current: str = ADA, **options: Any) -> str | None:
+    chat = ScriptedChat([answer] * 10)
+    with om_memory(
+        chat, scheduler=Quiet(), observational_memory=MANAGE, working_memory={"enabled": True, **options}
+    ) as memory:
+        memory.update_working_memory(thread_id=T, resource_id=R, working_memory=current)
+        save(memory, 1, 80, text=talk)
+        memory.observe(resource_id=R, thread_id=T, reason="threshold")
+        assert chat.count("observer") >= 1
+        value: str | None = memory.get_working_memory(thread_id=T, resource_id=R)
+        return value
+
+
+def test_given_small_talk_when_the_observer_rewrites_filled_fields_then_the_document_stays() -> None:
+    answer = observer_answer("* 🟡 (12:00) User said hi", "# User\n- Name: Ada\n- Location: UK")
+    assert wm_after(answer) == ADA
+
+
+def test_given_messages_about_a_field_when_the_observer_rewrites_it_then_the_rewrite_is_applied() -> None:
+    rewrite = "# User\n- Name: Ada Lovelace\n- City: Paris\n- Pets: cat, dog"
+    answer = observer_answer("* 🔴 (12:00) User moved to Paris", rewrite)
+    assert wm_after(answer, talk=lambda i: f"Update {i}: I moved from London to Paris last month.") == rewrite
+
+
+def test_given_an_observer_that_found_nothing_new_when_it_returns_a_document_then_nothing_is_written() -> (
+    None
+):
+    answer = observer_answer(
+        "", "# User\n- Name: Ada Lovelace\n- City: London\n- Pets: cat, dog\n- Mood: chatty"
+    )
+    assert wm_after(answer) == ADA
+
+
+def test_given_json_mode_when_the_observer_leaves_a_key_out_then_it_is_merged_not_replaced() -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "city": {"type": "string"}}}
+    current = '{"name": "Ada Lovelace", "city": "London"}'
+    answer = observer_answer("* 🟡 (12:00) User said hi", '{"name": "Ada Lovelace", "pet": "cat"}')
+    after = wm_after(answer, current=current, schema=schema)
+    assert after is not None and '"city": "London"' in after and '"pet": "cat"' in after

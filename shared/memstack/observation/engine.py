@@ -640,7 +640,7 @@ class ObservationEngine:
                     thread_title=final.thread_title or rec.thread_title,
                 )
             if self._write(rec, rec.model_copy(update=update)):
-                self._apply_side_outputs(om, rec, thread_id, outputs)
+                self._apply_side_outputs(om, rec, thread_id, outputs, batch)
                 return True
             if self._thread_gone(rec, thread_id):
                 return False  # deleted meanwhile: its content must not come back
@@ -761,20 +761,58 @@ class ObservationEngine:
         rec: ObservationRecord,
         thread_id: str,
         outputs: list[ObserverOutput],
+        batch: Sequence[Message],
     ) -> None:
+        """Apply the Observer's ``<working-memory>`` (``manage_working_memory``), checked first: nothing is
+        written when the batch gave no new observation, nor when a markdown rewrite drops or changes a
+        filled field the observed messages did not touch (``working_memory.rewrite``); JSON documents
+        are merged by the writer, so a key the Observer left out stays."""
         wm = next((o.working_memory for o in reversed(outputs) if o.working_memory), None)
-        if wm and om.observation.manage_working_memory and self._write_working_memory is not None:
-            try:
-                self._write_working_memory(
-                    MemoryOptions(observational_memory=om), rec.resource_id, thread_id, wm
-                )
-            except MemstackError as exc:
-                logger.warning(
-                    "observer working-memory update refused (%s) for thread %s",
-                    exc.code,
-                    thread_id,
-                    extra={"thread_id": thread_id, "error": exc.code},
-                )
+        if not wm or not om.observation.manage_working_memory or self._write_working_memory is None:
+            return
+        options = MemoryOptions(observational_memory=om)
+        refused = self._working_memory_refusal(options, rec, thread_id, outputs, wm, batch)
+        if refused is not None:
+            logger.info(
+                "observer working-memory rewrite not applied (%s) for thread %s",
+                refused,
+                thread_id,
+                extra={"thread_id": thread_id, "reason": refused},
+            )
+            return
+        try:
+            self._write_working_memory(options, rec.resource_id, thread_id, wm)
+        except MemstackError as exc:
+            logger.warning(
+                "observer working-memory update refused (%s) for thread %s",
+                exc.code,
+                thread_id,
+                extra={"thread_id": thread_id, "error": exc.code},
+            )
+
+    def _working_memory_refusal(
+        self,
+        options: MemoryOptions,
+        rec: ObservationRecord,
+        thread_id: str,
+        outputs: list[ObserverOutput],
+        wm: str,
+        batch: Sequence[Message],
+    ) -> str | None:
+        """Why the Observer's document must not be written (a short reason, no content), or ``None``."""
+        from memstack.working_memory.rewrite import untouched_changes
+
+        if not any(o.observations.strip() for o in outputs):
+            return "no new information"
+        current = (
+            self._read_working_memory(options, rec.resource_id, thread_id)
+            if self._read_working_memory is not None
+            else None
+        )
+        if not current or not current.strip() or current.lstrip().startswith("{"):
+            return None  # nothing to lose, or JSON (merged)
+        dropped = untouched_changes(current, wm, "\n".join(m.text for m in batch))
+        return f"would drop or change {len(dropped)} untouched field(s)" if dropped else None
 
     # model calls ---------------------------------------------------------------------------------
 
