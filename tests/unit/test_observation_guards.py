@@ -315,3 +315,70 @@ def test_given_json_mode_when_the_observer_leaves_a_key_out_then_it_is_merged_no
     answer = observer_answer("* 🟡 (12:00) User said hi", '{"name": "Ada Lovelace", "pet": "cat"}')
     after = wm_after(answer, current=current, schema=schema)
     assert after is not None and '"city": "London"' in after and '"pet": "cat"' in after
+
+
+# --- item 7: the record cap never deadlocks ------------------------------------------------------------
+
+
+class HugeAnswers(ScriptedChat):
+    """An Observer whose every answer is ``lines`` unique lines (one 🔴 key fact each) — ~45 tokens a
+    line — and a Reflector that only ever answers a repetition loop."""
+
+    def __init__(self, lines: int) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def complete(self, messages: Any, **kwargs: Any) -> Any:
+        from memstack.ports import ChatResult
+        from tests.observation_support import degenerate_text
+
+        kind = self.kind(messages)
+        self.calls.append((kind, list(messages)))
+        n = self.count(kind)
+        if kind == "observer":
+            body = [f"* 🔴 (12:00) Key fact {n}: the locker code of batch {n} is {n * 7919 % 10_000}"]
+            body += [
+                f"* 🟡 (12:00) Detail {n}-{i}: the user mentioned item {i} of batch {n} while talking about "
+                f"the garden, the weather and the train timetable number {i * 31 % 997}"
+                for i in range(self.lines)
+            ]
+            return ChatResult(
+                text="<observations>\nDate: May 8, 2023\n" + "\n".join(body) + "\n</observations>"
+            )
+        if kind == "reflector":
+            return ChatResult(text=degenerate_text())
+        return ChatResult(text="A title")
+
+
+CAPPED: dict[str, Any] = {
+    "observation": {"message_tokens": 1_000, "buffer_tokens": False},
+    "reflection": {"observation_tokens": 4_000},
+}
+
+
+def test_given_huge_answers_and_a_failing_reflector_when_a_backlog_is_observed_then_the_record_stays_bounded() -> (
+    None
+):
+    chat = HugeAnswers(lines=2_000)  # ~90k tokens, ~330 KB an answer: one alone nearly fills the record
+    with om_memory(chat, scheduler=Quiet(), observational_memory=CAPPED) as memory:
+        save(memory, 1, 400)  # ~11k tokens: a backlog of about eleven batches
+        for _ in range(3):
+            memory.observe(resource_id=R, thread_id=T, reason="threshold")
+        rec = memory.get_observation_record(resource_id=R, thread_id=T)
+        _, _, pending = memory.observation.view(memory.options.observational_memory, R, T)
+        assert rec is not None and pending < 1_000, "every batch over message_tokens was committed"
+        t = memory.observation.thresholds(memory.options.observational_memory, rec)
+        assert rec.observation_tokens <= t.reflection_block_after + t.observation_tokens // 2
+        assert rec.last_error is not None and rec.last_error.startswith("ReflectionFailed")
+        # the key facts of the batches since the last truncation are all there, the older ones as 🔴 lines
+        assert f"Key fact {chat.count('observer')}:" in rec.active_observations
+        assert rec.active_observations.count("🔴") >= 3
+        # and the thread keeps working: more messages are observed, no PayloadTooLarge
+        seen = rec.observed_seq(T)
+        save(memory, 401, 80)
+        memory.observe(resource_id=R, thread_id=T, reason="threshold")
+        rec = memory.get_observation_record(resource_id=R, thread_id=T)
+        assert rec is not None and rec.observed_seq(T) > seen
+        ctx = memory.context(thread_id=T, resource_id=R, message="what is my locker code?")
+        observations = sum(memory.tokenizer.count(s.text) for s in ctx.system if s.kind == "observations")
+        assert observations <= t.reflection_block_after + t.observation_tokens // 2

@@ -38,10 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 from memstack import deadline as turn_deadline
 from memstack.config import MemoryOptions, ObservationalMemoryOptions
-from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, Unavailable
+from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, PayloadTooLarge, Unavailable
 from memstack.model import (
     MAX_BUFFERED_CHUNKS,
     MAX_ERROR_CHARS,
+    MAX_OBSERVATION_RECORD_BYTES,
     BufferedChunk,
     Message,
     ObservationRecord,
@@ -116,6 +117,20 @@ MAX_REFLECTION_BACKOFF = timedelta(hours=1)
 MAX_SWEEP_BACKOFF = timedelta(hours=6)
 """The longest the sweep waits before retrying a record that keeps failing."""
 
+TRUNCATE_AT_BYTES = MAX_OBSERVATION_RECORD_BYTES // 2
+"""A log larger than this (UTF-8 bytes) is cut deterministically when reflection fails, and one Observer
+answer is cut to fit under it: the record (360 KiB) keeps room for buffered chunks and hints, so an
+observation never fails with ``PayloadTooLarge``."""
+
+TRUNCATE_TO_SHARE = 0.5
+"""A truncated log (and a cut Observer answer) keeps at most this share of the reflection threshold,
+leaving room for the observations that follow before reflection is tried again."""
+
+TRUNCATE_AFTER_FAILURES = 2
+"""Failed reflections in a row after which a log over the reflection's ``block_after`` is truncated
+(``ObservationEngine._truncated``) instead of left to grow: one failure may be a blip, two are a
+Reflector that cannot do the job right now."""
+
 MAX_OUTPUT_TOKENS = 32_000
 """Largest answer asked of the Observer or Reflector, whatever ``model_settings.max_output_tokens`` says
 (Mastra's 100,000): a longer answer could not fit the observation record (``MAX_OBSERVATION_RECORD_BYTES``)."""
@@ -174,6 +189,8 @@ class ReflectResult:
         tokens_before, tokens_after: observation tokens around the reflection.
         generation_count: reflections of the record so far.
         buffered: the reflection was stored as buffered (not yet active).
+        truncated: every Reflector answer was refused and the log was over its hard point, so it was cut
+            deterministically instead (``ObservationEngine._truncated``: 🔴 lines and the newest lines).
     """
 
     reflected: bool = False
@@ -182,6 +199,7 @@ class ReflectResult:
     tokens_after: int = 0
     generation_count: int = 0
     buffered: bool = False
+    truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (the Step Functions task output)."""
@@ -449,6 +467,7 @@ class ObservationEngine:
             raise InvalidInput("observational memory is disabled", field="observational_memory.enabled")
         activated = observed = buffered = 0
         lost = 0
+        reflected = False
         for _ in range(MAX_STEP_ROUNDS):
             if lost >= MAX_WRITE_ATTEMPTS:
                 raise Conflict(
@@ -478,10 +497,23 @@ class ObservationEngine:
                 if not self._write(v.record, v.record.model_copy(update={"pending_since": self.clock.now()})):
                     lost += 1
                 continue
+            if sync and v.record.observation_tokens >= t.observation_tokens:
+                # the log is over the reflection threshold: reflect before adding to it, so a backlog
+                # observed in many batches never grows the record towards its byte cap; when reflection
+                # could not bring a log past its hard point down, cut it (no model call) before growing it
+                if not reflected:
+                    reflected = True
+                    self._reflect_before_observing(opts, resource_id, thread_id)
+                    continue
+                if self._past_hard_point(om, v.record):
+                    if not self._write(v.record, self._truncated(om, v.record)):
+                        lost += 1
+                    continue
             if sync:
                 batch = self._prefix(om, v.uncovered)
                 outputs, last = self._observe(opts, v, batch, buffering=False)
                 if self._write_observed(om, v, outputs, last, thread_id, batch):
+                    reflected = False  # the log grew: it may be over the threshold again
                     activated += len(chunks)
                     observed += sum(1 for m in v.tail if m.seq <= (last.seq if last else v.covered_seq))
                 else:
@@ -543,6 +575,27 @@ class ObservationEngine:
         except Conflict:
             return False
         return True
+
+    def _write_fitting(
+        self, om: ObservationalMemoryOptions, base: ObservationRecord, new: ObservationRecord
+    ) -> bool:
+        """``_write``, and when the record would be over its byte cap (``PayloadTooLarge``) the same
+        write with the log cut (``_cut``): an observation is never refused for the record's size, so the
+        cursor keeps moving."""
+        try:
+            return self._write(base, new)
+        except PayloadTooLarge:
+            text = self._cut(om, new, new.active_observations)
+            logger.warning(
+                "observation record at its size cap; the log was truncated to commit",
+                extra={"thread_id": base.thread_id, "tokens_before": new.observation_tokens},
+            )
+            return self._write(
+                base,
+                new.model_copy(
+                    update={"active_observations": text, "observation_tokens": self.tokenizer.count(text)}
+                ),
+            )
 
     def _thread_gone(self, rec: ObservationRecord, thread_id: str) -> bool:
         """Whether a resource-scoped run lost its write because its thread was deleted. Deleting a thread
@@ -639,7 +692,7 @@ class ObservationEngine:
                     suggested_response=final.suggested_response,
                     thread_title=final.thread_title or rec.thread_title,
                 )
-            if self._write(rec, rec.model_copy(update=update)):
+            if self._write_fitting(om, rec, rec.model_copy(update=update)):
                 self._apply_side_outputs(om, rec, thread_id, outputs, batch)
                 return True
             if self._thread_gone(rec, thread_id):
@@ -888,7 +941,7 @@ class ObservationEngine:
                 {"role": "system", "content": f"{system}\n\n{task}"},
                 {"role": "user", "content": prompts.observer_history_message(batch.text)},
             ]
-            parsed = self._call_observer(chat, om, request, v.thread_id)
+            parsed = self._bounded(om, v.record, self._call_observer(chat, om, request, v.thread_id))
             outputs.append(parsed)
             if parsed.observations.strip():
                 previous = f"{previous}\n\n{parsed.observations}".strip()
@@ -902,6 +955,23 @@ class ObservationEngine:
             },
         )
         return outputs, messages[-1]
+
+    def _bounded(
+        self, om: ObservationalMemoryOptions, rec: ObservationRecord, parsed: ObserverOutput
+    ) -> ObserverOutput:
+        """One Observer answer kept within the reflection threshold (``observation_tokens``) and
+        ``TRUNCATE_AT_BYTES``: a larger answer is cut to ``TRUNCATE_TO_SHARE`` of the threshold, 🔴 lines
+        first (``_cut``), so no single answer can fill the record."""
+        text = parsed.observations
+        bound = self.thresholds(om, rec).observation_tokens
+        if len(text.encode("utf-8")) <= TRUNCATE_AT_BYTES and self.tokenizer.count(text) <= bound:
+            return parsed
+        cut = self._cut(om, rec, text)
+        logger.warning(
+            "observer answer over its bound was cut",
+            extra={"thread_id": rec.thread_id, "chars_before": len(text), "chars_after": len(cut)},
+        )
+        return replace(parsed, observations=cut)
 
     def _previous(self, om: ObservationalMemoryOptions, previous: str) -> tuple[str, bool]:
         from memstack.observation.parsing import truncate_observations
@@ -962,6 +1032,17 @@ class ObservationEngine:
             raise InvalidInput("observational memory is disabled", field="observational_memory.enabled")
         for _ in range(MAX_WRITE_ATTEMPTS):
             rec = self.get_record(om, resource_id, thread_id)
+            if (
+                rec is not None
+                and self._reflection_backing_off(rec)
+                and rec.failure_count >= TRUNCATE_AFTER_FAILURES
+                and self._past_hard_point(om, rec)
+            ):
+                # the Reflector keeps failing and the log must not grow further: cut it, no model call
+                truncated = self._truncated(om, rec)
+                if self._write(rec, truncated):
+                    return replace(self._reflected(rec, truncated, 0), truncated=True)
+                continue
             if rec is None or not self.reflection_due(om, rec):
                 return ReflectResult(
                     tokens_before=rec.observation_tokens if rec else 0,
@@ -977,7 +1058,23 @@ class ObservationEngine:
                         return self._reflected(rec, swapped, 0)
                     continue
             lines = rec.active_observations.splitlines()
-            text, level = self._run_reflector(opts, rec, thread_id, t)
+            try:
+                text, level = self._run_reflector(opts, rec, thread_id, t)
+            except ReflectionFailed as exc:
+                if not (at_threshold and self._needs_truncation(om, rec)):
+                    raise
+                truncated = self._truncated(om, rec, error=f"{type(exc).__name__}: {exc.message}")
+                if self._write(rec, truncated):
+                    logger.warning(
+                        "reflection failed; observations truncated to their high-priority lines and tail",
+                        extra={
+                            "thread_id": thread_id,
+                            "tokens_before": rec.observation_tokens,
+                            "tokens_after": truncated.observation_tokens,
+                        },
+                    )
+                    return replace(self._reflected(rec, truncated, 0), truncated=True)
+                continue
             text = self._reflection_group(om, rec, rec.active_observations, text)
             if at_threshold:
                 new = self._committed(rec, text)
@@ -1005,6 +1102,77 @@ class ObservationEngine:
         raise Conflict(
             f"reflection of thread {thread_id} lost the write race {MAX_WRITE_ATTEMPTS} times; retry"
         )
+
+    def _reflect_before_observing(self, opts: MemoryOptions, resource_id: str, thread_id: str) -> None:
+        """Reflect now (the step found the log over its threshold). A failed reflection is recorded (its
+        backoff starts) and the step goes on observing: ``reflect`` has already truncated the log if it
+        was past the point where it must not grow."""
+        try:
+            self.reflect(opts, resource_id, thread_id)
+        except ReflectionFailed as exc:
+            logger.warning(
+                "reflection before observing failed for thread %s",
+                thread_id,
+                extra={"thread_id": thread_id, "error": exc.code},
+            )
+            self.record_failure(opts, resource_id, thread_id, f"{type(exc).__name__}: {exc.message}")
+
+    def _past_hard_point(self, om: ObservationalMemoryOptions, rec: ObservationRecord) -> bool:
+        """Whether the log is over the reflection's ``block_after`` (``context()`` would carry it whole)
+        or past ``TRUNCATE_AT_BYTES`` (the record would soon refuse writes)."""
+        if len(rec.active_observations.encode("utf-8")) > TRUNCATE_AT_BYTES:
+            return True
+        return rec.observation_tokens > self.thresholds(om, rec).reflection_block_after
+
+    def _needs_truncation(self, om: ObservationalMemoryOptions, rec: ObservationRecord) -> bool:
+        """Whether a log the Reflector just failed to shrink must be cut now: reflection has failed
+        ``TRUNCATE_AFTER_FAILURES`` times in a row (this one included) and the log is past its hard
+        point, or the log is past ``TRUNCATE_AT_BYTES``."""
+        if len(rec.active_observations.encode("utf-8")) > TRUNCATE_AT_BYTES:
+            return True
+        failures = rec.failure_count if self._failed_reflecting(rec) else 0
+        return self._past_hard_point(om, rec) and failures + 1 >= TRUNCATE_AFTER_FAILURES
+
+    @staticmethod
+    def _failed_reflecting(rec: ObservationRecord) -> bool:
+        return bool(rec.failure_count) and (rec.last_error or "").startswith(ReflectionFailed.__name__)
+
+    def _truncated(
+        self, om: ObservationalMemoryOptions, rec: ObservationRecord, *, error: str | None = None
+    ) -> ObservationRecord:
+        """The record with its log cut (``_cut``): the 🔴 lines first (up to half the budget), then the
+        newest lines. Deterministic: no model is asked. With ``error`` (the
+        reflection that failed) the failure is recorded on the record, so its backoff runs and the
+        sweep reflects properly later."""
+        text = self._cut(om, rec, rec.active_observations)
+        done = self._committed(rec, text)
+        if error is None:
+            return done.model_copy(
+                update={
+                    "failure_count": rec.failure_count,
+                    "last_error": rec.last_error,
+                    "pending_since": rec.pending_since,
+                }
+            )
+        return done.model_copy(
+            update={
+                "failure_count": rec.failure_count + 1,
+                "last_error": f"{error} (the log was truncated instead)"[:MAX_ERROR_CHARS],
+                "pending_since": self.clock.now(),
+            }
+        )
+
+    def _cut(self, om: ObservationalMemoryOptions, rec: ObservationRecord, text: str) -> str:
+        """``text`` cut to ``TRUNCATE_TO_SHARE`` of the reflection threshold and under
+        ``TRUNCATE_AT_BYTES``, 🔴 lines first (``parsing.truncate_observations``)."""
+        from memstack.observation.parsing import truncate_observations
+
+        budget = max(100, int(self.thresholds(om, rec).observation_tokens * TRUNCATE_TO_SHARE))
+        cut, _ = truncate_observations(text, budget, self.tokenizer)
+        while len(cut.encode("utf-8")) > TRUNCATE_AT_BYTES and budget > 100:
+            budget //= 2
+            cut, _ = truncate_observations(text, budget, self.tokenizer)
+        return cut
 
     def _reflected(
         self, before: ObservationRecord, after: ObservationRecord, level: int, *, buffered: bool = False
