@@ -53,6 +53,7 @@ from memstack.observation.recall_tool import split_range
 from memstack.observation.requirements import missing_chat_model
 from memstack.observation.thresholds import Thresholds, activation_count, resolve, should_buffer
 from memstack.observation.transcript import count_message_tokens, transcript_batches
+from memstack.observation.usage import MeteredChat, UsageMeter
 from memstack.ports import ChatModel, Clock, MemoryStore, ObservationJob, Tokenizer
 
 if TYPE_CHECKING:
@@ -271,6 +272,7 @@ class ObservationEngine:
         self._token_cache: OrderedDict[tuple[str, int, int], int] = OrderedDict()
         self._pending: OrderedDict[tuple[str, str], tuple[int, int, int]] = OrderedDict()
         self._pending_lock = threading.Lock()
+        self.usage = UsageMeter()
 
     # reading -------------------------------------------------------------------------------------
 
@@ -569,11 +571,23 @@ class ObservationEngine:
         return self.clock.now() - v.tail[-1].created_at >= timedelta(milliseconds=ms)
 
     def _write(self, base: ObservationRecord, new: ObservationRecord) -> bool:
-        """Compare-and-set ``new`` over ``base``; ``False`` when someone else wrote first."""
+        """Compare-and-set ``new`` over ``base``; ``False`` when someone else wrote first. The model usage
+        metered for the record since its last write goes into ``new`` (``observation.usage``); a write
+        that fails puts it back."""
+        key = (new.resource_id, new.thread_id)
+        pending = self.usage.take(key)
+        if pending is not None:
+            new = new.model_copy(update={"usage": new.usage.plus(pending)})
         try:
             self.store.put_observation_record(new, expected_version=base.version)
         except Conflict:
+            if pending is not None:
+                self.usage.restore(key, pending)
             return False
+        except BaseException:
+            if pending is not None:
+                self.usage.restore(key, pending)
+            raise
         return True
 
     def _write_fitting(
@@ -904,7 +918,9 @@ class ObservationEngine:
         om = opts.observational_memory
         if not messages:
             return [], None
-        chat = self._chat(om, "observer")
+        chat = MeteredChat(
+            self._chat(om, "observer"), self.usage, (v.record.resource_id, v.record.thread_id), "observer"
+        )
         cap = self._cap(om)
         batches = transcript_batches(messages, tokenizer=self.tokenizer, max_tokens=cap)
         previous = "\n\n".join([v.record.active_observations, *(c.observations for c in v.chunks)]).strip()
@@ -1233,7 +1249,9 @@ class ObservationEngine:
         from memstack.observation.parsing import parse_reflector_output
 
         om = opts.observational_memory
-        chat = self._chat(om, "reflector")
+        chat = MeteredChat(
+            self._chat(om, "reflector"), self.usage, (rec.resource_id, rec.thread_id), "reflector"
+        )
         system = prompts.reflector_system_prompt(
             multi_thread=rec.scope == "resource",
             instruction=om.reflection.instruction,
@@ -1344,7 +1362,9 @@ class ObservationEngine:
             or len(messages) < opts.generate_title.min_messages
         ):
             return None
-        title = generate_title(self._chat(), messages, instructions=opts.generate_title.instructions)
+        owner = self.owner(opts.observational_memory, thread.id)
+        chat = MeteredChat(self._chat(), self.usage, (thread.resource_id, owner), "title")
+        title = generate_title(chat, messages, instructions=opts.generate_title.instructions)
         try:
             self.store.update_thread(
                 thread.resource_id,
