@@ -400,7 +400,12 @@ def test_given_huge_observer_answers_and_a_failing_reflector_when_saves_run_thro
     from memstack.adapters.sqlite.store import SqliteMemoryStore
     from memstack.memory import Memory
     from memstack.tokens import default_tokenizer
-    from tests.unit.test_observation_guards import CAPPED, HugeAnswers
+    from tests.observation_support import HugeAnswers
+
+    capped = {
+        "observation": {"message_tokens": 1_000, "buffer_tokens": False},
+        "reflection": {"observation_tokens": 4_000},
+    }
 
     chat = HugeAnswers(lines=2_000)  # ~330 KB an answer, a Reflector that only loops
     db = SqliteDatabase(tmp_path / "memory.db")
@@ -410,7 +415,7 @@ def test_given_huge_observer_answers_and_a_failing_reflector_when_saves_run_thro
         index=SqliteSearchIndex(db, embedder.dimension),
         embedder=embedder,
         tokenizer=default_tokenizer(),
-        options={"semantic_recall": False, "observational_memory": CAPPED},
+        options={"semantic_recall": False, "observational_memory": capped},
         chat_model=chat,
         scheduler=StepFunctionsScheduler(run.arn, region=REGION),
     )

@@ -78,6 +78,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(params=["hang", "busy"])
 def endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
+    import openai  # noqa: F401  # imported before the clock starts: a cold import can take a second
+
     server = Endpoint(request.param)
     worker = threading.Thread(target=server.serve_forever, daemon=True)
     worker.start()
@@ -139,9 +141,10 @@ class SlowChat(ScriptedChat):
     def __init__(self, seconds: float) -> None:
         super().__init__()
         self.seconds = seconds
+        self.release = threading.Event()
 
     def complete(self, messages: Any, **kwargs: Any) -> ChatResult:
-        time.sleep(self.seconds)
+        self.release.wait(self.seconds)
         return super().complete(messages, **kwargs)
 
 
@@ -225,3 +228,36 @@ def test_given_nested_deadlines_when_read_then_the_sooner_one_wins_and_pool_work
             left = deadline.remaining()
             assert left is not None and left <= 10
     assert deadline.remaining() is None
+
+
+class LambdaContext:
+    """The part of the Lambda runtime's context object the API reads: the time left."""
+
+    function_name = "memstack-context"
+    aws_request_id = "req-1"
+
+    def __init__(self, remaining_ms: int) -> None:
+        self.remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def test_given_a_lambda_with_little_time_left_when_context_is_posted_then_the_turn_ends_before_the_invocation() -> (
+    None
+):
+    from memstack.api import AuthConfig, create_app
+    from tests.integration.events import Api
+
+    chat = SlowChat(30.0)  # a synchronous Observer that would outlive the invocation
+    with om_memory(chat, scheduler=QuietScheduler(), observational_memory=SMALL) as memory:
+        save(memory, 60)
+        app = create_app(memory, auth=AuthConfig())
+        # 3.8 s left: the API keeps LAMBDA_MARGIN_MS (3 s) back, so the turn has 0.8 s, not 20 s
+        api = Api(lambda event, _: app.resolve(event, LambdaContext(3_800)), "user-a")
+        started = time.monotonic()
+        reply = api.post(f"/v1/threads/{T}/context", {"message": "hi"})
+        elapsed = time.monotonic() - started
+        assert reply.status == 200, reply.raw
+        assert elapsed < 0.8 + MARGIN_S, f"the context route took {elapsed:.1f}s"
+        chat.release.set()

@@ -14,7 +14,7 @@ from memstack.observation.context import continuation_message
 from memstack.observation.guards import lost_high_priority, new_lines_only, reflection_problem
 from memstack.ports import ObservationJob
 from memstack.tokens import default_tokenizer
-from tests.observation_support import ScriptedChat, om_memory
+from tests.observation_support import HugeAnswers, ScriptedChat, om_memory
 
 R, T = "res-1", "thread-1"
 
@@ -318,36 +318,6 @@ def test_given_json_mode_when_the_observer_leaves_a_key_out_then_it_is_merged_no
 
 
 # --- item 7: the record cap never deadlocks ------------------------------------------------------------
-
-
-class HugeAnswers(ScriptedChat):
-    """An Observer whose every answer is ``lines`` unique lines (one 🔴 key fact each) — ~45 tokens a
-    line — and a Reflector that only ever answers a repetition loop."""
-
-    def __init__(self, lines: int) -> None:
-        super().__init__()
-        self.lines = lines
-
-    def complete(self, messages: Any, **kwargs: Any) -> Any:
-        from memstack.ports import ChatResult
-        from tests.observation_support import degenerate_text
-
-        kind = self.kind(messages)
-        self.calls.append((kind, list(messages)))
-        n = self.count(kind)
-        if kind == "observer":
-            body = [f"* 🔴 (12:00) Key fact {n}: the locker code of batch {n} is {n * 7919 % 10_000}"]
-            body += [
-                f"* 🟡 (12:00) Detail {n}-{i}: the user mentioned item {i} of batch {n} while talking about "
-                f"the garden, the weather and the train timetable number {i * 31 % 997}"
-                for i in range(self.lines)
-            ]
-            return ChatResult(
-                text="<observations>\nDate: May 8, 2023\n" + "\n".join(body) + "\n</observations>"
-            )
-        if kind == "reflector":
-            return ChatResult(text=degenerate_text())
-        return ChatResult(text="A title")
 
 
 CAPPED: dict[str, Any] = {
