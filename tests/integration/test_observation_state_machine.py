@@ -394,30 +394,18 @@ def test_given_a_real_memory_when_a_save_crosses_the_threshold_then_the_state_ma
 def test_given_huge_observer_answers_and_a_failing_reflector_when_saves_run_through_step_functions_then_no_record_gets_stuck(
     run: Run, tmp_path: Path
 ) -> None:
-    from memstack.adapters.hash_embed import HashEmbedder
-    from memstack.adapters.sqlite.db import SqliteDatabase
-    from memstack.adapters.sqlite.index import SqliteSearchIndex
-    from memstack.adapters.sqlite.store import SqliteMemoryStore
-    from memstack.memory import Memory
-    from memstack.tokens import default_tokenizer
-    from tests.observation_support import HugeAnswers
+    from tests.observation_support import HugeAnswers, om_memory
 
     capped = {
         "observation": {"message_tokens": 1_000, "buffer_tokens": False},
         "reflection": {"observation_tokens": 4_000},
     }
-
     chat = HugeAnswers(lines=2_000)  # ~330 KB an answer, a Reflector that only loops
-    db = SqliteDatabase(tmp_path / "memory.db")
-    embedder = HashEmbedder()
-    memory = Memory(
-        store=SqliteMemoryStore(db),
-        index=SqliteSearchIndex(db, embedder.dimension),
-        embedder=embedder,
-        tokenizer=default_tokenizer(),
-        options={"semantic_recall": False, "observational_memory": capped},
-        chat_model=chat,
+    memory = om_memory(
+        chat,
         scheduler=StepFunctionsScheduler(run.arn, region=REGION),
+        path=str(tmp_path / "memory.db"),
+        observational_memory=capped,
     )
     run.use(memory)
     try:

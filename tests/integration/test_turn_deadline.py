@@ -12,19 +12,14 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from memstack import deadline
 from memstack.adapters.hash_embed import HashEmbedder
 from memstack.adapters.openai import OpenAIChatModel
-from memstack.adapters.sqlite.db import SqliteDatabase
-from memstack.adapters.sqlite.index import SqliteSearchIndex
-from memstack.adapters.sqlite.store import SqliteMemoryStore
-from memstack.memory import Memory
 from memstack.ports import ChatResult, Vector
-from memstack.tokens import default_tokenizer
 from tests.observation_support import ScriptedChat, om_memory
 
 R, T = "res-1", "thread-1"
@@ -190,16 +185,11 @@ class SlowEmbedder(HashEmbedder):
 def test_given_a_slow_embedder_when_context_recalls_on_the_pool_then_the_turn_is_answered_without_recall(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    db = SqliteDatabase(":memory:")
     emb = SlowEmbedder()
-    memory = Memory(
-        store=SqliteMemoryStore(db),
-        index=SqliteSearchIndex(db, emb.dimension),
-        embedder=emb,
-        tokenizer=default_tokenizer(),
-        options={"semantic_recall": {"top_k": 2, "mode": "vector"}, "context_timeout_ms": 500},
-        parallel_recall=True,
+    memory = om_memory(
+        None, embedder=emb, semantic_recall={"top_k": 2, "mode": "vector"}, context_timeout_ms=500
     )
+    memory.parallel_recall = True
     with memory:
         save(memory, 30)
         emb.delay = 3.0
@@ -254,7 +244,7 @@ def test_given_a_lambda_with_little_time_left_when_context_is_posted_then_the_tu
         save(memory, 60)
         app = create_app(memory, auth=AuthConfig())
         # 3.8 s left: the API keeps LAMBDA_MARGIN_MS (3 s) back, so the turn has 0.8 s, not 20 s
-        api = Api(lambda event, _: app.resolve(event, LambdaContext(3_800)), "user-a")
+        api = Api(lambda event, _: app.resolve(event, cast(Any, LambdaContext(3_800))), "user-a")
         started = time.monotonic()
         reply = api.post(f"/v1/threads/{T}/context", {"message": "hi"})
         elapsed = time.monotonic() - started
