@@ -20,7 +20,7 @@ from memstack import deadline
 from memstack.adapters.hash_embed import HashEmbedder
 from memstack.adapters.openai import OpenAIChatModel
 from memstack.ports import ChatResult, Vector
-from tests.observation_support import ScriptedChat, om_memory
+from tests.observation_support import QuietScheduler, ScriptedChat, om_memory, sentence
 
 R, T = "res-1", "thread-1"
 BUDGET_MS = 1_500
@@ -82,18 +82,6 @@ def endpoint(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
     server.release.set()
     server.shutdown()
     server.server_close()
-
-
-class QuietScheduler:
-    def __init__(self) -> None:
-        self.jobs: list[Any] = []
-
-    def submit(self, job: Any) -> None:
-        self.jobs.append(job)
-
-
-def sentence(i: int) -> str:
-    return f"Message {i}: I went hiking near lake number {i} with my sister and we talked about painting classes."
 
 
 def save(memory: Any, count: int) -> None:

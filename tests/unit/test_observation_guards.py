@@ -12,9 +12,9 @@ import pytest
 
 from memstack.observation.context import continuation_message
 from memstack.observation.guards import lost_high_priority, new_lines_only, reflection_problem
-from memstack.ports import ObservationJob
 from memstack.tokens import default_tokenizer
-from tests.observation_support import HugeAnswers, ScriptedChat, om_memory
+from tests.observation_support import HugeAnswers, ScriptedChat, om_memory, sentence
+from tests.observation_support import QuietScheduler as Quiet
 
 R, T = "res-1", "thread-1"
 
@@ -33,18 +33,6 @@ FACTS = [
     "* 🔴 (09:10) User's flight to Oslo leaves on 14 June at 07:40",
     "* 🔴 (09:15) User's landlord is called Mr Okafor",
 ]
-
-
-class Quiet:
-    def __init__(self) -> None:
-        self.jobs: list[ObservationJob] = []
-
-    def submit(self, job: ObservationJob) -> None:
-        self.jobs.append(job)
-
-
-def sentence(i: int) -> str:
-    return f"Message {i}: I went hiking near lake number {i} with my sister and we talked about painting classes."
 
 
 def save(memory: Any, start: int, count: int, text: Any = sentence) -> None:
