@@ -38,21 +38,6 @@ def sentence(i: int) -> str:
     return f"Message {i}: I went hiking near lake number {i} with my sister and we talked about painting classes."
 
 
-class QuietScheduler:
-    """An ``ObservationScheduler`` that only records the jobs it is given: the background never runs."""
-
-    def __init__(self) -> None:
-        self.jobs: list[Any] = []
-
-    def submit(self, job: Any) -> None:
-        self.jobs.append(job)
-
-
-def sentence(i: int) -> str:
-    """About 25 tokens of small talk with a number in it."""
-    return f"Message {i}: I went hiking near lake number {i} with my sister and we talked about painting classes."
-
-
 def om_memory(
     chat: Any,
     *,

@@ -107,7 +107,7 @@ def test_given_a_model_that_reports_tokens_and_a_refused_answer_when_observation
 ):
     from memstack.ports import ChatResult
 
-    class Reporting(ScriptedChat):
+    class Reporting(ScriptedChatModel):
         def complete(self, messages: Any, **kwargs: Any) -> ChatResult:
             answer = super().complete(messages, **kwargs)
             return ChatResult(text=answer.text, input_tokens=1_000, output_tokens=50)

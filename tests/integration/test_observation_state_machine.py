@@ -394,13 +394,13 @@ def test_given_a_real_memory_when_a_save_crosses_the_threshold_then_the_state_ma
 def test_given_huge_observer_answers_and_a_failing_reflector_when_saves_run_through_step_functions_then_no_record_gets_stuck(
     run: Run, tmp_path: Path
 ) -> None:
-    from tests.observation_support import HugeAnswers, om_memory
+    from tests.observation_support import huge_answers, om_memory
 
     capped = {
         "observation": {"message_tokens": 1_000, "buffer_tokens": False},
         "reflection": {"observation_tokens": 4_000},
     }
-    chat = HugeAnswers(lines=2_000)  # ~330 KB an answer, a Reflector that only loops
+    chat = huge_answers(2_000)  # ~330 KB an answer, a Reflector that only loops
     memory = om_memory(
         chat,
         scheduler=StepFunctionsScheduler(run.arn, region=REGION),

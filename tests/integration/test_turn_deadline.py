@@ -19,8 +19,9 @@ import pytest
 from memstack import deadline
 from memstack.adapters.hash_embed import HashEmbedder
 from memstack.adapters.openai import OpenAIChatModel
+from memstack.adapters.testing import RecordingScheduler, ScriptedChatModel
 from memstack.ports import ChatResult, Vector
-from tests.observation_support import QuietScheduler, ScriptedChat, om_memory, sentence
+from tests.observation_support import om_memory, sentence
 
 R, T = "res-1", "thread-1"
 BUDGET_MS = 1_500
@@ -100,7 +101,7 @@ def test_given_an_observer_endpoint_that_hangs_or_says_retry_after_20s_when_cont
 ) -> None:
     chat = OpenAIChatModel("gpt-4o-mini", api_key="k", base_url=endpoint.base_url, timeout=10, max_retries=2)
     with om_memory(
-        chat, scheduler=QuietScheduler(), observational_memory=SMALL, context_timeout_ms=BUDGET_MS
+        chat, scheduler=RecordingScheduler(), observational_memory=SMALL, context_timeout_ms=BUDGET_MS
     ) as memory:
         save(memory, 60)  # well over block_after (1,200 tokens)
         started = time.monotonic()
@@ -118,7 +119,7 @@ def test_given_an_observer_endpoint_that_hangs_or_says_retry_after_20s_when_cont
         assert rec.pending_since is not None  # due: the sweep takes the work over
 
 
-class SlowChat(ScriptedChat):
+class SlowChat(ScriptedChatModel):
     """A scripted model that takes ``seconds`` to answer (it cannot be interrupted)."""
 
     def __init__(self, seconds: float) -> None:
@@ -136,7 +137,7 @@ def test_given_a_slow_reflector_ladder_when_context_is_over_the_reflection_block
 ):
     chat = SlowChat(0.05)
     with om_memory(
-        chat, scheduler=QuietScheduler(), observational_memory=SMALL, context_timeout_ms=60_000
+        chat, scheduler=RecordingScheduler(), observational_memory=SMALL, context_timeout_ms=60_000
     ) as memory:
         save(memory, 60)
         memory.context(thread_id=T, resource_id=R, message="hi")  # observes (fast)
@@ -228,7 +229,7 @@ def test_given_a_lambda_with_little_time_left_when_context_is_posted_then_the_tu
     from tests.integration.events import Api
 
     chat = SlowChat(30.0)  # a synchronous Observer that would outlive the invocation
-    with om_memory(chat, scheduler=QuietScheduler(), observational_memory=SMALL) as memory:
+    with om_memory(chat, scheduler=RecordingScheduler(), observational_memory=SMALL) as memory:
         save(memory, 60)
         app = create_app(memory, auth=AuthConfig())
         # 3.8 s left: the API keeps LAMBDA_MARGIN_MS (3 s) back, so the turn has 0.8 s, not 20 s

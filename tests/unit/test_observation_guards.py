@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from memstack.adapters.testing import RecordingScheduler, ScriptedChatModel
 from memstack.observation.context import continuation_message
 from memstack.observation.guards import lost_high_priority, new_lines_only, reflection_problem
 from memstack.tokens import default_tokenizer
-from tests.observation_support import HugeAnswers, ScriptedChat, om_memory, sentence
-from tests.observation_support import QuietScheduler as Quiet
+from tests.observation_support import huge_answers, om_memory, sentence
 
 R, T = "res-1", "thread-1"
 
@@ -98,10 +98,10 @@ def log_over_threshold(memory: Any) -> str:
 def test_given_a_bad_reflection_at_every_level_when_reflecting_then_the_old_log_stays_and_the_failure_is_recorded(
     name: str, answer: str
 ) -> None:
-    chat = ScriptedChat()
-    with om_memory(chat, scheduler=Quiet(), observational_memory=REFLECT_AT_600) as memory:
+    chat = ScriptedChatModel()
+    with om_memory(chat, scheduler=RecordingScheduler(), observational_memory=REFLECT_AT_600) as memory:
         before = log_over_threshold(memory)
-        chat.script = [answer] * 4
+        chat.enqueue(*[answer] * 4)
         with pytest.raises(Exception) as err:
             memory.reflect(resource_id=R, thread_id=T)
         assert type(err.value).__name__ == "ReflectionFailed", name
@@ -117,10 +117,10 @@ def test_given_a_bad_first_level_and_a_good_second_when_reflecting_then_the_good
         + "\n".join(FACTS)
         + "\n* 🟡 User ran garden errands\n</observations>"
     )
-    chat = ScriptedChat()
-    with om_memory(chat, scheduler=Quiet(), observational_memory=REFLECT_AT_600) as memory:
+    chat = ScriptedChatModel()
+    with om_memory(chat, scheduler=RecordingScheduler(), observational_memory=REFLECT_AT_600) as memory:
         log_over_threshold(memory)
-        chat.script = ["<observations>\n" + "* ok\n" * 300 + "</observations>", good]
+        chat.enqueue("<observations>\n" + "* ok\n" * 300 + "</observations>", good)
         result = memory.reflect(resource_id=R, thread_id=T)
         assert result.reflected and result.level == 2
         rec = memory.get_observation_record(resource_id=R, thread_id=T)
@@ -149,8 +149,8 @@ def test_given_an_observation_line_already_in_the_log_when_observed_again_then_i
     None
 ):
     answer = "<observations>\nDate: May 8, 2023\n* 🔴 (12:00) User is allergic to penicillin\n</observations>"
-    chat = ScriptedChat([answer, answer])
-    with om_memory(chat, scheduler=Quiet(), observational_memory=NO_BUFFER) as memory:
+    chat = ScriptedChatModel([answer, answer])
+    with om_memory(chat, scheduler=RecordingScheduler(), observational_memory=NO_BUFFER) as memory:
         save(memory, 1, 40)
         memory.observe(resource_id=R, thread_id=T, reason="threshold")
         first = memory.get_observation_record(resource_id=R, thread_id=T).observed_seq(T)
@@ -171,7 +171,7 @@ def test_given_an_observation_line_already_in_the_log_when_observed_again_then_i
 def test_given_an_observer_that_finds_nothing_new_when_observing_then_the_cursor_moves_and_it_is_not_asked_again(
     answer: str,
 ) -> None:
-    chat = ScriptedChat([answer] * 50)
+    chat = ScriptedChatModel([answer] * 50)
     with om_memory(chat, observational_memory=NO_BUFFER) as memory:
         for i in range(1, 61):  # every save schedules (inline) once over message_tokens
             save(
@@ -188,7 +188,7 @@ def test_given_an_observer_that_finds_nothing_new_when_observing_then_the_cursor
 
 
 def test_given_an_observer_that_answers_nothing_when_saves_keep_coming_then_it_backs_off() -> None:
-    chat = ScriptedChat([""] * 100)
+    chat = ScriptedChatModel([""] * 100)
     with om_memory(chat, observational_memory=NO_BUFFER) as memory:
         for i in range(1, 61):
             save(memory, i, 1)
@@ -203,8 +203,8 @@ def test_given_an_observer_that_answers_nothing_when_saves_keep_coming_then_it_b
 def test_given_reminders_in_the_history_when_observing_then_instructions_are_system_and_reminders_are_not_transcript() -> (
     None
 ):
-    chat = ScriptedChat()
-    with om_memory(chat, scheduler=Quiet(), observational_memory=NO_BUFFER) as memory:
+    chat = ScriptedChatModel()
+    with om_memory(chat, scheduler=RecordingScheduler(), observational_memory=NO_BUFFER) as memory:
         memory.save_messages(
             thread_id=T,
             resource_id=R,
@@ -219,7 +219,7 @@ def test_given_reminders_in_the_history_when_observing_then_instructions_are_sys
         )
         save(memory, 1, 40)
         memory.observe(resource_id=R, thread_id=T, reason="threshold")
-        request = next(messages for kind, messages in chat.calls if kind == "observer")
+        request = next(call.messages for call in chat.calls if call.kind == "observer")
         assert [m["role"] for m in request] == ["system", "user"]
         assert "Record only what the previous observations do not already say" in request[0]["content"]
         transcript = request[1]["content"]
@@ -231,8 +231,8 @@ def test_given_reminders_in_the_history_when_observing_then_instructions_are_sys
 def test_given_a_caller_that_saves_ctx_messages_back_when_saving_then_the_continuation_reminder_is_dropped() -> (
     None
 ):
-    chat = ScriptedChat()
-    with om_memory(chat, scheduler=Quiet(), observational_memory=NO_BUFFER) as memory:
+    chat = ScriptedChatModel()
+    with om_memory(chat, scheduler=RecordingScheduler(), observational_memory=NO_BUFFER) as memory:
         reminder = continuation_message(T, R)
         saved = memory.save_messages(
             thread_id=T,
@@ -265,9 +265,12 @@ def small_talk(i: int) -> str:
 
 
 def wm_after(answer: str, talk: Any = small_talk, current: str = ADA, **options: Any) -> str | None:
-    chat = ScriptedChat([answer] * 10)
+    chat = ScriptedChatModel([answer] * 10)
     with om_memory(
-        chat, scheduler=Quiet(), observational_memory=MANAGE, working_memory={"enabled": True, **options}
+        chat,
+        scheduler=RecordingScheduler(),
+        observational_memory=MANAGE,
+        working_memory={"enabled": True, **options},
     ) as memory:
         memory.update_working_memory(thread_id=T, resource_id=R, working_memory=current)
         save(memory, 1, 80, text=talk)
@@ -317,8 +320,8 @@ CAPPED: dict[str, Any] = {
 def test_given_huge_answers_and_a_failing_reflector_when_a_backlog_is_observed_then_the_record_stays_bounded() -> (
     None
 ):
-    chat = HugeAnswers(lines=2_000)  # ~90k tokens, ~330 KB an answer: one alone nearly fills the record
-    with om_memory(chat, scheduler=Quiet(), observational_memory=CAPPED) as memory:
+    chat = huge_answers(2_000)  # ~90k tokens, ~330 KB an answer: one alone nearly fills the record
+    with om_memory(chat, scheduler=RecordingScheduler(), observational_memory=CAPPED) as memory:
         save(memory, 1, 400)  # ~11k tokens: a backlog of about eleven batches
         for _ in range(3):
             memory.observe(resource_id=R, thread_id=T, reason="threshold")
