@@ -499,19 +499,11 @@ class ObservationEngine:
                 if not self._write(v.record, v.record.model_copy(update={"pending_since": self.clock.now()})):
                     lost += 1
                 continue
-            if sync and v.record.observation_tokens >= t.observation_tokens:
-                # the log is over the reflection threshold: reflect before adding to it, so a backlog
-                # observed in many batches never grows the record towards its byte cap; when reflection
-                # could not bring a log past its hard point down, cut it (no model call) before growing it
-                if not reflected:
-                    reflected = True
-                    self._reflect_before_observing(opts, resource_id, thread_id)
-                    continue
-                if self._past_hard_point(om, v.record):
-                    if not self._write(v.record, self._truncated(om, v.record)):
-                        lost += 1
-                    continue
             if sync:
+                acted, reflected, missed = self._bound_log(opts, v, t, reflected=reflected)
+                if acted:
+                    lost += missed
+                    continue
                 batch = self._prefix(om, v.uncovered)
                 outputs, last = self._observe(opts, v, batch, buffering=False)
                 if self._write_observed(om, v, outputs, last, thread_id, batch):
@@ -1048,14 +1040,8 @@ class ObservationEngine:
             raise InvalidInput("observational memory is disabled", field="observational_memory.enabled")
         for _ in range(MAX_WRITE_ATTEMPTS):
             rec = self.get_record(om, resource_id, thread_id)
-            if (
-                rec is not None
-                and self._reflection_backing_off(rec)
-                and rec.failure_count >= TRUNCATE_AFTER_FAILURES
-                and self._past_hard_point(om, rec)
-            ):
-                # the Reflector keeps failing and the log must not grow further: cut it, no model call
-                truncated = self._truncated(om, rec)
+            truncated = self._stuck_cut(om, rec) if rec is not None else None
+            if rec is not None and truncated is not None:
                 if self._write(rec, truncated):
                     return replace(self._reflected(rec, truncated, 0), truncated=True)
                 continue
@@ -1077,18 +1063,8 @@ class ObservationEngine:
             try:
                 text, level = self._run_reflector(opts, rec, thread_id, t)
             except ReflectionFailed as exc:
-                if not (at_threshold and self._needs_truncation(om, rec)):
-                    raise
-                truncated = self._truncated(om, rec, error=f"{type(exc).__name__}: {exc.message}")
+                truncated = self._cut_after_failure(om, rec, exc, at_threshold=at_threshold)
                 if self._write(rec, truncated):
-                    logger.warning(
-                        "reflection failed; observations truncated to their high-priority lines and tail",
-                        extra={
-                            "thread_id": thread_id,
-                            "tokens_before": rec.observation_tokens,
-                            "tokens_after": truncated.observation_tokens,
-                        },
-                    )
                     return replace(self._reflected(rec, truncated, 0), truncated=True)
                 continue
             text = self._reflection_group(om, rec, rec.active_observations, text)
@@ -1119,6 +1095,27 @@ class ObservationEngine:
             f"reflection of thread {thread_id} lost the write race {MAX_WRITE_ATTEMPTS} times; retry"
         )
 
+    def _bound_log(
+        self, opts: MemoryOptions, v: _View, t: Thresholds, *, reflected: bool
+    ) -> tuple[bool, bool, int]:
+        """Before a synchronous batch: when the log is over the reflection threshold, reflect first (once
+        per batch), so a backlog observed in many batches never grows the record towards its byte cap;
+        when that reflection could not bring a log past its hard point down, cut it (no model call).
+
+        Returns:
+            ``(acted, reflected, lost writes)``: whether the step must read the record again before
+            observing, whether a reflection was tried for this batch, and 1 if the cut lost its race.
+        """
+        om = opts.observational_memory
+        if v.record.observation_tokens < t.observation_tokens:
+            return False, reflected, 0
+        if not reflected:
+            self._reflect_before_observing(opts, v.record.resource_id, v.thread_id)
+            return True, True, 0
+        if not self._past_hard_point(om, v.record):
+            return False, reflected, 0
+        return True, reflected, 0 if self._write(v.record, self._truncated(om, v.record)) else 1
+
     def _reflect_before_observing(self, opts: MemoryOptions, resource_id: str, thread_id: str) -> None:
         """Reflect now (the step found the log over its threshold). A failed reflection is recorded (its
         backoff starts) and the step goes on observing: ``reflect`` has already truncated the log if it
@@ -1132,6 +1129,36 @@ class ObservationEngine:
                 extra={"thread_id": thread_id, "error": exc.code},
             )
             self.record_failure(opts, resource_id, thread_id, f"{type(exc).__name__}: {exc.message}")
+
+    def _cut_after_failure(
+        self,
+        om: ObservationalMemoryOptions,
+        rec: ObservationRecord,
+        exc: ReflectionFailed,
+        *,
+        at_threshold: bool,
+    ) -> ObservationRecord:
+        """The record truncated after the failed reflection ``exc`` when ``_needs_truncation`` says the
+        log must not stay as it is; otherwise ``exc`` is raised again (the old log stays)."""
+        if not (at_threshold and self._needs_truncation(om, rec)):
+            raise exc
+        truncated = self._truncated(om, rec, error=f"{type(exc).__name__}: {exc.message}")
+        logger.warning(
+            "reflection failed; observations truncated to their high-priority lines and tail",
+            extra={
+                "thread_id": rec.thread_id,
+                "tokens_before": rec.observation_tokens,
+                "tokens_after": truncated.observation_tokens,
+            },
+        )
+        return truncated
+
+    def _stuck_cut(self, om: ObservationalMemoryOptions, rec: ObservationRecord) -> ObservationRecord | None:
+        """The record truncated (``_truncated``) when the Reflector keeps failing — backing off after
+        ``TRUNCATE_AFTER_FAILURES`` failures — and the log is past its hard point, so it must not grow
+        further; ``None`` otherwise."""
+        stuck = self._reflection_backing_off(rec) and rec.failure_count >= TRUNCATE_AFTER_FAILURES
+        return self._truncated(om, rec) if stuck and self._past_hard_point(om, rec) else None
 
     def _past_hard_point(self, om: ObservationalMemoryOptions, rec: ObservationRecord) -> bool:
         """Whether the log is over the reflection's ``block_after`` (``context()`` would carry it whole)
