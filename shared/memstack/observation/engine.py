@@ -467,8 +467,7 @@ class ObservationEngine:
         om = opts.observational_memory
         if not om.enabled:
             raise InvalidInput("observational memory is disabled", field="observational_memory.enabled")
-        activated = observed = buffered = 0
-        lost = 0
+        activated = observed = buffered = lost = 0
         reflected = False
         for _ in range(MAX_STEP_ROUNDS):
             if lost >= MAX_WRITE_ATTEMPTS:
@@ -504,22 +503,27 @@ class ObservationEngine:
                 if acted:
                     lost += missed
                     continue
-                batch = self._prefix(om, v.uncovered)
-                outputs, last = self._observe(opts, v, batch, buffering=False)
-                if self._write_observed(om, v, outputs, last, thread_id, batch):
-                    reflected = False  # the log grew: it may be over the threshold again
-                    activated += len(chunks)
-                    observed += sum(1 for m in v.tail if m.seq <= (last.seq if last else v.covered_seq))
-                else:
+                done = self._observe_batch(opts, v, thread_id)
+                if done is None:
                     lost += 1
+                else:
+                    reflected = False  # the log grew: it may be over the threshold again
+                    activated, observed = activated + len(chunks), observed + done
                 continue
-            outputs, last = self._observe(opts, v, v.uncovered, buffering=True)
-            if self._write_buffered(om, v, outputs, last):
-                buffered += 1
-            else:
-                lost += 1
+            ok = self._write_buffered(om, v, *self._observe(opts, v, v.uncovered, buffering=True))
+            buffered, lost = buffered + ok, lost + (not ok)
         v = self._view(om, resource_id, thread_id)
         return self._result(om, v, activated, observed, buffered)
+
+    def _observe_batch(self, opts: MemoryOptions, v: _View, thread_id: str) -> int | None:
+        """Observe the oldest uncovered batch and commit it with the buffered chunks; the count of the
+        thread's messages now observed, or ``None`` when the write lost its race."""
+        om = opts.observational_memory
+        batch = self._prefix(om, v.uncovered)
+        outputs, last = self._observe(opts, v, batch, buffering=False)
+        if not self._write_observed(om, v, outputs, last, thread_id, batch):
+            return None
+        return sum(1 for m in v.tail if m.seq <= (last.seq if last else v.covered_seq))
 
     def _cap(self, om: ObservationalMemoryOptions) -> int:
         """Most transcript tokens of one Observer call: ``message_tokens`` (≤ 30,000); in resource scope
