@@ -1,6 +1,8 @@
 """Helpers of the observational-memory tests: a local ``Memory`` with a chat model, and LoCoMo turns.
 
-The deterministic Observer/Reflector is ``memstack.adapters.testing.ScriptedChatModel``.
+The deterministic Observer/Reflector is ``memstack.adapters.testing.ScriptedChatModel``; ``huge_answers``
+scripts it as an Observer whose answers nearly fill the observation record, with a Reflector that only
+loops.
 """
 
 from __future__ import annotations
@@ -8,10 +10,45 @@ from __future__ import annotations
 from typing import Any
 
 
+def huge_answers(lines: int) -> Any:
+    """A ``ScriptedChatModel`` whose every Observer answer is ``lines`` unique lines (one 🔴 key fact
+    each, ~45 tokens a line) and whose Reflector only ever answers a repetition loop."""
+    from memstack.adapters.testing import DEGENERATE, ChatCall, ScriptedChatModel
+
+    def answer(call: ChatCall) -> str:
+        n = chat.count(call.kind)
+        if call.kind == "observer":
+            body = [f"* 🔴 (12:00) Key fact {n}: the locker code of batch {n} is {n * 7919 % 10_000}"]
+            body += [
+                f"* 🟡 (12:00) Detail {n}-{i}: the user mentioned item {i} of batch {n} while talking about "
+                f"the garden, the weather and the train timetable number {i * 31 % 997}"
+                for i in range(lines)
+            ]
+            return "<observations>\nDate: May 8, 2023\n" + "\n".join(body) + "\n</observations>"
+        if call.kind == "reflector":
+            return DEGENERATE
+        return "A title"
+
+    chat = ScriptedChatModel(respond=answer)
+    return chat
+
+
+def sentence(i: int) -> str:
+    """About 25 tokens of small talk with a number in it."""
+    return f"Message {i}: I went hiking near lake number {i} with my sister and we talked about painting classes."
+
+
 def om_memory(
-    chat: Any, *, background: str = "inline", scheduler: Any = None, path: str = ":memory:", **options: Any
+    chat: Any,
+    *,
+    background: str = "inline",
+    scheduler: Any = None,
+    path: str = ":memory:",
+    embedder: Any = None,
+    **options: Any,
 ) -> Any:
-    """A local ``Memory`` (SQLite, hash embedder) with ``chat`` as the Observer/Reflector model."""
+    """A local ``Memory`` (SQLite, the hash embedder unless ``embedder`` is given) with ``chat`` as the
+    Observer/Reflector model."""
     from memstack.adapters.sqlite.db import SqliteDatabase
     from memstack.adapters.sqlite.index import SqliteSearchIndex
     from memstack.adapters.sqlite.store import SqliteMemoryStore
@@ -21,7 +58,7 @@ def om_memory(
 
     options.setdefault("semantic_recall", False)  # recall would interleave older messages by design
     db = SqliteDatabase(path)
-    emb = HashEmbedder()
+    emb = embedder if embedder is not None else HashEmbedder()
     return Memory(
         store=SqliteMemoryStore(db),
         index=SqliteSearchIndex(db, emb.dimension),

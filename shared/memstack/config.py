@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from memstack.deadline import DEFAULT_CONTEXT_TIMEOUT_MS
 from memstack.errors import InvalidInput
 
 DEFAULT_WORKING_MEMORY_TEMPLATE = """
@@ -527,6 +528,10 @@ class MemoryOptions(_Options):
             disabled by default. An object counts as enabled unless it says ``enabled: false``.
         generate_title: ``GenerateTitleOptions`` or ``True``/``False`` (default off): title untitled
             threads in the background; a title someone set is never overwritten.
+        context_timeout_ms: the turn's budget, in milliseconds, for every call ``context()`` makes that
+            may be slow (the synchronous Observer and Reflector, the embedder, the search index); past it
+            the turn is answered from what is committed, without recall (``memstack.deadline``). Not a
+            Mastra option; the default (20,000) leaves margin under API Gateway's 29 s.
     """
 
     last_messages: int | Literal[False] = Field(10, ge=0, le=10_000)
@@ -537,6 +542,7 @@ class MemoryOptions(_Options):
     read_only: bool = False
     observational_memory: ObservationalMemoryOptions = ObservationalMemoryOptions(enabled=False)
     generate_title: GenerateTitleOptions = GenerateTitleOptions(enabled=False)
+    context_timeout_ms: int = Field(DEFAULT_CONTEXT_TIMEOUT_MS, ge=100, le=900_000)
 
     @field_validator("last_messages", mode="before")
     @classmethod

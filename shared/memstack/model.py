@@ -362,6 +362,32 @@ MAX_HINT_CHARS = 16_000
 """Longest current task, suggested response or thread-title hint, in characters."""
 
 
+class ModelUsage(_Frozen):
+    """Model calls made for an observation record and the tokens the endpoint reported for them, by agent
+    (what a thread — or, in resource scope, a resource — costs in Observer, Reflector and title calls).
+
+    Every call counts, also one whose answer was refused (empty, degenerate, a bad reflection): those are
+    paid for too. Tokens are the endpoint's own counts (``ChatResult.input_tokens``/``output_tokens``; 0
+    when it reports none).
+    """
+
+    observer_calls: int = Field(0, ge=0)
+    observer_input_tokens: int = Field(0, ge=0)
+    observer_output_tokens: int = Field(0, ge=0)
+    reflector_calls: int = Field(0, ge=0)
+    reflector_input_tokens: int = Field(0, ge=0)
+    reflector_output_tokens: int = Field(0, ge=0)
+    title_calls: int = Field(0, ge=0)
+    title_input_tokens: int = Field(0, ge=0)
+    title_output_tokens: int = Field(0, ge=0)
+
+    def plus(self, other: ModelUsage) -> ModelUsage:
+        """Field-by-field sum."""
+        return ModelUsage(
+            **{name: getattr(self, name) + getattr(other, name) for name in ModelUsage.model_fields}
+        )
+
+
 class BufferedChunk(_Frozen):
     """Observations of a range of one thread's messages, made in the background and not yet active
     (spec §2.9.2 ``bufferedObservationChunks``).
@@ -438,6 +464,7 @@ class ObservationRecord(_Frozen):
             (``MemoryStore.list_observation_work``) finds threads that went idle with work pending.
         failure_count, last_error: consecutive failed background runs and the last one's error (class
             and message, no conversation text); reset by the next success.
+        usage: model calls and tokens spent on this record (``ModelUsage``), kept across reflections.
         version: 0 until stored; each write adds one (compare-and-set, ``MemoryStore.put_observation_record``).
         created_at, updated_at: set by the store.
 
@@ -467,6 +494,7 @@ class ObservationRecord(_Frozen):
     pending_since: datetime | None = None
     failure_count: int = Field(0, ge=0)
     last_error: str | None = Field(None, max_length=MAX_ERROR_CHARS)
+    usage: ModelUsage = ModelUsage()
     version: int = Field(0, ge=0)
     created_at: datetime | None = None
     updated_at: datetime | None = None

@@ -89,6 +89,7 @@ def test_given_an_observed_thread_when_observations_are_read_then_the_record_sum
         "failure_count",
         "last_error",
         "updated_at",
+        "usage",
     }
     assert observed["scope"] == "thread" and observed["origin_type"] == "initial"
     assert 0 < observed["observed_seq"] <= 40
@@ -98,6 +99,32 @@ def test_given_an_observed_thread_when_observations_are_read_then_the_record_sum
     assert observed["current_task"] and observed["suggested_response"]
     assert (observed["failure_count"], observed["last_error"]) == (0, None)
     assert observed["updated_at"] is not None
+    assert observed["usage"]["observer_calls"] >= 1 and observed["usage"]["reflector_calls"] == 0
+
+
+def test_given_a_model_that_reports_tokens_and_a_refused_answer_when_observations_are_read_then_usage_counts_every_call() -> (
+    None
+):
+    from memstack.ports import ChatResult
+
+    class Reporting(ScriptedChatModel):
+        def complete(self, messages: Any, **kwargs: Any) -> ChatResult:
+            answer = super().complete(messages, **kwargs)
+            return ChatResult(text=answer.text, input_tokens=1_000, output_tokens=50)
+
+    chat = Reporting([""])  # the first Observer answer is empty: refused, retried, still paid for
+    with om_memory(chat, observational_memory=OM, generate_title=True) as memory:
+        api = Api(create_app(memory, auth=AuthConfig()).resolve, "user-a")
+        save_turns(api, 40)
+        usage = api.get(f"/v1/threads/{T}/observations").body["record"]["usage"]
+    observer_calls = chat.count("observer")
+    assert observer_calls >= 2
+    assert usage["observer_calls"] == observer_calls
+    assert (usage["observer_input_tokens"], usage["observer_output_tokens"]) == (
+        1_000 * observer_calls,
+        50 * observer_calls,
+    )
+    assert usage["title_calls"] == chat.count("title") >= 1
 
 
 def test_given_a_thread_below_the_threshold_when_observations_are_read_then_record_is_null(api: Api) -> None:

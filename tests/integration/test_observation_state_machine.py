@@ -389,3 +389,50 @@ def test_given_a_real_memory_when_a_save_crosses_the_threshold_then_the_state_ma
         assert "Biscuit" in record.active_observations
     finally:
         memory.close()
+
+
+def test_given_huge_observer_answers_and_a_failing_reflector_when_saves_run_through_step_functions_then_no_record_gets_stuck(
+    run: Run, tmp_path: Path
+) -> None:
+    from tests.observation_support import huge_answers, om_memory
+
+    capped = {
+        "observation": {"message_tokens": 1_000, "buffer_tokens": False},
+        "reflection": {"observation_tokens": 4_000},
+    }
+    chat = huge_answers(2_000)  # ~330 KB an answer, a Reflector that only loops
+    memory = om_memory(
+        chat,
+        scheduler=StepFunctionsScheduler(run.arn, region=REGION),
+        path=str(tmp_path / "memory.db"),
+        observational_memory=capped,
+    )
+    run.use(memory)
+    try:
+        memory.create_thread(thread_id="t1", resource_id="r1")
+        for start in range(0, 240, 40):  # six saves of ~1,100 tokens: each starts an observation
+            memory.save_messages(
+                thread_id="t1",
+                resource_id="r1",
+                messages=[
+                    {
+                        "id": f"m{i}",
+                        "role": "user" if i % 2 else "assistant",
+                        "content": f"Message {i}: we talked about the garden and train number {i} today.",
+                    }
+                    for i in range(start, start + 40)
+                ],
+            )
+            for execution in run.sfn.list_executions(stateMachineArn=run.arn)["executions"]:
+                described = run.wait(execution["executionArn"])
+                assert "PayloadTooLarge" not in json.dumps(described, default=str), described
+        record = memory.store.get_observation_record("r1", "t1")
+        assert record is not None and record.observed_seq("t1") >= 200, "observation kept moving"
+        thresholds = memory.observation.thresholds(memory.options.observational_memory, record)
+        assert (
+            record.observation_tokens
+            <= thresholds.reflection_block_after + thresholds.observation_tokens // 2
+        )
+        assert f"Key fact {chat.count('observer')}:" in record.active_observations
+    finally:
+        memory.close()

@@ -625,3 +625,19 @@ def test_given_no_key_anywhere_when_make_embedder_openai_then_invalid_input_on_a
         make_embedder("openai")
 
     assert caught.value.field == "api_key"
+
+
+def test_given_an_answer_with_a_lone_surrogate_when_completing_then_the_text_is_encodable_utf8(
+    api: respx.MockRouter, sleeps: Sleeps
+) -> None:
+    # half of an emoji's surrogate pair, as a JSON escape: decoded, a str UTF-8 cannot encode
+    raw = chat_body({"role": "assistant", "content": "PLACEHOLDER"})
+    body = json.dumps(raw).replace("PLACEHOLDER", "* \\ud83d likes hiking \\ud83d\\ude00")
+    api.post("/chat/completions").mock(
+        return_value=httpx.Response(200, content=body.encode(), headers={"content-type": "application/json"})
+    )
+
+    result = chat(sleeps).complete([{"role": "user", "content": "hi"}])
+
+    assert result.text == "* \ufffd likes hiking \U0001f600"
+    result.text.encode("utf-8")  # raises UnicodeEncodeError if a lone surrogate got through

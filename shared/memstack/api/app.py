@@ -34,6 +34,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from pydantic import BaseModel
 
+from memstack import deadline
 from memstack.api import errors
 from memstack.api.auth import AuthConfig, auth_from_env
 from memstack.api.deps import API_PREFIX, HEALTH_PATH, MemoryProvider, ServerMisconfigured, serving
@@ -322,7 +323,7 @@ def create_app(
     provider: MemoryProvider = memory if callable(memory) else (lambda: memory)
     app = MemstackResolver(provider, _auth_provider(auth), max_body_bytes)
     _register_error_handlers(app)
-    app.use(middlewares=[_access_log])
+    app.use(middlewares=[_access_log, _lambda_deadline])
     for router in ROUTE_SETS[routes]:
         app.include_router(router)
     return app
@@ -384,6 +385,16 @@ def _register_error_handlers(app: MemstackResolver) -> None:
     ]
     for exc_class, handle in handlers:
         app.exception_handler(exc_class)(handle)
+
+
+def _lambda_deadline(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """On Lambda, the request runs under a deadline ``LAMBDA_MARGIN_MS`` before the invocation's end, so
+    ``context()``'s budget (``context_timeout_ms``) never outlives the function; elsewhere no change."""
+    remaining_ms = getattr(app.lambda_context, "get_remaining_time_in_millis", None)
+    if not callable(remaining_ms):
+        return next_middleware(app)
+    with deadline.within(max(0, int(remaining_ms()) - deadline.LAMBDA_MARGIN_MS) / 1000):
+        return next_middleware(app)
 
 
 def _access_log(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:

@@ -23,7 +23,7 @@ from pydantic_core import PydanticCustomError
 
 from memstack.api import ids
 from memstack.context import SystemKind
-from memstack.model import MAX_ID_LENGTH, Author, Message, Part, Role, Thread
+from memstack.model import MAX_ID_LENGTH, Author, Message, ModelUsage, Part, Role, Thread
 
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
 
@@ -390,6 +390,10 @@ class ObservationSummary(BaseModel):
         description="The last failure's error class and message (never conversation text)."
     )
     updated_at: datetime | None = Field(description="When the record was last written.")
+    usage: ModelUsage = Field(
+        description="Observer, Reflector and title calls made for this record and the tokens the model "
+        "endpoint reported for them (the thread's cost in thread scope, the resource's in resource scope)."
+    )
 
 
 class ObservationsOut(BaseModel):

@@ -19,7 +19,13 @@ from memstack.model import Message, ObservationRecord, TextPart
 from memstack.observation.engine import split_log
 from memstack.observation.temporal import temporal_marker
 
-__all__ = ["CONTINUATION_ID", "continuation_message", "observation_context", "temporal_marker_message"]
+__all__ = [
+    "CONTINUATION_ID",
+    "continuation_message",
+    "is_continuation",
+    "observation_context",
+    "temporal_marker_message",
+]
 
 CONTINUATION_ID = "om-continuation"
 """Id of the continuation reminder message (spec §2.9.6)."""
@@ -67,6 +73,17 @@ def continuation_message(thread_id: str, resource_id: str) -> Message:
         role="user",
         parts=(TextPart(text=f"<system-reminder>{prompts.CONTINUATION_HINT}</system-reminder>"),),
         created_at=_EPOCH,
+    )
+
+
+def is_continuation(message: Message) -> bool:
+    """Whether ``message`` is the continuation reminder (its id, or its exact text under another id)."""
+    from memstack.observation import prompts
+
+    if message.id == CONTINUATION_ID:
+        return True
+    return message.role == "user" and message.text.strip() == (
+        f"<system-reminder>{prompts.CONTINUATION_HINT}</system-reminder>"
     )
 
 

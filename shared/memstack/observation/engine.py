@@ -32,24 +32,28 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from memstack import deadline as turn_deadline
 from memstack.config import MemoryOptions, ObservationalMemoryOptions
-from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, Unavailable
+from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, PayloadTooLarge, Unavailable
 from memstack.model import (
     MAX_BUFFERED_CHUNKS,
     MAX_ERROR_CHARS,
+    MAX_OBSERVATION_RECORD_BYTES,
     BufferedChunk,
     Message,
     ObservationRecord,
     Thread,
 )
+from memstack.observation.guards import new_lines_only, reflection_problem
 from memstack.observation.recall_tool import split_range
 from memstack.observation.requirements import missing_chat_model
 from memstack.observation.thresholds import Thresholds, activation_count, resolve, should_buffer
 from memstack.observation.transcript import count_message_tokens, transcript_batches
+from memstack.observation.usage import MeteredChat, UsageMeter
 from memstack.ports import ChatModel, Clock, MemoryStore, ObservationJob, Tokenizer
 
 if TYPE_CHECKING:
@@ -107,13 +111,28 @@ class ReflectionFailed(ObservationFailed):
 
 
 REFLECTION_BACKOFF = timedelta(minutes=2)
-"""After a failed reflection, saves do not retry it for ``REFLECTION_BACKOFF × 2^(failures − 1)``
+"""After a failed reflection (or an unusable Observer answer), saves do not retry it for
+``REFLECTION_BACKOFF × 2^(failures − 1)``
 (at most ``MAX_REFLECTION_BACKOFF``): a model that keeps failing is not called on every turn."""
 
 MAX_REFLECTION_BACKOFF = timedelta(hours=1)
 
 MAX_SWEEP_BACKOFF = timedelta(hours=6)
 """The longest the sweep waits before retrying a record that keeps failing."""
+
+TRUNCATE_AT_BYTES = MAX_OBSERVATION_RECORD_BYTES // 2
+"""A log larger than this (UTF-8 bytes) is cut deterministically when reflection fails, and one Observer
+answer is cut to fit under it: the record (360 KiB) keeps room for buffered chunks and hints, so an
+observation never fails with ``PayloadTooLarge``."""
+
+TRUNCATE_TO_SHARE = 0.5
+"""A truncated log (and a cut Observer answer) keeps at most this share of the reflection threshold,
+leaving room for the observations that follow before reflection is tried again."""
+
+TRUNCATE_AFTER_FAILURES = 2
+"""Failed reflections in a row after which a log over the reflection's ``block_after`` is truncated
+(``ObservationEngine._truncated``) instead of left to grow: one failure may be a blip, two are a
+Reflector that cannot do the job right now."""
 
 MAX_OUTPUT_TOKENS = 32_000
 """Largest answer asked of the Observer or Reflector, whatever ``model_settings.max_output_tokens`` says
@@ -173,6 +192,8 @@ class ReflectResult:
         tokens_before, tokens_after: observation tokens around the reflection.
         generation_count: reflections of the record so far.
         buffered: the reflection was stored as buffered (not yet active).
+        truncated: every Reflector answer was refused and the log was over its hard point, so it was cut
+            deterministically instead (``ObservationEngine._truncated``: 🔴 lines and the newest lines).
     """
 
     reflected: bool = False
@@ -181,6 +202,7 @@ class ReflectResult:
     tokens_after: int = 0
     generation_count: int = 0
     buffered: bool = False
+    truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (the Step Functions task output)."""
@@ -252,6 +274,7 @@ class ObservationEngine:
         self._token_cache: OrderedDict[tuple[str, int, int], int] = OrderedDict()
         self._pending: OrderedDict[tuple[str, str], tuple[int, int, int]] = OrderedDict()
         self._pending_lock = threading.Lock()
+        self.usage = UsageMeter()
 
     # reading -------------------------------------------------------------------------------------
 
@@ -354,7 +377,12 @@ class ObservationEngine:
         )
 
     def _reflection_backing_off(self, record: ObservationRecord) -> bool:
-        if not record.failure_count or not (record.last_error or "").startswith(ReflectionFailed.__name__):
+        return self._backing_off(record, ReflectionFailed)
+
+    def _backing_off(self, record: ObservationRecord, failure: type[ObservationFailed]) -> bool:
+        """Whether the record's last failure was ``failure`` and its backoff (``REFLECTION_BACKOFF ×
+        2^(failures − 1)``, at most ``MAX_REFLECTION_BACKOFF``) has not run out."""
+        if not record.failure_count or not (record.last_error or "").startswith(failure.__name__):
             return False
         if record.pending_since is None:
             return False
@@ -372,8 +400,12 @@ class ObservationEngine:
         return bool(self.clock.now() - rec.pending_since < min(wait, MAX_SWEEP_BACKOFF))
 
     def due(self, om: ObservationalMemoryOptions, rec: ObservationRecord, pending: int) -> str | None:
-        """Why a background step is due now (``threshold``, ``buffer``, ``reflect``), or ``None``."""
+        """Why a background step is due now (``threshold``, ``buffer``, ``reflect``), or ``None``. After
+        an Observer answer that was unusable (``ObservationFailed``) saves do not observe again until its
+        backoff runs out (the sweep and ``context()`` above ``block_after`` still do)."""
         t = self.thresholds(om, rec)
+        if self._backing_off(rec, ObservationFailed):
+            return "reflect" if self.reflection_due(om, rec) else None
         if pending >= t.message_tokens:
             return "threshold"
         if should_buffer(pending, rec.last_buffered_at_tokens, t):
@@ -426,7 +458,7 @@ class ObservationEngine:
 
         Args:
             deadline: ``time.monotonic()`` value after which no new model call starts (the step returns
-                what it committed so far).
+                what it committed so far); the turn's deadline (``memstack.deadline``) counts too.
 
         Raises:
             InvalidInput: observational memory is disabled or no chat model is configured.
@@ -437,8 +469,8 @@ class ObservationEngine:
         om = opts.observational_memory
         if not om.enabled:
             raise InvalidInput("observational memory is disabled", field="observational_memory.enabled")
-        activated = observed = buffered = 0
-        lost = 0
+        activated = observed = buffered = lost = 0
+        reflected = False
         for _ in range(MAX_STEP_ROUNDS):
             if lost >= MAX_WRITE_ATTEMPTS:
                 raise Conflict(
@@ -462,28 +494,38 @@ class ObservationEngine:
                 should_buffer(v.pending, v.record.last_buffered_at_tokens, t) and v.uncovered
             ):
                 return self._result(om, v, activated, observed, buffered)
-            if deadline is not None and time.monotonic() >= deadline:
+            if (deadline is not None and time.monotonic() >= deadline) or turn_deadline.expired():
                 break  # no time for another model call: what is committed stays
             if v.record.pending_since is None:  # mark the record before the model runs (a lease)
                 if not self._write(v.record, v.record.model_copy(update={"pending_since": self.clock.now()})):
                     lost += 1
                 continue
             if sync:
-                batch = self._prefix(om, v.uncovered)
-                outputs, last = self._observe(opts, v, batch, buffering=False)
-                if self._write_observed(om, v, outputs, last, thread_id, batch):
-                    activated += len(chunks)
-                    observed += sum(1 for m in v.tail if m.seq <= (last.seq if last else v.covered_seq))
-                else:
+                acted, reflected, missed = self._bound_log(opts, v, t, reflected=reflected)
+                if acted:
+                    lost += missed
+                    continue
+                done = self._observe_batch(opts, v, thread_id)
+                if done is None:
                     lost += 1
+                else:
+                    reflected = False  # the log grew: it may be over the threshold again
+                    activated, observed = activated + len(chunks), observed + done
                 continue
-            outputs, last = self._observe(opts, v, v.uncovered, buffering=True)
-            if self._write_buffered(om, v, outputs, last):
-                buffered += 1
-            else:
-                lost += 1
+            ok = self._write_buffered(om, v, *self._observe(opts, v, v.uncovered, buffering=True))
+            buffered, lost = buffered + ok, lost + (not ok)
         v = self._view(om, resource_id, thread_id)
         return self._result(om, v, activated, observed, buffered)
+
+    def _observe_batch(self, opts: MemoryOptions, v: _View, thread_id: str) -> int | None:
+        """Observe the oldest uncovered batch and commit it with the buffered chunks; the count of the
+        thread's messages now observed, or ``None`` when the write lost its race."""
+        om = opts.observational_memory
+        batch = self._prefix(om, v.uncovered)
+        outputs, last = self._observe(opts, v, batch, buffering=False)
+        if not self._write_observed(om, v, outputs, last, thread_id, batch):
+            return None
+        return sum(1 for m in v.tail if m.seq <= (last.seq if last else v.covered_seq))
 
     def _cap(self, om: ObservationalMemoryOptions) -> int:
         """Most transcript tokens of one Observer call: ``message_tokens`` (≤ 30,000); in resource scope
@@ -527,12 +569,45 @@ class ObservationEngine:
         return self.clock.now() - v.tail[-1].created_at >= timedelta(milliseconds=ms)
 
     def _write(self, base: ObservationRecord, new: ObservationRecord) -> bool:
-        """Compare-and-set ``new`` over ``base``; ``False`` when someone else wrote first."""
+        """Compare-and-set ``new`` over ``base``; ``False`` when someone else wrote first. The model usage
+        metered for the record since its last write goes into ``new`` (``observation.usage``); a write
+        that fails puts it back."""
+        key = (new.resource_id, new.thread_id)
+        pending = self.usage.take(key)
+        if pending is not None:
+            new = new.model_copy(update={"usage": new.usage.plus(pending)})
         try:
             self.store.put_observation_record(new, expected_version=base.version)
         except Conflict:
+            if pending is not None:
+                self.usage.restore(key, pending)
             return False
+        except BaseException:
+            if pending is not None:
+                self.usage.restore(key, pending)
+            raise
         return True
+
+    def _write_fitting(
+        self, om: ObservationalMemoryOptions, base: ObservationRecord, new: ObservationRecord
+    ) -> bool:
+        """``_write``, and when the record would be over its byte cap (``PayloadTooLarge``) the same
+        write with the log cut (``_cut``): an observation is never refused for the record's size, so the
+        cursor keeps moving."""
+        try:
+            return self._write(base, new)
+        except PayloadTooLarge:
+            text = self._cut(om, new, new.active_observations)
+            logger.warning(
+                "observation record at its size cap; the log was truncated to commit",
+                extra={"thread_id": base.thread_id, "tokens_before": new.observation_tokens},
+            )
+            return self._write(
+                base,
+                new.model_copy(
+                    update={"active_observations": text, "observation_tokens": self.tokenizer.count(text)}
+                ),
+            )
 
     def _thread_gone(self, rec: ObservationRecord, thread_id: str) -> bool:
         """Whether a resource-scoped run lost its write because its thread was deleted. Deleting a thread
@@ -603,7 +678,10 @@ class ObservationEngine:
             now = self.clock.now()
             for chunk in chunks:
                 text = _append(text, chunk.observations, chunk.created_at)
-            new_text = "\n\n".join(o.observations for o in outputs if o.observations.strip())
+            new_text = new_lines_only(
+                self._own_lines(om, rec, thread_id, text),
+                "\n\n".join(o.observations for o in outputs if o.observations.strip()),
+            )
             if new_text:
                 text = _append(text, self._wrap(om, rec, thread_id, new_text, batch), now)
             final = outputs[-1] if outputs else None
@@ -626,8 +704,8 @@ class ObservationEngine:
                     suggested_response=final.suggested_response,
                     thread_title=final.thread_title or rec.thread_title,
                 )
-            if self._write(rec, rec.model_copy(update=update)):
-                self._apply_side_outputs(om, rec, thread_id, outputs)
+            if self._write_fitting(om, rec, rec.model_copy(update=update)):
+                self._apply_side_outputs(om, rec, thread_id, outputs, batch)
                 return True
             if self._thread_gone(rec, thread_id):
                 return False  # deleted meanwhile: its content must not come back
@@ -647,7 +725,11 @@ class ObservationEngine:
         if last is None or not uncovered:
             return False
         covered = [m for m in uncovered if m.seq <= last.seq]
-        text = "\n\n".join(o.observations for o in outputs if o.observations.strip())
+        known = "\n".join([v.record.active_observations, *(c.observations for c in v.chunks)])
+        text = new_lines_only(
+            self._own_lines(om, v.record, v.thread_id, known),
+            "\n\n".join(o.observations for o in outputs if o.observations.strip()),
+        )
         text = self._wrap(om, v.record, v.thread_id, text, covered)
         final = outputs[-1] if outputs else None
         message_tokens = self.count(covered)
@@ -688,6 +770,17 @@ class ObservationEngine:
             v = _View(fresh.record, v.thread_id, fresh.tail, fresh.pending)
         return False
 
+    def _own_lines(
+        self, om: ObservationalMemoryOptions, rec: ObservationRecord, thread_id: str, text: str
+    ) -> str:
+        """The part of the log a new observation of ``thread_id`` is checked against for duplicates: the
+        whole log in thread scope, the thread's own sections in resource scope (the same words about
+        another thread are another fact)."""
+        if rec.scope != "resource":
+            return text
+        label = re.escape(html.escape(thread_label(om, thread_id), quote=True))
+        return "\n".join(re.findall(rf'<thread id="{label}">\n(.*?)\n</thread>', text, re.S))
+
     def _wrap(
         self,
         om: ObservationalMemoryOptions,
@@ -697,7 +790,9 @@ class ObservationEngine:
         messages: Sequence[Message],
     ) -> str:
         """Retrieval groups and resource-scope thread sections around newly observed text (spec §2.9.4
-        step 7, §2.9.8)."""
+        step 7, §2.9.8); nothing around nothing (an Observer that found nothing new)."""
+        if not text.strip():
+            return ""
         if om.retrieval.enabled and messages:
             first, last = messages[0].id, messages[-1].id
             anchor = hashlib.sha256(f"{thread_id}:{first}:{last}".encode()).hexdigest()[:12]
@@ -734,20 +829,58 @@ class ObservationEngine:
         rec: ObservationRecord,
         thread_id: str,
         outputs: list[ObserverOutput],
+        batch: Sequence[Message],
     ) -> None:
+        """Apply the Observer's ``<working-memory>`` (``manage_working_memory``), checked first: nothing is
+        written when the batch gave no new observation, nor when a markdown rewrite drops or changes a
+        filled field the observed messages did not touch (``working_memory.rewrite``); JSON documents
+        are merged by the writer, so a key the Observer left out stays."""
         wm = next((o.working_memory for o in reversed(outputs) if o.working_memory), None)
-        if wm and om.observation.manage_working_memory and self._write_working_memory is not None:
-            try:
-                self._write_working_memory(
-                    MemoryOptions(observational_memory=om), rec.resource_id, thread_id, wm
-                )
-            except MemstackError as exc:
-                logger.warning(
-                    "observer working-memory update refused (%s) for thread %s",
-                    exc.code,
-                    thread_id,
-                    extra={"thread_id": thread_id, "error": exc.code},
-                )
+        if not wm or not om.observation.manage_working_memory or self._write_working_memory is None:
+            return
+        options = MemoryOptions(observational_memory=om)
+        refused = self._working_memory_refusal(options, rec, thread_id, outputs, wm, batch)
+        if refused is not None:
+            logger.info(
+                "observer working-memory rewrite not applied (%s) for thread %s",
+                refused,
+                thread_id,
+                extra={"thread_id": thread_id, "reason": refused},
+            )
+            return
+        try:
+            self._write_working_memory(options, rec.resource_id, thread_id, wm)
+        except MemstackError as exc:
+            logger.warning(
+                "observer working-memory update refused (%s) for thread %s",
+                exc.code,
+                thread_id,
+                extra={"thread_id": thread_id, "error": exc.code},
+            )
+
+    def _working_memory_refusal(
+        self,
+        options: MemoryOptions,
+        rec: ObservationRecord,
+        thread_id: str,
+        outputs: list[ObserverOutput],
+        wm: str,
+        batch: Sequence[Message],
+    ) -> str | None:
+        """Why the Observer's document must not be written (a short reason, no content), or ``None``."""
+        from memstack.working_memory.rewrite import untouched_changes
+
+        if not any(o.observations.strip() for o in outputs):
+            return "no new information"
+        current = (
+            self._read_working_memory(options, rec.resource_id, thread_id)
+            if self._read_working_memory is not None
+            else None
+        )
+        if not current or not current.strip() or current.lstrip().startswith("{"):
+            return None  # nothing to lose, or JSON (merged)
+        dropped = untouched_changes(current, wm, "\n".join(m.text for m in batch))
+        return f"would drop or change {len(dropped)} untouched field(s)" if dropped else None
 
     # model calls ---------------------------------------------------------------------------------
 
@@ -786,7 +919,9 @@ class ObservationEngine:
         om = opts.observational_memory
         if not messages:
             return [], None
-        chat = self._chat(om, "observer")
+        chat = MeteredChat(
+            self._chat(om, "observer"), self.usage, (v.record.resource_id, v.record.thread_id), "observer"
+        )
         cap = self._cap(om)
         batches = transcript_batches(messages, tokenizer=self.tokenizer, max_tokens=cap)
         previous = "\n\n".join([v.record.active_observations, *(c.observations for c in v.chunks)]).strip()
@@ -818,12 +953,12 @@ class ObservationEngine:
                 buffering=buffering,
                 working_memory=current_wm,
             )
+            # instructions in the system role; the transcript alone as data, in a delimited block
             request = [
-                {"role": "system", "content": system},
-                {"role": "user", "content": task},
+                {"role": "system", "content": f"{system}\n\n{task}"},
                 {"role": "user", "content": prompts.observer_history_message(batch.text)},
             ]
-            parsed = self._call_observer(chat, om, request, v.thread_id)
+            parsed = self._bounded(om, v.record, self._call_observer(chat, om, request, v.thread_id))
             outputs.append(parsed)
             if parsed.observations.strip():
                 previous = f"{previous}\n\n{parsed.observations}".strip()
@@ -838,6 +973,23 @@ class ObservationEngine:
         )
         return outputs, messages[-1]
 
+    def _bounded(
+        self, om: ObservationalMemoryOptions, rec: ObservationRecord, parsed: ObserverOutput
+    ) -> ObserverOutput:
+        """One Observer answer kept within the reflection threshold (``observation_tokens``) and
+        ``TRUNCATE_AT_BYTES``: a larger answer is cut to ``TRUNCATE_TO_SHARE`` of the threshold, 🔴 lines
+        first (``_cut``), so no single answer can fill the record."""
+        text = parsed.observations
+        bound = self.thresholds(om, rec).observation_tokens
+        if len(text.encode("utf-8")) <= TRUNCATE_AT_BYTES and self.tokenizer.count(text) <= bound:
+            return parsed
+        cut = self._cut(om, rec, text)
+        logger.warning(
+            "observer answer over its bound was cut",
+            extra={"thread_id": rec.thread_id, "chars_before": len(text), "chars_after": len(cut)},
+        )
+        return replace(parsed, observations=cut)
+
     def _previous(self, om: ObservationalMemoryOptions, previous: str) -> tuple[str, bool]:
         from memstack.observation.parsing import truncate_observations
 
@@ -849,16 +1001,25 @@ class ObservationEngine:
     def _call_observer(
         self, chat: ChatModel, om: ObservationalMemoryOptions, request: list[dict[str, Any]], thread_id: str
     ) -> ObserverOutput:
-        """One Observer call, retried once on degenerate or unusable output (spec §2.9.5)."""
-        from memstack.observation.parsing import is_degenerate, parse_observer_output
+        """One Observer call, retried once on degenerate or unusable output (spec §2.9.5).
+
+        An answer that says, validly, that there is nothing new (an empty ``<observations>`` block, or
+        only a "no new observations" line: ``parsing.says_nothing_new``) is a result, not a failure: its
+        batch is committed with no new text and the cursor moves past it, so small talk is not sent to
+        the model again on every save. An empty or degenerate answer is a failure and moves nothing.
+        """
+        from memstack.observation.parsing import is_degenerate, parse_observer_output, says_nothing_new
 
         settings = om.observation.model_settings
         for attempt in (1, 2):
             text = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Observer")
-            parsed = parse_observer_output(text)
-            # an answer with no observations is unusable: committing it would move the cursor past
-            # messages that then appear nowhere in the context
-            if parsed.observations.strip() and not is_degenerate(text):
+            if is_degenerate(text):
+                parsed = None
+            elif says_nothing_new(text):
+                return replace(parse_observer_output(text), observations="")
+            else:
+                parsed = parse_observer_output(text)
+            if parsed is not None and parsed.observations.strip():
                 return parsed
             logger.warning(
                 "observer output unusable (attempt %d) for thread %s",
@@ -888,6 +1049,11 @@ class ObservationEngine:
             raise InvalidInput("observational memory is disabled", field="observational_memory.enabled")
         for _ in range(MAX_WRITE_ATTEMPTS):
             rec = self.get_record(om, resource_id, thread_id)
+            truncated = self._stuck_cut(om, rec) if rec is not None else None
+            if rec is not None and truncated is not None:
+                if self._write(rec, truncated):
+                    return replace(self._reflected(rec, truncated, 0), truncated=True)
+                continue
             if rec is None or not self.reflection_due(om, rec):
                 return ReflectResult(
                     tokens_before=rec.observation_tokens if rec else 0,
@@ -903,7 +1069,13 @@ class ObservationEngine:
                         return self._reflected(rec, swapped, 0)
                     continue
             lines = rec.active_observations.splitlines()
-            text, level = self._run_reflector(opts, rec, thread_id, t)
+            try:
+                text, level = self._run_reflector(opts, rec, thread_id, t)
+            except ReflectionFailed as exc:
+                truncated = self._cut_after_failure(om, rec, exc, at_threshold=at_threshold)
+                if self._write(rec, truncated):
+                    return replace(self._reflected(rec, truncated, 0), truncated=True)
+                continue
             text = self._reflection_group(om, rec, rec.active_observations, text)
             if at_threshold:
                 new = self._committed(rec, text)
@@ -931,6 +1103,128 @@ class ObservationEngine:
         raise Conflict(
             f"reflection of thread {thread_id} lost the write race {MAX_WRITE_ATTEMPTS} times; retry"
         )
+
+    def _bound_log(
+        self, opts: MemoryOptions, v: _View, t: Thresholds, *, reflected: bool
+    ) -> tuple[bool, bool, int]:
+        """Before a synchronous batch: when the log is over the reflection threshold, reflect first (once
+        per batch), so a backlog observed in many batches never grows the record towards its byte cap;
+        when that reflection could not bring a log past its hard point down, cut it (no model call).
+
+        Returns:
+            ``(acted, reflected, lost writes)``: whether the step must read the record again before
+            observing, whether a reflection was tried for this batch, and 1 if the cut lost its race.
+        """
+        om = opts.observational_memory
+        if v.record.observation_tokens < t.observation_tokens:
+            return False, reflected, 0
+        if not reflected:
+            self._reflect_before_observing(opts, v.record.resource_id, v.thread_id)
+            return True, True, 0
+        if not self._past_hard_point(om, v.record):
+            return False, reflected, 0
+        return True, reflected, 0 if self._write(v.record, self._truncated(om, v.record)) else 1
+
+    def _reflect_before_observing(self, opts: MemoryOptions, resource_id: str, thread_id: str) -> None:
+        """Reflect now (the step found the log over its threshold). A failed reflection is recorded (its
+        backoff starts) and the step goes on observing: ``reflect`` has already truncated the log if it
+        was past the point where it must not grow."""
+        try:
+            self.reflect(opts, resource_id, thread_id)
+        except ReflectionFailed as exc:
+            logger.warning(
+                "reflection before observing failed for thread %s",
+                thread_id,
+                extra={"thread_id": thread_id, "error": exc.code},
+            )
+            self.record_failure(opts, resource_id, thread_id, f"{type(exc).__name__}: {exc.message}")
+
+    def _cut_after_failure(
+        self,
+        om: ObservationalMemoryOptions,
+        rec: ObservationRecord,
+        exc: ReflectionFailed,
+        *,
+        at_threshold: bool,
+    ) -> ObservationRecord:
+        """The record truncated after the failed reflection ``exc`` when ``_needs_truncation`` says the
+        log must not stay as it is; otherwise ``exc`` is raised again (the old log stays)."""
+        if not (at_threshold and self._needs_truncation(om, rec)):
+            raise exc
+        truncated = self._truncated(om, rec, error=f"{type(exc).__name__}: {exc.message}")
+        logger.warning(
+            "reflection failed; observations truncated to their high-priority lines and tail",
+            extra={
+                "thread_id": rec.thread_id,
+                "tokens_before": rec.observation_tokens,
+                "tokens_after": truncated.observation_tokens,
+            },
+        )
+        return truncated
+
+    def _stuck_cut(self, om: ObservationalMemoryOptions, rec: ObservationRecord) -> ObservationRecord | None:
+        """The record truncated (``_truncated``) when the Reflector keeps failing — backing off after
+        ``TRUNCATE_AFTER_FAILURES`` failures — and the log is past its hard point, so it must not grow
+        further; ``None`` otherwise."""
+        stuck = self._reflection_backing_off(rec) and rec.failure_count >= TRUNCATE_AFTER_FAILURES
+        return self._truncated(om, rec) if stuck and self._past_hard_point(om, rec) else None
+
+    def _past_hard_point(self, om: ObservationalMemoryOptions, rec: ObservationRecord) -> bool:
+        """Whether the log is over the reflection's ``block_after`` (``context()`` would carry it whole)
+        or past ``TRUNCATE_AT_BYTES`` (the record would soon refuse writes)."""
+        if len(rec.active_observations.encode("utf-8")) > TRUNCATE_AT_BYTES:
+            return True
+        return rec.observation_tokens > self.thresholds(om, rec).reflection_block_after
+
+    def _needs_truncation(self, om: ObservationalMemoryOptions, rec: ObservationRecord) -> bool:
+        """Whether a log the Reflector just failed to shrink must be cut now: reflection has failed
+        ``TRUNCATE_AFTER_FAILURES`` times in a row (this one included) and the log is past its hard
+        point, or the log is past ``TRUNCATE_AT_BYTES``."""
+        if len(rec.active_observations.encode("utf-8")) > TRUNCATE_AT_BYTES:
+            return True
+        failures = rec.failure_count if self._failed_reflecting(rec) else 0
+        return self._past_hard_point(om, rec) and failures + 1 >= TRUNCATE_AFTER_FAILURES
+
+    @staticmethod
+    def _failed_reflecting(rec: ObservationRecord) -> bool:
+        return bool(rec.failure_count) and (rec.last_error or "").startswith(ReflectionFailed.__name__)
+
+    def _truncated(
+        self, om: ObservationalMemoryOptions, rec: ObservationRecord, *, error: str | None = None
+    ) -> ObservationRecord:
+        """The record with its log cut (``_cut``): the 🔴 lines first (up to half the budget), then the
+        newest lines. Deterministic: no model is asked. With ``error`` (the
+        reflection that failed) the failure is recorded on the record, so its backoff runs and the
+        sweep reflects properly later."""
+        text = self._cut(om, rec, rec.active_observations)
+        done = self._committed(rec, text)
+        if error is None:
+            return done.model_copy(
+                update={
+                    "failure_count": rec.failure_count,
+                    "last_error": rec.last_error,
+                    "pending_since": rec.pending_since,
+                }
+            )
+        return done.model_copy(
+            update={
+                "failure_count": rec.failure_count + 1,
+                "last_error": f"{error} (the log was truncated instead)"[:MAX_ERROR_CHARS],
+                "pending_since": self.clock.now(),
+            }
+        )
+
+    def _cut(self, om: ObservationalMemoryOptions, rec: ObservationRecord, text: str) -> str:
+        """``text`` cut to ``TRUNCATE_TO_SHARE`` of the reflection threshold and under
+        ``TRUNCATE_AT_BYTES``, 🔴 lines first (``parsing.truncate_observations``)."""
+        from memstack.observation.parsing import truncate_observations
+
+        budget = max(100, int(self.thresholds(om, rec).observation_tokens * TRUNCATE_TO_SHARE))
+        cut, _ = truncate_observations(text, budget, self.tokenizer)
+        while len(cut.encode("utf-8")) > TRUNCATE_AT_BYTES and budget > 100:
+            budget //= 2
+            cut, _ = truncate_observations(text, budget, self.tokenizer)
+        return cut
 
     def _reflected(
         self, before: ObservationRecord, after: ObservationRecord, level: int, *, buffered: bool = False
@@ -988,10 +1282,12 @@ class ObservationEngine:
         self, opts: MemoryOptions, rec: ObservationRecord, thread_id: str, t: Thresholds
     ) -> tuple[str, int]:
         from memstack.observation import prompts
-        from memstack.observation.parsing import is_degenerate, parse_reflector_output
+        from memstack.observation.parsing import parse_reflector_output
 
         om = opts.observational_memory
-        chat = self._chat(om, "reflector")
+        chat = MeteredChat(
+            self._chat(om, "reflector"), self.usage, (rec.resource_id, rec.thread_id), "reflector"
+        )
         system = prompts.reflector_system_prompt(
             multi_thread=rec.scope == "resource",
             instruction=om.reflection.instruction,
@@ -1000,8 +1296,10 @@ class ObservationEngine:
         )
         settings = om.reflection.model_settings
         best: tuple[int, str, int] | None = None
-        failures = 0
+        failures: list[str] = []
         for level in range(1, prompts.MAX_COMPRESSION_LEVEL + 1):
+            if turn_deadline.expired():
+                break  # the turn cannot wait for another level; the background reflects later
             request = [
                 {"role": "system", "content": system},
                 {
@@ -1011,13 +1309,15 @@ class ObservationEngine:
             ]
             raw = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Reflector")
             text = parse_reflector_output(raw).observations.strip()
-            if not text or is_degenerate(raw):
-                failures += 1
+            problem = reflection_problem(rec.active_observations, raw, text, self.tokenizer)
+            if problem is not None:
+                failures.append(problem)
                 logger.warning(
-                    "reflector output unusable at level %d for thread %s",
+                    "reflector output refused at level %d for thread %s: %s",
                     level,
                     thread_id,
-                    extra={"thread_id": thread_id, "level": level, "chars": len(raw)},
+                    problem,
+                    extra={"thread_id": thread_id, "level": level, "chars": len(raw), "problem": problem},
                 )
                 continue
             tokens = self.tokenizer.count(text)
@@ -1025,10 +1325,12 @@ class ObservationEngine:
                 best = (tokens, text, level)
             if tokens < t.observation_tokens:
                 break
+        if best is None and turn_deadline.expired():
+            raise Unavailable(f"reflection of thread {thread_id} passed the turn's deadline; retry later")
         if best is None:
             raise ReflectionFailed(
-                f"every Reflector answer for thread {thread_id} was empty or degenerate ({failures} attempts); "
-                "the observations are unchanged"
+                f"no Reflector answer for thread {thread_id} could replace the observations "
+                f"({len(failures)} attempts: {'; '.join(dict.fromkeys(failures))}); the observations are unchanged"
             )
         return best[1], best[2]
 
@@ -1096,7 +1398,9 @@ class ObservationEngine:
             or len(messages) < opts.generate_title.min_messages
         ):
             return None
-        title = generate_title(self._chat(), messages, instructions=opts.generate_title.instructions)
+        owner = self.owner(opts.observational_memory, thread.id)
+        chat = MeteredChat(self._chat(), self.usage, (thread.resource_id, owner), "title")
+        title = generate_title(chat, messages, instructions=opts.generate_title.instructions)
         try:
             self.store.update_thread(
                 thread.resource_id,

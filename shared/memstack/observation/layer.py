@@ -5,15 +5,16 @@ after each save; the record kept true through thread deletes, clones and resourc
 from __future__ import annotations
 
 import logging
-import time
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from memstack import deadline
 from memstack.config import MemoryOptions
 from memstack.context import SystemMessage
-from memstack.errors import Conflict, MemstackError
+from memstack.errors import Conflict, MemstackError, Unavailable
 from memstack.layers.base import (
     Contribution,
     LayerBase,
@@ -24,7 +25,12 @@ from memstack.layers.base import (
     TurnReads,
 )
 from memstack.model import Message, ObservationRecord, Thread
-from memstack.observation.context import continuation_message, observation_context, temporal_marker_message
+from memstack.observation.context import (
+    continuation_message,
+    is_continuation,
+    observation_context,
+    temporal_marker_message,
+)
 from memstack.observation.engine import ObservationEngine, thread_label, thread_labels
 from memstack.observation.lifecycle import clone_cursor, cloned_record, shared_with_clone, without_thread
 from memstack.observation.recall_tool import tool_definition as recall_tool_definition
@@ -32,10 +38,6 @@ from memstack.ports import Clock, MemoryStore
 from memstack.scope import Scope
 
 logger = logging.getLogger(__name__)
-
-SYNC_OBSERVATION_SECONDS = 15.0
-"""``context()`` starts no new Observer call after this many seconds of synchronous observation (API
-Gateway gives a request 29 s); what was committed stays, the background does the rest."""
 
 SYNC_RETRY_AFTER = timedelta(minutes=1)
 """After a failed background or synchronous observation, ``context()`` waits this long before observing
@@ -50,6 +52,12 @@ def failure_text(exc: BaseException) -> str:
     conversation text), the class alone for anything else (whose message could quote anything)."""
     name = type(exc).__name__
     return f"{name}: {exc.message}" if isinstance(exc, MemstackError) and exc.message else name
+
+
+class DeadlineExceeded(Unavailable):
+    """The turn's deadline passed before the synchronous observation finished (``context_timeout_ms``)."""
+
+    code = "deadline_exceeded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,34 +135,57 @@ class ObservationalLayer(LayerBase):
         ):
             return Observed(rec if rec.version else None, tail, thread)
         self.require_chat_model(opts)
-        try:
-            self._observe_now(opts, resource_id, thread_id, over=over)
-        except Exception as exc:  # the turn never fails on the Observer: it goes on unobserved
+        error = self._observe_within_deadline(opts, resource_id, thread_id, over=over)
+        if error is not None:  # the turn never fails on the Observer: it goes on unobserved
             logger.warning(
                 "synchronous observation failed (%s) for thread %s; continuing with unobserved messages",
-                type(exc).__name__,
+                type(error).__name__,
                 thread_id,
-                extra={"thread_id": thread_id, "error": type(exc).__name__},
+                extra={"thread_id": thread_id, "error": type(error).__name__},
             )
             try:
-                engine.record_failure(opts, resource_id, thread_id, failure_text(exc))
+                engine.record_failure(opts, resource_id, thread_id, failure_text(error))
             except Exception as again:
                 logger.warning("recording the failure failed (%s)", type(again).__name__)
         rec, tail, _ = engine.view(om, resource_id, thread_id)
         return Observed(rec if rec.version else None, tail, thread)
 
+    def _observe_within_deadline(
+        self, opts: MemoryOptions, resource_id: str, thread_id: str, *, over: bool
+    ) -> Exception | None:
+        """Run the synchronous step on a worker thread and wait for it until the turn's deadline
+        (``memstack.deadline``). The worker sees the same deadline (its model calls are cut at it), and a
+        run still going when the turn gives up keeps going: it commits by compare-and-set, and the failure
+        recorded here marks the record due, so the sweep finishes it if the process stops first.
+
+        Returns:
+            The run's exception, ``DeadlineExceeded`` when the deadline passed first, or ``None``.
+        """
+        failed: list[Exception] = []
+
+        def run() -> None:
+            try:
+                self._observe_now(opts, resource_id, thread_id, over=over)
+            except Exception as exc:
+                failed.append(exc)
+
+        worker = threading.Thread(target=deadline.carry(run), name="memstack-observe", daemon=True)
+        worker.start()
+        worker.join(deadline.remaining())
+        if worker.is_alive():
+            return DeadlineExceeded(
+                f"synchronous observation of thread {thread_id} passed the turn's deadline "
+                f"(context_timeout_ms={opts.context_timeout_ms}); it goes on in the background"
+            )
+        return failed[0] if failed else None
+
     def _observe_now(self, opts: MemoryOptions, resource_id: str, thread_id: str, *, over: bool) -> None:
         om = opts.observational_memory
         engine = self.engine
         if over:
-            engine.step(
-                opts,
-                resource_id,
-                thread_id,
-                reason="block_after",
-                block=True,
-                deadline=time.monotonic() + SYNC_OBSERVATION_SECONDS,
-            )
+            engine.step(opts, resource_id, thread_id, reason="block_after", block=True)
+        if deadline.expired():
+            return
         latest = engine.get_record(om, resource_id, thread_id)
         if (
             latest is not None
@@ -186,6 +217,18 @@ class ObservationalLayer(LayerBase):
         )
 
     # saves ---------------------------------------------------------------------------------------
+
+    def before_save(self, thread: Thread, options: MemoryOptions, messages: list[Message]) -> list[Message]:
+        """Drop Memstack's own continuation reminder from a batch (a caller that saves ``ctx.messages``
+        back saves it too): it is a signal to the model, never conversation, and stored it would be
+        observed as the user's words on every later turn."""
+        kept = [m for m in messages if not is_continuation(m)]
+        if len(kept) != len(messages):
+            logger.info(
+                "dropped the continuation reminder from a save",
+                extra={"thread_id": thread.id, "dropped": len(messages) - len(kept)},
+            )
+        return kept
 
     def after_save(self, thread: Thread, options: MemoryOptions, saved: Sequence[Message]) -> None:
         """Schedule background observation (and titles) for the thread; a failure is logged, the save

@@ -29,6 +29,7 @@ __all__ = [
     "optimize_for_context",
     "parse_observer_output",
     "parse_reflector_output",
+    "says_nothing_new",
     "strip_group_tags",
     "strip_think",
     "truncate_observations",
@@ -273,6 +274,36 @@ def parse_observer_output(text: str) -> ObserverOutput:
 def parse_reflector_output(text: str) -> ObserverOutput:
     """Parse a Reflector answer: the same rules as ``parse_observer_output``."""
     return _parse(text)
+
+
+_NOTHING_NEW = re.compile(
+    r"^[(*\-•\s]*(?:there (?:are|is|were) )?(?:no|nothing)"
+    r"(?: (?:new|notable|significant|further|additional|relevant|important))?"
+    r"(?: (?:observations?|information|facts?|details?|content))?"
+    r"(?: (?:to|worth) (?:observe|record|note|add|remember|observing|recording|noting|remembering))?"
+    r"(?: (?:from|in) (?:th(?:is|ese) )?(?:messages?|conversation|exchange|batch|turn))?[\s.!)]*$",
+    re.I,
+)
+"""A whole line that only says there is nothing to observe; a line with any other content is a fact."""
+
+
+def says_nothing_new(text: str) -> bool:
+    """Whether an Observer answer validly reports that the messages hold nothing to remember: it has an
+    ``<observations>`` block (or no tags at all) whose content is empty or a single "no new
+    observations"-style line (``No new observations.``, ``Nothing notable to record``, ``(nothing new)``),
+    and no other observation line. An empty answer is not this: it is a failed call."""
+    text = strip_think(text or "").replace("\r\n", "\n")
+    blocks = _blocks(text, "observations")
+    if blocks:
+        body = "\n".join(content for _, _, content in blocks)
+    else:
+        _, body = _hints_in(text)
+        if not body.strip():
+            return False
+    lines = [ln for ln in (line.strip() for line in body.split("\n")) if ln and not ln.startswith("Date:")]
+    if not lines:
+        return bool(blocks)
+    return len(lines) == 1 and bool(_NOTHING_NEW.match(lines[0]))
 
 
 def clean_title(text: str) -> str:

@@ -21,12 +21,16 @@ Transcript shape::
   with a marker naming the original size.
 * A temporal-gap marker message (``memstack.observation.temporal``) is shown as its text alone, and a
   ``tool`` message without text as its result lines alone (no ``Tool:`` speaker line).
+* ``<system-reminder>…</system-reminder>`` spans are not conversation (Memstack's continuation reminder,
+  an agent framework's reminders): they are left out of the text, so the Observer never records them as
+  what the user said.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -55,6 +59,8 @@ __all__ = [
     "transcript_batches",
     "truncate_to_tokens",
 ]
+
+_REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.S | re.I)
 
 IMAGE_TOKENS = 765
 """Tokens counted for an image the model is sent by URL (spec §2.10 ``TokenLimiter``: images flat)."""
@@ -157,8 +163,9 @@ def _render_all(
         lines: list[str] = []  # everything else, one line (or block) each
         for part in message.parts:
             if isinstance(part, TextPart):
-                if part.text.strip():
-                    inline.append(part.text)
+                text = _REMINDER.sub("", part.text)
+                if text.strip():
+                    inline.append(text.strip() if text != part.text else text)
             elif isinstance(part, ReasoningPart):
                 if part.text.strip():
                     lines.append(f"Reasoning: {part.text}")

@@ -13,7 +13,9 @@ allows, concurrently where a turn can afford it (STYLE.md "Synchronous core"):
 
 A turn on AWS therefore costs 2 DynamoDB requests + 1 OpenSearch ``_msearch`` + 1 embedding
 (``tests/unit/test_context_reads.py``, ``benchmarks/aws_requests.py``). Recall failures never fail the
-turn: they are logged and the turn goes on without recall.
+turn: they are logged and the turn goes on without recall. Recall on the pool is waited for only until
+the turn's deadline (``memstack.deadline``): a slow embedder or index then costs the turn its recall, not
+its answer. Inline, a network embedder is bounded by the same deadline inside its adapter.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from functools import partial
 from typing import Any
 
+from memstack import deadline
 from memstack.layers.base import Needs, Turn, TurnReads
 from memstack.model import Message, Resource, Thread
 from memstack.ports import MemoryStore
@@ -84,7 +88,7 @@ def read_turn(
     resource_read: Future[Resource | None] | None = None
     if query is not None and query.strip():
         recalled = submit(
-            partial(recall.recall, with_resource=needs.resource),
+            deadline.carry(partial(recall.recall, with_resource=needs.resource)),
             resource_id,
             thread_id,
             query,
@@ -97,14 +101,15 @@ def read_turn(
     resource: Resource | None = None
     if recalled is not None:
         try:
-            result = recalled.result()
+            result = recalled.result(timeout=deadline.remaining())
             resource = result.resource
         except Exception as exc:
+            error = "DeadlineExceeded" if isinstance(exc, FutureTimeout) else type(exc).__name__
             logger.warning(
                 "semantic recall failed (%s) for thread %s; continuing with history only",
-                type(exc).__name__,
+                error,
                 thread_id,
-                extra={"thread_id": thread_id, "error": type(exc).__name__},
+                extra={"thread_id": thread_id, "error": error},
             )
             if needs.resource:
                 resource = store.get_resource(resource_id)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from memstack import deadline
 from memstack.context import ModelContext
 from memstack.errors import InvalidInput, MemstackError, Unavailable
 from memstack.inputs import coerce_message
@@ -63,9 +64,10 @@ class Turns:
         opts = core.options.merged(overrides)
         turn = self._turn(scope, opts, message, context)
         texts = as_texts(instructions, "instructions")
-        prepared = {layer.name: layer.prepare(turn) for layer in core.layers}
-        needs = merge_needs(layer.needs(turn, prepared[layer.name]) for layer in core.layers)
-        reads = read_turn(core.store, core.recall, turn, needs, prepared, self._submit())
+        with deadline.within(opts.context_timeout_ms / 1000):
+            prepared = {layer.name: layer.prepare(turn) for layer in core.layers}
+            needs = merge_needs(layer.needs(turn, prepared[layer.name]) for layer in core.layers)
+            reads = read_turn(core.store, core.recall, turn, needs, prepared, self._submit())
         contributions = [layer.contribute(turn, reads) for layer in core.layers]
         return assemble(turn, texts, contributions, core.tokenizer)
 

@@ -3,6 +3,7 @@ used by the Observer, the Reflector and thread titles."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,16 @@ from memstack.ports import ChatResult
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["OpenAIChatModel"]
+__all__ = ["OpenAIChatModel", "sanitize_text"]
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def sanitize_text(text: str) -> str:
+    """``text`` with every lone UTF-16 surrogate replaced by U+FFFD. A JSON answer may escape half of a
+    surrogate pair (``"\\ud83d"``); decoded, it is a ``str`` no store can encode (UTF-8 refuses it), so it
+    never leaves the adapter. Decoded pairs are already single code points and are untouched."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 class OpenAIChatModel:
@@ -85,7 +95,8 @@ class OpenAIChatModel:
             temperature: sampling temperature; ``None`` leaves the model's default.
 
         Returns:
-            The answer's text (``""`` when the model only called tools), its tool calls as OpenAI dicts
+            The answer's text (``""`` when the model only called tools; lone surrogates replaced,
+            ``sanitize_text``), its tool calls as OpenAI dicts
             (``{"id", "type": "function", "function": {"name", "arguments"}}``, ``arguments`` a JSON string)
             and the token usage the endpoint reported (0 when it reports none).
 
@@ -113,11 +124,12 @@ class OpenAIChatModel:
         try:  # the SDK does not validate responses: a compatible server may send anything
             message = response.choices[0].message
             tool_calls = [
-                call.model_dump(mode="json", exclude_none=True) for call in message.tool_calls or []
+                _sanitized(call.model_dump(mode="json", exclude_none=True))
+                for call in message.tool_calls or []
             ]
             usage = response.usage
             return ChatResult(
-                text=message.content or "",
+                text=sanitize_text(message.content or ""),
                 tool_calls=tool_calls,
                 input_tokens=int(usage.prompt_tokens or 0) if usage else 0,
                 output_tokens=int(usage.completion_tokens or 0) if usage else 0,
@@ -141,3 +153,14 @@ class OpenAIChatModel:
     def close(self) -> None:
         """Close the HTTP connection pool (a later call opens a new one)."""
         self._connection.close()
+
+
+def _sanitized(value: Any) -> Any:
+    """``value`` (JSON-shaped) with ``sanitize_text`` applied to every string in it."""
+    if isinstance(value, str):
+        return sanitize_text(value)
+    if isinstance(value, dict):
+        return {sanitize_text(str(k)): _sanitized(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sanitized(v) for v in value]
+    return value

@@ -15,7 +15,12 @@ other 4xx (e.g. 400)                    ``InvalidInput`` (field of the request),
 input not encodable as UTF-8            ``InvalidInput`` (field of the request), never sent
 429, 5xx, connection error, timeout     retried; ``Unavailable`` once retries run out
 malformed response                      ``Unavailable``
+the turn's deadline passed              ``Unavailable``, at once (``memstack.deadline``)
 ======================================  =====================================================
+
+Under a turn's deadline (``memstack.deadline.within``) every attempt's timeout is cut to the time left,
+and a retry whose wait (backoff or ``Retry-After``) would end past the deadline is not made: the call
+fails with ``Unavailable`` at the deadline instead of holding the turn.
 
 Messages never carry the API key (the SDK's own 401 message shows part of it, so it is not chained) nor
 the endpoint's error text, which some compatible servers fill with the input; they name the status and the
@@ -36,6 +41,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from memstack import deadline
 from memstack.errors import InvalidInput, MemstackError, PayloadTooLarge, Unavailable
 
 if TYPE_CHECKING:
@@ -49,6 +55,9 @@ BASE_DELAY = 0.5
 """Seconds before the first retry; doubled each retry, then jittered to 50-100 % of that."""
 MAX_DELAY = 20.0
 """Longest single wait, in seconds, also for a ``Retry-After`` asking for more (a Lambda cannot idle long)."""
+
+MIN_ATTEMPT_SECONDS = 0.05
+"""Under a deadline, no attempt is started with less time than this left."""
 
 _T = TypeVar("_T")
 
@@ -149,9 +158,18 @@ class OpenAIConnection:
 
         client = self.client()
         attempts = self.max_retries + 1
+        made = 0
         for attempt in range(attempts):
+            left = deadline.remaining()
+            if left is not None and left < MIN_ATTEMPT_SECONDS:
+                raise Unavailable(
+                    f"OpenAI {what} ({model}) at {self.base_url}: the turn's deadline passed "
+                    f"after {attempt} attempt(s)"
+                )
+            bounded = client if left is None or left >= self.timeout else client.with_options(timeout=left)
+            made += 1
             try:
-                return request(client)
+                return request(bounded)
             except UnicodeEncodeError:  # a lone surrogate (e.g. from a JSON "\ud800" escape) cannot be sent
                 raise InvalidInput(
                     f"OpenAI {what} ({model}): the {field} are not valid text (a lone surrogate)", field=field
@@ -171,9 +189,14 @@ class OpenAIConnection:
                 ) from None
             if attempt + 1 == attempts:
                 break
-            self._sleep(_backoff(attempt) if wait is None else min(wait, MAX_DELAY))
+            pause = _backoff(attempt) if wait is None else min(wait, MAX_DELAY)
+            left = deadline.remaining()
+            if left is not None and pause + MIN_ATTEMPT_SECONDS > left:
+                failure += "; the next retry would end past the turn's deadline"
+                break
+            self._sleep(pause)
         raise Unavailable(
-            f"OpenAI {what} ({model}) at {self.base_url} failed after {attempts} attempt(s): {failure}"
+            f"OpenAI {what} ({model}) at {self.base_url} failed after {made} attempt(s): {failure}"
         )
 
 

@@ -42,6 +42,7 @@ def summary(record: ObservationRecord, thread_id: str) -> ObservationSummary:
         failure_count=record.failure_count,
         last_error=record.last_error,
         updated_at=record.updated_at,
+        usage=record.usage,
     )
 
 
