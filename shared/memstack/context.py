@@ -21,6 +21,7 @@ from memstack.model import (
     FilePart,
     ImagePart,
     Message,
+    Part,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -106,8 +107,12 @@ def _author_prefix(message: Message) -> str:
 
 
 def _content_text(message: Message) -> str:
+    return _parts_text(message.parts)
+
+
+def _parts_text(parts: Sequence[Part]) -> str:
     texts = []
-    for p in message.parts:
+    for p in parts:
         if isinstance(p, TextPart):
             texts.append(p.text)
         elif isinstance(p, FilePart):
@@ -125,6 +130,57 @@ def _user_content(message: Message) -> str | list[dict[str, Any]]:
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     content += [{"type": "image_url", "image_url": {"url": p.url}} for p in images]
     return content
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One model step of a stored message: what the model wrote, then the tool calls that ended the step,
+    then the results of those calls stored in the same message.
+
+    Attributes:
+        content: text, file, image and reasoning parts of the step, in stored order.
+        calls: the tool calls that end the step, in order.
+        results: tool results stored in the same message after those calls, in order.
+    """
+
+    content: tuple[Part, ...] = ()
+    calls: tuple[ToolCallPart, ...] = ()
+    results: tuple[ToolResultPart, ...] = ()
+
+
+def message_steps(message: Message) -> list[Step]:
+    """Split a message's parts into model steps at its tool boundaries, in stored order.
+
+    An agent loop stores a multi-step assistant turn as one message (the AI SDK's ``UIMessage`` with
+    ``step-start`` parts; Mastra keeps them so): ``[tool_call, tool_result, text]`` is a call, its result,
+    then the answer written after reading it. A step ends at its tool calls; content that follows a call,
+    or a call that follows a result, starts the next step. Every renderer shows the steps in this order so
+    an answer never precedes the tool result it depends on (``render_openai``, ``cross_thread_block``, and
+    the Bedrock and Anthropic renderers through ``render_openai``).
+
+    Returns:
+        At least one step (an empty one for a message without parts); results stay with the step whose
+        calls precede them.
+    """
+    steps: list[Step] = []
+    content: list[Part] = []
+    calls: list[ToolCallPart] = []
+    results: list[ToolResultPart] = []
+    for part in message.parts:
+        starts_next = (isinstance(part, ToolCallPart) and results) or (
+            not isinstance(part, (ToolCallPart, ToolResultPart)) and (calls or results)
+        )
+        if starts_next:
+            steps.append(Step(tuple(content), tuple(calls), tuple(results)))
+            content, calls, results = [], [], []
+        if isinstance(part, ToolCallPart):
+            calls.append(part)
+        elif isinstance(part, ToolResultPart):
+            results.append(part)
+        else:
+            content.append(part)
+    steps.append(Step(tuple(content), tuple(calls), tuple(results)))
+    return steps
 
 
 def link_tool_calls(messages: Sequence[Message]) -> tuple[dict[int, list[ToolPair]], list[list[int]]]:
@@ -210,37 +266,17 @@ def render_openai(system: Sequence[SystemMessage], messages: Sequence[Message]) 
 
     Tool calls become ``assistant.tool_calls`` followed by one ``role: tool`` message per answered call
     (``link_tool_calls``); a call without its result, or a result without its call, is left out, since
-    the API rejects unpaired ones (Mastra's ``filterIncompleteToolCalls``). Reasoning parts are not sent.
-    Authors are shown as ``Name: text`` and as the ``name`` field of user messages.
+    the API rejects unpaired ones (Mastra's ``filterIncompleteToolCalls``). A multi-step assistant message
+    renders step by step (``message_steps``): ``assistant{tool_calls}`` → ``tool`` → ``assistant{text}``,
+    so the answer follows the results it read. Reasoning parts are not sent. Authors are shown as
+    ``Name: text`` and as the ``name`` field of user messages.
     """
     pairs, groups = link_tool_calls(messages)
     out: list[dict[str, Any]] = [{"role": "system", "content": s.text} for s in system]
     for group in groups:
-        head = messages[group[0]]
         answered = pairs.get(group[0], [])
         if answered:
-            text = _content_text(head)
-            out.append(
-                {
-                    "role": "assistant",
-                    "content": (_author_prefix(head) + text) if text else None,
-                    "tool_calls": [
-                        {
-                            "id": call.id,
-                            "type": "function",
-                            "function": {
-                                "name": _function_name(call.name),
-                                "arguments": json.dumps(call.args, ensure_ascii=False),
-                            },
-                        }
-                        for call, _ in answered
-                    ],
-                }
-            )
-            out += [
-                {"role": "tool", "tool_call_id": call.id, "content": to_json_text(result.result)}
-                for call, result in answered
-            ]
+            out += _render_steps(messages[group[0]], answered)
             rest = group[1:]
         else:
             rest = group
@@ -249,6 +285,35 @@ def render_openai(system: Sequence[SystemMessage], messages: Sequence[Message]) 
             if item is not None:
                 out.append(item)
     return out
+
+
+def _render_steps(head: Message, answered: list[ToolPair]) -> list[dict[str, Any]]:
+    """An assistant message with answered tool calls, one chat turn per step: each step's text with its
+    answered calls, then their ``tool`` messages; a step whose calls all went unanswered keeps its text."""
+    by_id = {call.id: (call, result) for call, result in answered}
+    out: list[dict[str, Any]] = []
+    for step in message_steps(head):
+        text = _parts_text(step.content)
+        content = (_author_prefix(head) + text) if text else None
+        mine = [by_id.pop(c.id) for c in step.calls if c.id in by_id]
+        if not mine:
+            if content is not None:
+                out.append({"role": "assistant", "content": content})
+            continue
+        out.append({"role": "assistant", "content": content, "tool_calls": [_tool_call(c) for c, _ in mine]})
+        out += [{"role": "tool", "tool_call_id": c.id, "content": to_json_text(r.result)} for c, r in mine]
+    return out
+
+
+def _tool_call(call: ToolCallPart) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {
+            "name": _function_name(call.name),
+            "arguments": json.dumps(call.args, ensure_ascii=False),
+        },
+    }
 
 
 def tool_messages(message: Message) -> list[dict[str, Any]]:
@@ -277,12 +342,11 @@ def _speaker(message: Message) -> str:
 
 
 def _plain(message: Message) -> str:
-    bits = [_content_text(message)]
-    for p in message.parts:
-        if isinstance(p, ToolCallPart):
-            bits.append(f"[called {p.name}({to_json_text(p.args)})]")
-        elif isinstance(p, ToolResultPart):
-            bits.append(f"[{p.name or 'tool'} returned: {to_json_text(p.result)}]")
+    bits: list[str] = []
+    for step in message_steps(message):
+        bits.append(_parts_text(step.content))
+        bits += [f"[called {p.name}({to_json_text(p.args)})]" for p in step.calls]
+        bits += [f"[{p.name or 'tool'} returned: {to_json_text(p.result)}]" for p in step.results]
     return " ".join(b for b in bits if b)
 
 

@@ -147,3 +147,79 @@ def test_given_tool_turns_when_slightly_over_budget_then_only_the_oldest_turns_g
     kept = [m.text for m in ctx.messages if m.text.startswith("answer")]
     assert "answer 3" in kept and len(ctx.messages) >= 8
     assert ctx.token_count <= full.token_count * 3 // 4 + 20
+
+
+def steps_message(*steps: tuple[str | None, str | None]) -> dict[str, Any]:
+    """One stored assistant message of several model steps: each ``(text, call id)`` is the step's text
+    then its call, immediately answered in the same message (an agent loop's multi-step turn)."""
+    parts: list[dict[str, Any]] = []
+    for text, cid in steps:
+        if text:
+            parts.append({"type": "text", "text": text})
+        if cid:
+            parts.append({"type": "tool_call", "id": cid, "name": "clock", "args": {"n": cid}})
+            parts.append({"type": "tool_result", "tool_call_id": cid, "result": f"out-{cid}"})
+    return {"role": "assistant", "parts": parts}
+
+
+def test_given_a_call_its_result_then_the_answer_in_one_message_when_rendered_then_the_answer_comes_last(
+    memory: Memory,
+) -> None:
+    out = render(memory, ["what time is it", steps_message((None, "c1"), ("It is noon", None))])
+    assert [(m["role"], m.get("content")) for m in out[1:4]] == [
+        ("assistant", None),
+        ("tool", "out-c1"),
+        ("assistant", "It is noon"),
+    ]
+    assert out[1]["tool_calls"][0]["id"] == "c1"
+
+
+def test_given_three_steps_in_one_message_when_rendered_then_each_step_follows_the_results_it_read(
+    memory: Memory,
+) -> None:
+    stored = steps_message(("checking", "c1"), ("now the second", "c2"), ("done", None))
+    out = render(memory, ["go", stored])
+    shown = [(m["role"], m.get("content"), [c["id"] for c in m.get("tool_calls", [])]) for m in out[1:-1]]
+    assert shown == [
+        ("assistant", "checking", ["c1"]),
+        ("tool", "out-c1", []),
+        ("assistant", "now the second", ["c2"]),
+        ("tool", "out-c2", []),
+        ("assistant", "done", []),
+    ]
+
+
+def test_given_a_step_answered_in_the_next_message_when_rendered_then_its_result_precedes_the_later_text(
+    memory: Memory,
+) -> None:
+    head = {
+        "role": "assistant",
+        "parts": [
+            {"type": "tool_call", "id": "c1", "name": "clock", "args": {}},
+            {"type": "text", "text": "after the call"},
+        ],
+    }
+    out = render(memory, ["go", head, result("c1", "noon")])
+    assert [m["role"] for m in out[1:4]] == ["assistant", "tool", "assistant"]
+    assert out[3]["content"] == "after the call"
+
+
+def test_given_a_multi_step_message_in_another_thread_when_recalled_then_the_block_keeps_step_order(
+    tmp_path: Path,
+) -> None:
+    with Memory.local(tmp_path / "x.db", embedder="hash") as memory:
+        stored = steps_message((None, "c1"), ("The zeppelin lands at noon", None))
+        memory.save_messages(
+            thread_id="old", resource_id="r", messages=["when does the zeppelin land", stored]
+        )
+        ctx = memory.context(
+            thread_id="new",
+            resource_id="r",
+            message="zeppelin",
+            options={"semantic_recall": {"mode": "keyword", "message_range": 0}},
+        )
+    block = next(s.text for s in ctx.system if s.kind == "recall")
+    line = next(ln for ln in block.splitlines() if "Assistant:" in ln)
+    assert line.endswith(
+        'Assistant: [called clock({"n": "c1"})] [clock returned: out-c1] The zeppelin lands at noon'
+    )
