@@ -360,7 +360,7 @@ def build_local(
     db = SqliteDatabase(path if path is not None else DEFAULT_PATH)
     try:
         store = SqliteMemoryStore(db)
-        index = SqliteSearchIndex(db, emb.dimension)
+        index = SqliteSearchIndex(db, emb.dimension, model_id=emb.model_id)
         return Memory(
             store=store,
             index=index,

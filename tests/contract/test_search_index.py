@@ -759,6 +759,41 @@ def test_sqlite_given_an_index_of_one_dimension_when_opened_with_another_then_in
     db.close()
 
 
+def test_sqlite_given_an_index_of_one_model_when_opened_with_another_of_its_size_then_refused_naming_both(
+    tmp_path: Path,
+) -> None:
+    from memstack.adapters.sqlite.db import SqliteDatabase
+    from memstack.adapters.sqlite.index import SqliteSearchIndex
+
+    db = SqliteDatabase(tmp_path / "memory.db")
+    SqliteSearchIndex(db, DIM, model_id="model-a").upsert([entry("m1", "persistent note", E0)])
+
+    with pytest.raises(InvalidInput) as err:
+        SqliteSearchIndex(db, DIM, model_id="model-b")
+
+    assert "model-a" in err.value.message and "model-b" in err.value.message
+    assert "memstack reindex" in err.value.message and err.value.field == "embedder"
+    assert ids(SqliteSearchIndex(db, DIM, model_id="model-a").search("r1", top_k=1, vector=E0).vector) == [
+        "m1"
+    ]
+    db.close()
+
+
+def test_sqlite_given_an_index_file_from_before_models_were_recorded_when_opened_then_it_adopts_the_model(
+    tmp_path: Path,
+) -> None:
+    from memstack.adapters.sqlite.db import SqliteDatabase
+    from memstack.adapters.sqlite.index import SqliteSearchIndex
+
+    db = SqliteDatabase(tmp_path / "memory.db")
+    SqliteSearchIndex(db, DIM)
+    SqliteSearchIndex(db, DIM, model_id="model-a")
+
+    with pytest.raises(InvalidInput):
+        SqliteSearchIndex(db, DIM, model_id="model-b")
+    db.close()
+
+
 def test_sqlite_given_an_index_file_when_reopened_with_its_dimension_then_entries_are_still_there(
     tmp_path: Path,
 ) -> None:

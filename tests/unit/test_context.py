@@ -442,3 +442,23 @@ def test_given_no_path_when_building_the_local_default_then_the_file_is_dot_mems
     assert (tmp_path / ".memstack" / "memory.db").is_file()
     with Memory.local(embedder="hash") as again:
         assert [x.text for x in again.list_messages(thread_id="t", resource_id="r").messages] == ["persisted"]
+
+
+def test_given_a_database_indexed_by_one_embedder_when_reopened_with_another_of_its_size_then_refused(
+    tmp_path: Path,
+) -> None:
+    from memstack.adapters.hash_embed import HashEmbedder
+
+    class OtherModel(HashEmbedder):
+        def __init__(self) -> None:
+            super().__init__(256)
+            self.model_id = "other-256"
+
+    with Memory.local(tmp_path / "m.db", embedder="hash") as memory:
+        say(memory, "t", "the zeppelin lands at noon")
+
+    with pytest.raises(InvalidInput) as err:
+        Memory.local(tmp_path / "m.db", embedder=OtherModel())
+
+    assert "hash-256" in err.value.message and "other-256" in err.value.message
+    assert "memstack reindex" in err.value.message

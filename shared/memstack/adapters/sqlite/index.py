@@ -175,16 +175,26 @@ class SqliteSearchIndex:
     Args:
         db: the shared database (its lock serialises every call; the index never closes it).
         dimension: the length of every vector this index stores and searches.
+        model_id: the embedding model the vectors come from (``Embedder.model_id``). Recorded on first
+            use; a file that records another model is refused, since two models of one dimension embed
+            into unrelated spaces and mixing them returns wrong neighbours silently. ``None`` skips the
+            check (tests that store hand-made vectors).
         vector_cache_bytes: bound of the in-memory vector cache in bytes; ``0`` turns it off (every vector
             search then runs in SQL).
 
     Raises:
         InvalidInput: ``dimension`` is not an integer in ``1..MAX_DIMENSION``, or the file already holds
-            an index of another dimension (the message names both).
+            an index of another dimension or another embedding model (the message names both and the way
+            out, ``memstack reindex``).
     """
 
     def __init__(
-        self, db: SqliteDatabase, dimension: int, *, vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES
+        self,
+        db: SqliteDatabase,
+        dimension: int,
+        *,
+        model_id: str | None = None,
+        vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
     ) -> None:
         if (
             isinstance(dimension, bool)
@@ -194,23 +204,40 @@ class SqliteSearchIndex:
             raise InvalidInput(f"dimension must be an integer from 1 to {MAX_DIMENSION}", field="dimension")
         self._db = db
         self.dimension = dimension
+        self.model_id = model_id
         self._cache = _VectorCache(dimension, max(0, vector_cache_bytes))
         with db.transaction() as conn:
             for statement in _SCHEMA:
                 conn.execute(statement)
-            row = conn.execute("SELECT value FROM search_meta WHERE key = 'dimension'").fetchone()
-            if row is None:
+            facts = dict(conn.execute("SELECT key, value FROM search_meta").fetchall())
+            if "dimension" not in facts:
                 conn.executemany(
                     "INSERT INTO search_meta (key, value) VALUES (?, ?)",
                     [("dimension", str(dimension)), ("schema_version", str(SCHEMA_VERSION))],
                 )
-            elif int(row[0]) != dimension:
+            elif int(facts["dimension"]) != dimension:
                 raise InvalidInput(
-                    f"the search index in {db.path} holds {int(row[0])}-dimensional vectors, but "
-                    f"{dimension}-dimensional ones were asked for; use the embedder the index was built with "
-                    "or another database file",
+                    f"the search index in {db.path} holds {int(facts['dimension'])}-dimensional vectors, but "
+                    f"{dimension}-dimensional ones were asked for; use the embedder the index was built with, "
+                    "another database file, or rebuild the index with `memstack reindex`",
                     field="dimension",
                 )
+            if model_id is not None:
+                self._check_model(conn, db.path, facts.get("model_id"), model_id)
+
+    @staticmethod
+    def _check_model(conn: Any, path: str, stored: str | None, model_id: str) -> None:
+        if stored is None:
+            # A file from before the model was recorded: its vectors are taken to be this model's, the
+            # only model its dimension check let in until now.
+            conn.execute("INSERT INTO search_meta (key, value) VALUES ('model_id', ?)", (model_id,))
+        elif stored != model_id:
+            raise InvalidInput(
+                f"the search index in {path} was built with the embedding model {stored!r}, but "
+                f"{model_id!r} was asked for: their vectors are not comparable. Use {stored!r}, another "
+                f"database file, or rebuild the index for {model_id!r} with `memstack reindex`",
+                field="embedder",
+            )
 
     # ------------------------------------------------------------------------------------------- writes
 
