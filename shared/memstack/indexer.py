@@ -17,7 +17,8 @@ calls :func:`handle_stream_event`; a save never waits on embedding (DESIGN.md "A
 * Failures are reported per record (``batchItemFailures``): the records of a thread whose indexing or
   scheduling failed, and nothing else; Lambda retries from the earliest failed record, and the function's on-failure
   destination (a dead-letter queue) keeps records that keep failing. One bad record never blocks the
-  others, and none is dropped silently.
+  others, and none is dropped silently. A deterministic refusal (``InvalidInput``/``PayloadTooLarge`` from
+  the embedder or index) is logged with its thread and count and not retried, since no retry can succeed.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memstack.errors import InvalidInput, PayloadTooLarge
 from memstack.memory import Memory
 from memstack.observability import INDEXED, add_metric
 from memstack.observation.requirements import needs_chat_model
@@ -122,6 +124,10 @@ def _index(
             written += memory.index_saved(
                 resource_id=resource_id, thread_id=thread_id, message_ids=sorted(batch)
             )
+        except (InvalidInput, PayloadTooLarge) as exc:
+            # A deterministic refusal (the embedder or index refuses this text): retrying the records cannot
+            # help, so they are not reported for retry; the log names the thread and the count.
+            _log_failure("index (refused, not retried)", exc, resource_id, thread_id, len(batch))
         except Exception as exc:
             indexed = False
             failed += [c.sequence_number for c in group if c.message_id in batch]

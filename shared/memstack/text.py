@@ -59,34 +59,68 @@ def searchable_text(message: Message, tool_text_chars: int = 2_000) -> str:
     return text
 
 
-def chunk_text(text: str, max_chars: int) -> list[str]:
-    """Split ``text`` into chunks of at most ``max_chars`` characters, on whitespace where possible.
+MAX_CHUNK_BYTES = 8_000
+"""Most UTF-8 bytes in one indexed chunk. A byte-level BPE tokenizer (OpenAI's, Amazon Titan's) makes at
+most one token per byte, so a chunk this size fits the 8,191-token input of OpenAI's embedding models in
+every script: 16,384 characters (Mastra's ``chunkText``, 4,096 tokens × 4) is about 18,000 tokens of CJK
+text or 9,000 of hex, which the embedder refuses. English text still reaches about 1,800 tokens a chunk."""
 
-    A word longer than ``max_chars`` is hard-split; empty chunks are never returned (spec §2.8
-    ``chunkText``: 4096 tokens × 4 characters).
+
+def chunk_text(text: str, max_chars: int, max_bytes: int = MAX_CHUNK_BYTES) -> list[str]:
+    """Split ``text`` into chunks of at most ``max_chars`` characters and ``max_bytes`` UTF-8 bytes, on
+    whitespace where possible.
+
+    A word over either bound is hard-split at a character boundary (text without spaces — Chinese,
+    Japanese, hex digests — is one long word); empty chunks are never returned (spec §2.8 ``chunkText``:
+    4096 tokens × 4 characters; ``MAX_CHUNK_BYTES`` for the byte bound).
+
+    Raises:
+        ValueError: ``max_chars`` is not positive or ``max_bytes`` is under 4 (one character).
     """
     if max_chars < 1:
         raise ValueError("max_chars must be positive")
-    if len(text) <= max_chars:
+    if max_bytes < 4:
+        raise ValueError("max_bytes must be at least 4")
+    if len(text) <= max_chars and _size(text) <= max_bytes:
         return [text] if text.strip() else []
     chunks: list[str] = []
     current: list[str] = []
-    size = 0
-    for word in text.split():
-        while len(word) > max_chars:
-            if current:
+    chars = size = 0
+    for whole in text.split():
+        pieces = _cut(whole, max_chars, max_bytes)
+        for word in pieces:
+            extra_chars = len(word) + (1 if current else 0)
+            extra = _size(word) + (1 if current else 0)
+            if current and (chars + extra_chars > max_chars or size + extra > max_bytes):
                 chunks.append(" ".join(current))
-                current, size = [], 0
-            chunks.append(word[:max_chars])
-            word = word[max_chars:]
-        extra = len(word) + (1 if current else 0)
-        if size + extra > max_chars:
-            chunks.append(" ".join(current))
-            current, size = [], 0
-            extra = len(word)
-        if word:
+                current, chars, size = [], 0, 0
+                extra_chars, extra = len(word), _size(word)
             current.append(word)
+            chars += extra_chars
             size += extra
     if current:
         chunks.append(" ".join(current))
     return [c for c in chunks if c]
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _cut(word: str, max_chars: int, max_bytes: int) -> list[str]:
+    """``word`` in pieces of at most ``max_chars`` characters and ``max_bytes`` UTF-8 bytes."""
+    if len(word) <= max_chars and _size(word) <= max_bytes:
+        return [word]
+    pieces: list[str] = []
+    while word:
+        piece = word[:max_chars]
+        data = piece.encode("utf-8", "surrogatepass")
+        if len(data) > max_bytes:
+            # back off to the start of a character: continuation bytes are 0b10xxxxxx
+            end = max_bytes
+            while data[end] & 0xC0 == 0x80:
+                end -= 1
+            piece = data[:end].decode("utf-8", "surrogatepass")
+        pieces.append(piece)
+        word = word[len(piece) :]
+    return pieces

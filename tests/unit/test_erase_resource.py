@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,13 +18,9 @@ from typing import Any
 import pytest
 
 from memstack import EraseReceipt, Memory
-from memstack.adapters.sqlite.db import SqliteDatabase
-from memstack.adapters.sqlite.index import SqliteSearchIndex
-from memstack.adapters.sqlite.store import SqliteMemoryStore
-from memstack.adapters.testing import HashEmbedder
 from memstack.errors import InvalidInput, Unavailable
 from memstack.model import ObservationRecord
-from memstack.tokens import default_tokenizer
+from tests.backend_support import BACKENDS, open_backend
 from tests.erase_support import remnants
 from tests.opensearch_double import OpenSearchDouble
 
@@ -47,30 +42,10 @@ class Backend:
         return remnants(resource_id, store=self.store, double=self.double)
 
 
-def _memory(store: Any, index: Any) -> Memory:
-    return Memory(store=store, index=index, embedder=HashEmbedder(), tokenizer=default_tokenizer())
-
-
-@pytest.fixture(params=["sqlite", "aws-managed", "aws-serverless"])
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "sqlite":
-        db = SqliteDatabase(tmp_path / "memory.db")
-        with _memory(SqliteMemoryStore(db), SqliteSearchIndex(db, HashEmbedder().dimension)) as memory:
-            yield Backend(memory)
-        return
-    from tests.contract import opensearch_support
-    from tests.contract.dynamodb_support import dynamodb_moto_store
-
-    mode = "managed" if request.param == "aws-managed" else "serverless"
-    factory = (
-        opensearch_support.opensearch_managed_index
-        if mode == "managed"
-        else opensearch_support.opensearch_serverless_index
-    )
-    with ExitStack() as stack:  # the factories delete what they made
-        store = stack.enter_context(dynamodb_moto_store())
-        index = stack.enter_context(factory(HashEmbedder().dimension))
-        yield Backend(_memory(store, index), opensearch_support.shared_double(mode))
+    with open_backend(request.param, tmp_path) as opened:
+        yield Backend(opened.memory, opened.double)
 
 
 def fill(memory: Memory, rid: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstack.config import SemanticRecallOptions
+from memstack.errors import Unavailable
 from memstack.fusion import FusedHit, fuse
 from memstack.model import Message, Resource, Thread
 from memstack.ports import Embedder, IndexEntry, IndexHit, MemoryStore, MessageWindow, SearchIndex, Vector
@@ -28,6 +30,9 @@ from memstack.text import chunk_text, searchable_text
 from memstack.working_memory import THREAD_METADATA_KEY
 
 logger = logging.getLogger(__name__)
+
+_BACKFILL_ROUNDS = 3
+"""How many times recall searches again to replace hits whose messages are gone from the store."""
 
 
 INDEX_EXCLUDED_THREAD_KEYS = frozenset({THREAD_METADATA_KEY, "clone"})
@@ -121,25 +126,61 @@ class SemanticRecall:
     # embedding -----------------------------------------------------------------------------------
 
     def embed_query(self, text: str) -> Vector:
-        """The query vector of ``text``, through the cache. Raises what the embedder raises."""
+        """The query vector of ``text``, through the cache.
+
+        Raises:
+            Unavailable: the embedder answered a malformed vector (``valid_vector``); nothing is cached.
+            Whatever else the embedder raises.
+        """
         key = self.cache.key(self.embedder, "q", text)
         vector = self.cache.get(key)
         if vector is None:
-            vector = self.embedder.embed_query(text)
+            vector = self.valid_vector(self.embedder.embed_query(text))
             self.cache.put(key, vector)
         return vector
 
     def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
-        """Document vectors of ``texts``, embedding only cache misses, in one batch."""
+        """Document vectors of ``texts``, embedding only cache misses, in one batch.
+
+        Raises:
+            Unavailable: the embedder answered another number of vectors than texts, or a malformed vector
+                (``valid_vector``); none of the answer is cached, so the next try embeds again.
+            Whatever else the embedder raises.
+        """
         keys = [self.cache.key(self.embedder, "d", t) for t in texts]
         out: list[Vector | None] = [self.cache.get(k) for k in keys]
         missing = [i for i, v in enumerate(out) if v is None]
         if missing:
             vectors = self.embedder.embed_documents([texts[i] for i in missing])
-            for i, vec in zip(missing, vectors, strict=True):
+            if len(vectors) != len(missing):
+                raise Unavailable(
+                    f"the embedder ({self.embedder.model_id}) answered {len(vectors)} vectors for "
+                    f"{len(missing)} texts"
+                )
+            checked = [self.valid_vector(v) for v in vectors]
+            for i, vec in zip(missing, checked, strict=True):
                 out[i] = vec
                 self.cache.put(keys[i], vec)
         return [v for v in out if v is not None]
+
+    def valid_vector(self, vector: Vector) -> Vector:
+        """``vector`` if it is ``embedder.dimension`` finite numbers; a malformed answer is treated as a
+        transient failure of the embedder and must never be cached (it would stick until restart).
+
+        Raises:
+            Unavailable: wrong length, or a value that is not a finite number.
+        """
+        try:
+            # one sum: NaN and infinities propagate, huge values overflow to infinity, non-numbers raise
+            finite = len(vector) == self.embedder.dimension and math.isfinite(sum(vector))
+        except (TypeError, OverflowError):
+            finite = False
+        if not finite:
+            raise Unavailable(
+                f"the embedder ({self.embedder.model_id}) answered a malformed vector "
+                f"({len(vector)} values, {self.embedder.dimension} expected, or not all finite numbers)"
+            )
+        return vector
 
     # indexing ------------------------------------------------------------------------------------
 
@@ -216,12 +257,23 @@ class SemanticRecall:
     # search --------------------------------------------------------------------------------------
 
     def search(
-        self, resource_id: str, thread_id: str, query: str, options: SemanticRecallOptions
+        self,
+        resource_id: str,
+        thread_id: str,
+        query: str,
+        options: SemanticRecallOptions,
+        *,
+        limit: int | None = None,
     ) -> list[FusedHit]:
-        """The best ``top_k`` messages for ``query`` in the options' scope, filter and mode."""
+        """The best ``top_k`` messages for ``query`` in the options' scope, filter and mode.
+
+        Args:
+            limit: how many to return instead of ``options.top_k`` (recall asks for more when hits it was
+                given have no message any more).
+        """
         if not query.strip():
             return []
-        top_k = options.top_k
+        top_k = options.top_k if limit is None else limit
         scope_thread = thread_id if options.scope == "thread" else None
         want_vector = options.mode in ("vector", "hybrid")
         want_keyword = options.mode in ("keyword", "hybrid")
@@ -275,9 +327,13 @@ class SemanticRecall:
     ) -> RecallResult:
         """Search, then load each hit with ``message_range`` neighbours from its own thread.
 
-        Hits whose message no longer exists in the store (the index lags the store) are dropped. With
+        Hits whose message no longer exists in the store (the index lags the store: a TTL expiry, a
+        crash between a delete and its index clean-up) are dropped, their orphaned entries removed, and
+        the search asked for that many more, so recall still returns ``top_k`` hits when the index holds
+        them (at most ``_BACKFILL_ROUNDS`` extra searches, each one store read more). With
         ``with_resource`` the resource record is read in the same store request as the messages.
         """
+        top_k = options.top_k
         hits = self.search(resource_id, thread_id, query, options)
         if not hits:
             resource = self.store.get_resource(resource_id) if with_resource else None
@@ -289,16 +345,30 @@ class SemanticRecall:
             resource, messages = self.store.get_resource_and_windows(resource_id, windows)
         else:
             messages = self.store.message_windows(resource_id, windows)
-        present = {m.id for m in messages}
-        missing = [h.message_id for h in hits if h.message_id not in present]
-        if missing:
-            # The index lags the store (a delete raced a save's indexing): drop those hits and their
-            # neighbours, and remove the orphaned entries so they never come back.
-            try:
-                self.index.delete_messages(resource_id, missing)
-            except Exception as exc:
-                logger.warning("could not remove orphaned index entries (%s)", type(exc).__name__)
+        gone: set[str] = set()
+        for _ in range(_BACKFILL_ROUNDS):
+            present = {m.id for m in messages}
+            missing = [h.message_id for h in hits if h.message_id not in present]
+            if not missing:
+                break
+            self._drop_orphans(resource_id, missing)
+            gone.update(missing)
+            full = len(hits) >= top_k
             hits = [h for h in hits if h.message_id in present]
+            if full:
+                # Orphaned entries may still be visible (eventually consistent deletes), so they are
+                # skipped by id rather than trusted to be gone from the next search.
+                more = self.search(resource_id, thread_id, query, options, limit=top_k + len(gone))
+                hits = [h for h in more if h.message_id not in gone][:top_k]
             windows = [MessageWindow(h.thread_id, h.seq, r.before, r.after) for h in hits]
             messages = self.store.message_windows(resource_id, windows) if windows else []
+        present = {m.id for m in messages}
+        hits = [h for h in hits if h.message_id in present]
         return RecallResult(hits, messages, resource)
+
+    def _drop_orphans(self, resource_id: str, message_ids: list[str]) -> None:
+        """Remove index entries of messages the store no longer has, so they never come back."""
+        try:
+            self.index.delete_messages(resource_id, message_ids)
+        except Exception as exc:
+            logger.warning("could not remove orphaned index entries (%s)", type(exc).__name__)

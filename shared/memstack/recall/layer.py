@@ -10,7 +10,7 @@ from typing import Any
 
 from memstack.config import MemoryOptions
 from memstack.context import cross_thread_block
-from memstack.errors import MemstackError, Unavailable
+from memstack.errors import InvalidInput, MemstackError, PayloadTooLarge, Unavailable
 from memstack.layers.base import Block, Contribution, LayerBase, Needs, ThreadDeleted, Turn, TurnReads
 from memstack.model import Message, Thread, check_metadata
 from memstack.ports import SearchIndex
@@ -63,6 +63,8 @@ class SemanticRecallLayer(LayerBase):
         """Index the stored batch (inline mode).
 
         Raises:
+            InvalidInput: the embedder or index refused the messages' text for what it is (a deterministic
+                refusal: retrying cannot help); the messages are saved but not searchable.
             Unavailable: the embedder or index failed; the messages are saved, and saving them again
                 completes the index.
         """
@@ -80,6 +82,12 @@ class SemanticRecallLayer(LayerBase):
                 extra={"thread_id": thread.id, "count": len(saved), "error": type(exc).__name__},
             )
             cause = str(exc) if isinstance(exc, MemstackError) else type(exc).__name__
+            if isinstance(exc, InvalidInput | PayloadTooLarge):
+                raise InvalidInput(
+                    f"messages were saved but the search index refused them ({cause[:300]}); saving them "
+                    "again will not help",
+                    field="messages",
+                ) from exc
             raise Unavailable(
                 f"messages were saved but not indexed ({cause[:300]}); save them again to retry"
             ) from exc

@@ -1,0 +1,137 @@
+"""Nothing indexed is wrong (issue 13): recall back-fills ``top_k`` when hits lost their rows, chunks fit the
+embedder's token limit in every script, a deterministic refusal is ``InvalidInput``, a malformed embedding
+answer is never cached — on the embedded default and on the AWS backend (DynamoDB under moto, OpenSearch on
+its double in both modes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from memstack.adapters.hash_embed import HashEmbedder
+from memstack.errors import InvalidInput, Unavailable
+from memstack.tokens import TiktokenTokenizer
+from tests.backend_support import BACKENDS, Backend, open_backend
+
+R, T = "r1", "t1"
+KEYWORD = {"semantic_recall": {"mode": "keyword", "top_k": 3, "message_range": 0, "scope": "thread"}}
+
+
+class TokenLimitedEmbedder(HashEmbedder):
+    """Refuses a text over 8,191 ``cl100k_base`` tokens, as OpenAI's embeddings API does (HTTP 400, which
+    the OpenAI adapter raises as ``InvalidInput``)."""
+
+    LIMIT = 8_191
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens = TiktokenTokenizer("cl100k_base")
+        self.longest = 0
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        for text in texts:
+            n = self.tokens.count(text)
+            self.longest = max(self.longest, n)
+            if n > self.LIMIT:
+                raise InvalidInput(f"this model's maximum context length is {self.LIMIT} tokens, not {n}")
+        return super().embed_documents(texts)
+
+
+class FlakyEmbedder(HashEmbedder):
+    """Answers one malformed batch (a vector one number short), then good ones."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bad = 1
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        out = super().embed_documents(texts)
+        if self.bad:
+            self.bad -= 1
+            return [v[:-1] for v in out]
+        return out
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    with open_backend(request.param, tmp_path) as opened:
+        yield opened
+
+
+def test_given_top_hits_whose_rows_are_gone_when_recalled_then_top_k_is_back_filled(backend: Backend) -> None:
+    memory = backend.memory
+    saved = memory.save_messages(
+        thread_id=T,
+        resource_id=R,
+        messages=[f"harbour note {i} " + "harbour " * (10 - i) for i in range(8)],
+    )
+    first = memory.recall(thread_id=T, resource_id=R, query="harbour", options=KEYWORD)
+    assert len(first.hits) == 3
+    # rows gone from the store but not from the index (a TTL expiry, a crash before the index clean-up)
+    backend.store.delete_messages(R, [h.message_id for h in first.hits[:2]])
+
+    again = memory.recall(thread_id=T, resource_id=R, query="harbour", options=KEYWORD)
+
+    gone = {h.message_id for h in first.hits[:2]}
+    assert len(again.hits) == 3, "recall returned fewer than top_k while the index held more"
+    assert not gone & {h.message_id for h in again.hits}
+    assert {h.message_id for h in again.hits} <= {m.id for m in saved}
+    assert {m.id for m in again.messages} == {h.message_id for h in again.hits}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "東京の港で船を待つ。" * 1_700,  # 17,000 characters of Japanese without a space
+        "漢字" * 8_000,
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" * 256,  # 16,384 characters of hex
+    ],
+    ids=["japanese", "chinese", "hex"],
+)
+def test_given_text_of_any_script_when_saved_then_every_chunk_fits_the_embedders_token_limit(
+    tmp_path: Path, text: str
+) -> None:
+    embedder = TokenLimitedEmbedder()
+    with open_backend("sqlite", tmp_path, embedder) as backend:
+        backend.memory.save_messages(thread_id=T, resource_id=R, messages=[f"ledger {text}"])
+        found = backend.memory.recall(thread_id=T, resource_id=R, query="ledger", options=KEYWORD)
+
+    assert 0 < embedder.longest <= TokenLimitedEmbedder.LIMIT
+    assert len(found.hits) == 1
+
+
+def test_given_an_embedder_that_refuses_the_text_when_saved_then_invalid_input_not_retryable(
+    tmp_path: Path,
+) -> None:
+    class Refusing(HashEmbedder):
+        def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+            raise InvalidInput("input rejected by the model")
+
+    with open_backend("sqlite", tmp_path, Refusing()) as backend:
+        with pytest.raises(InvalidInput) as err:
+            backend.memory.save_messages(thread_id=T, resource_id=R, messages=["hello"])
+        assert not isinstance(err.value, Unavailable)
+        assert "saved" in err.value.message
+        assert [m.text for m in backend.memory.list_messages(thread_id=T, resource_id=R).messages] == [
+            "hello"
+        ]
+
+
+def test_given_a_malformed_embedding_answer_when_saved_again_then_the_bad_vector_was_not_cached(
+    tmp_path: Path,
+) -> None:
+    for name in BACKENDS:
+        with open_backend(name, tmp_path / name, FlakyEmbedder()) as backend:
+            with pytest.raises(Unavailable):
+                backend.memory.save_messages(
+                    thread_id=T, resource_id=R, messages=[{"id": "m1", "content": "kelp"}]
+                )
+
+            backend.memory.save_messages(
+                thread_id=T, resource_id=R, messages=[{"id": "m1", "content": "kelp"}]
+            )
+
+            found = backend.memory.recall(thread_id=T, resource_id=R, query="kelp", options=KEYWORD)
+            assert [h.message_id for h in found.hits] == ["m1"], name
