@@ -77,7 +77,10 @@ class SemanticRecallOptions(_Options):
         top_k: how many matching messages to recall (1..100), before neighbours are added.
         message_range: neighbours around each hit: a number (both sides) or ``{before, after}``.
         scope: ``resource`` searches every thread of the resource; ``thread`` only the current thread.
-        threshold: minimum vector similarity (0..1) for vector mode; hybrid applies it to the vector list.
+        threshold: relevance floor (0..1). Vector mode: minimum cosine similarity (Mastra's meaning).
+            Keyword and hybrid: each retriever's hits must reach it on their own normalised score
+            (cosine similarity; ``memstack.fusion.keyword_relevance`` of BM25) before fusion, so an
+            unrelated query can recall nothing. ``None``: no floor.
         filter: metadata filter applied inside the search (``memstack.filters``).
         mode: ``vector``, ``keyword`` (BM25) or ``hybrid`` (weighted fusion of both; Memstack's default).
         hybrid: fusion weights.

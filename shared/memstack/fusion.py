@@ -13,6 +13,13 @@ small embedder recalls less evidence than BM25 alone. Here:
 
 Weights were chosen on two LoCoMo conversations and checked on the three others
 (docs/adr/0002-hybrid-fusion.md).
+
+**The relevance floor** (``semantic_recall.threshold``, docs/adr/0005-hybrid-relevance-floor.md): fused
+scores are rank-based and say nothing about relevance, so the threshold applies to each retriever's own
+score, normalised to 0..1, before fusion — a vector hit needs cosine similarity ``>= threshold``, a keyword
+hit ``keyword_relevance(bm25) >= threshold``; a candidate either retriever vouches for goes on to fusion.
+In hybrid mode a vector hit without similarity (cosine ``<= 0``) never enters fusion, threshold or not:
+nearest-neighbour search always returns ``k`` documents, and the unrelated ones used to fill ``top_k``.
 """
 
 from __future__ import annotations
@@ -23,6 +30,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memstack.ports import IndexHit
+
+KEYWORD_HALF_SCORE = 4.0
+"""The BM25 score (OpenSearch/Lucene scale) that ``keyword_relevance`` maps to 0.5: about one distinctive
+word of the query matched (a word in 1 of 50 chunks has an IDF near 4); words in every other chunk
+("the", "what") score under 1 each."""
+
+
+def keyword_relevance(score: float) -> float:
+    """A BM25 score as relevance in 0..1: ``score / (score + KEYWORD_HALF_SCORE)``.
+
+    BM25 has no upper bound and grows with the number and rarity of the query words matched, so it is
+    saturated rather than divided by the list's best score: the best hit of an unrelated query (matching
+    only common words) stays low, and a threshold can answer "nothing relevant". Keyword scores are on the
+    Lucene scale on every backend (the SQLite index converts FTS5's ``bm25()``).
+
+    Args:
+        score: a keyword ``IndexHit.score`` (>= 0).
+    """
+    score = max(0.0, score)
+    return score / (score + KEYWORD_HALF_SCORE)
 
 
 @dataclass(frozen=True, slots=True)

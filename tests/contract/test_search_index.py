@@ -953,7 +953,7 @@ def test_given_an_all_zero_entry_vector_when_searching_then_found_by_keywords_ne
 
 def test_sqlite_given_a_corpus_when_searching_keywords_then_the_fast_path_equals_the_full_query() -> None:
     from memstack.adapters.sqlite.db import SqliteDatabase
-    from memstack.adapters.sqlite.index import SqliteSearchIndex, _keyword_sql, fts_query
+    from memstack.adapters.sqlite.index import _FTS5_BM25_SCALE, SqliteSearchIndex, _keyword_sql, fts_query
 
     ix = SqliteSearchIndex(SqliteDatabase(":memory:"), DIM)
     rng = random.Random(7)
@@ -992,7 +992,7 @@ def test_sqlite_given_a_corpus_when_searching_keywords_then_the_fast_path_equals
         for thread_id in (None, "t1"):
             for top_k in (1, 4, 16, 300):
                 sql, params = _keyword_sql(match, "r1", thread_id, None, top_k)
-                full = [(m, t, q, -r) for m, t, q, r in ix._db.conn.execute(sql, params)]
+                full = [(m, t, q, -r / _FTS5_BM25_SCALE) for m, t, q, r in ix._db.conn.execute(sql, params)]
                 fast = [
                     (h.message_id, h.thread_id, h.seq, h.score)
                     for h in ix._keyword_ranked_first(ix._db.conn, match, "r1", thread_id, top_k)

@@ -23,7 +23,7 @@ from typing import Any
 
 from memstack.config import SemanticRecallOptions
 from memstack.errors import Unavailable
-from memstack.fusion import FusedHit, fuse
+from memstack.fusion import FusedHit, fuse, keyword_relevance
 from memstack.model import Message, Resource, Thread
 from memstack.ports import Embedder, IndexEntry, IndexHit, MemoryStore, MessageWindow, SearchIndex, Vector
 from memstack.text import chunk_text, searchable_text
@@ -290,9 +290,12 @@ class SemanticRecall:
             filter=options.filter,
         )
         vhits: list[IndexHit] = list(results.vector or [])
+        khits: list[IndexHit] = list(results.keyword or [])
+        if options.mode == "hybrid":
+            vhits = [h for h in vhits if h.score > 0]  # no similarity is no evidence (relevance.py)
         if options.threshold is not None:
             vhits = [h for h in vhits if h.score >= options.threshold]
-        khits: list[IndexHit] = list(results.keyword or [])
+            khits = [h for h in khits if keyword_relevance(h.score) >= options.threshold]
         if options.mode == "vector":
             return [
                 FusedHit(h.message_id, h.thread_id, h.score, vector_rank=i + 1, seq=h.seq)

@@ -98,6 +98,10 @@ FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 DEFAULT_VECTOR_CACHE_BYTES = 256 * 1024 * 1024
 """Default bound of the in-memory vector cache: about 170k chunks of 384 dimensions."""
 
+_FTS5_BM25_SCALE = 2.2
+"""FTS5's ``bm25()`` keeps BM25's ``k1 + 1`` factor (k1 = 1.2) that Lucene dropped; keyword scores are
+divided by it so both backends report BM25 on one scale (``memstack.fusion.keyword_relevance``)."""
+
 _ROW_OVERHEAD_BYTES = 120
 """Estimated cache bytes per chunk besides its vector (ids in Python lists, index arrays)."""
 
@@ -436,7 +440,7 @@ class SqliteSearchIndex:
 
         Returns:
             ``SearchResults``: each list best first, one hit per message scored by its best chunk —
-            cosine similarity in [-1, 1] for vectors, ``-bm25()`` (positive) for keywords; ties broken by
+            cosine similarity in [-1, 1] for vectors, ``-bm25() / 2.2`` (positive; Lucene's scale) for keywords; ties broken by
             message id. A list is ``None`` when its retriever was not asked.
 
         Raises:
@@ -465,7 +469,7 @@ class SqliteSearchIndex:
                 elif match is not None:
                     sql, params = _keyword_sql(match, resource_id, thread_id, checked, top_k)
                     keyword_hits = [
-                        IndexHit(message_id=m, thread_id=t, score=-r, seq=q)
+                        IndexHit(message_id=m, thread_id=t, score=-r / _FTS5_BM25_SCALE, seq=q)
                         for m, t, q, r in conn.execute(sql, params)
                     ]
         return SearchResults(vector=vector_hits, keyword=keyword_hits)
@@ -502,7 +506,10 @@ class SqliteSearchIndex:
             kth = sorted(r for r, _, _ in best.values())[top_k - 1] if len(best) >= top_k else None
             if len(ranked) < limit or (kth is not None and ranked[-1][1] > kth):
                 ordered = sorted(best.items(), key=lambda item: (item[1][0], item[0]))[:top_k]
-                return [IndexHit(message_id=m, thread_id=t, score=-r, seq=q) for m, (r, t, q) in ordered]
+                return [
+                    IndexHit(message_id=m, thread_id=t, score=-r / _FTS5_BM25_SCALE, seq=q)
+                    for m, (r, t, q) in ordered
+                ]
             limit *= 2
 
     def _vector_search(
