@@ -10,7 +10,7 @@ Each port has one conformance suite in ``tests/contract/`` that every adapter ru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -192,9 +192,35 @@ class MemoryStore(Protocol):
         exactly once, whatever the replays (on Serverless OpenSearch, ``_id`` cannot do it)."""
         ...
 
-    def set_index_marks(self, resource_id: str, marks: dict[str, str]) -> None:
+    def set_index_marks(
+        self,
+        resource_id: str,
+        marks: dict[str, str],
+        *,
+        documents: Mapping[str, Sequence[str]] | None = None,
+        expected: Mapping[str, str | None] | None = None,
+    ) -> list[str]:
         """Record message id → fingerprint for messages of this resource that still exist (the others are
-        skipped quietly: a message deleted while it was being indexed stays unmarked)."""
+        skipped quietly: a message deleted while it was being indexed stays unmarked).
+
+        Args:
+            marks: message id → fingerprint.
+            documents: message id → the ids of its documents in the search index, kept with the mark
+                (``get_index_state``) and, unlike the fingerprint, kept across saves of the message, so the
+                next indexer can delete exactly those documents (Serverless OpenSearch finds them by search
+                only after a delay).
+            expected: message id → the fingerprint the caller read (``None``: no mark). A message whose
+                mark has changed since is not marked: two indexers of one batch both write documents,
+                and only the first to mark keeps them.
+
+        Returns:
+            The ids not marked: gone, another resource's, or (with ``expected``) marked by someone else.
+        """
+        ...
+
+    def get_index_state(self, resource_id: str, message_ids: Sequence[str]) -> dict[str, IndexState]:
+        """Message id → its ``IndexState`` for these messages of this resource that exist (one read, as
+        ``get_index_marks``)."""
         ...
 
     def get_resource(self, resource_id: str) -> Resource | None:
@@ -244,6 +270,20 @@ class MemoryStore(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    """What the store knows of a message's place in the search index.
+
+    Attributes:
+        fingerprint: the mark of the content last indexed; ``None`` when never marked or saved since.
+        documents: the search-index document ids of the message's chunks as last indexed (kept across
+            saves; empty when none were recorded).
+    """
+
+    fingerprint: str | None = None
+    documents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,9 +337,25 @@ class SearchIndex(Protocol):
 
     dimension: int
 
-    def upsert(self, entries: Sequence[IndexEntry]) -> None:
-        """Index these chunks. For every message id in ``entries`` all previously indexed chunks are
-        replaced, so re-indexing never duplicates."""
+    def upsert(self, entries: Sequence[IndexEntry], *, replace: bool = True) -> dict[str, list[str]]:
+        """Index these chunks.
+
+        Args:
+            replace: for every message id in ``entries`` remove all previously indexed chunks, so
+                re-indexing never duplicates. ``False`` when the caller removes the earlier documents itself
+                by id (``delete_documents``, ids kept with the index marks): where document ids are
+                assigned by the server (Serverless OpenSearch) finding them takes an eventually consistent
+                search. Indexes with deterministic ids replace in either case.
+
+        Returns:
+            Message id → the ids of the documents written for it, in chunk order.
+        """
+        ...
+
+    def delete_documents(self, resource_id: str, document_ids: Sequence[str]) -> None:
+        """Remove these documents (ids ``upsert`` returned for this resource's messages, as the store's index
+        marks keep them); unknown ids are ignored. Adapters whose ids are assigned by the server delete by
+        id alone, so callers name only ids read from this resource's marks."""
         ...
 
     def delete_messages(self, resource_id: str, message_ids: Sequence[str]) -> None:

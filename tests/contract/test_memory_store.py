@@ -24,7 +24,7 @@ from memstack.model import (
     ToolCallPart,
     ToolResultPart,
 )
-from memstack.ports import MemoryStore, MessageWindow
+from memstack.ports import IndexState, MemoryStore, MessageWindow
 
 from .conftest import STORE_FACTORIES
 
@@ -392,6 +392,43 @@ def test_given_index_marks_when_set_then_read_back_for_this_resource_only(store:
     assert store.get_index_marks("r2", ["m1", "m2"]) == {}
     store.set_index_marks("r2", {"m3": "stolen"})
     assert store.get_index_marks("r1", ["m3"]) == {}
+
+
+def test_given_index_documents_when_the_message_is_saved_again_then_they_outlive_the_mark(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2")])
+    missed = store.set_index_marks("r1", {"m1": "fp-1", "ghost": "fp-x"}, documents={"m1": ["d1", "d2"]})
+    assert missed == ["ghost"]
+    assert store.get_index_state("r1", ["m1", "m2"]) == {
+        "m1": IndexState("fp-1", ("d1", "d2")),
+        "m2": IndexState(None, ()),
+    }
+    store.save_messages("r1", "t1", [msg("m1", text="edited")])
+    assert store.get_index_state("r1", ["m1"]) == {"m1": IndexState(None, ("d1", "d2"))}
+    assert store.get_index_state("r2", ["m1"]) == {}
+
+
+def test_given_an_expected_mark_when_another_indexer_marked_first_then_the_second_is_not_marked(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread())
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2")])
+    first = store.set_index_marks("r1", {"m1": "fp-a"}, documents={"m1": ["a"]}, expected={"m1": None})
+    second = store.set_index_marks(
+        "r1",
+        {"m1": "fp-b", "m2": "fp-b"},
+        documents={"m1": ["b"], "m2": ["c"]},
+        expected={"m1": None, "m2": None},
+    )
+    assert first == [] and second == ["m1"]
+    assert store.get_index_state("r1", ["m1", "m2"]) == {
+        "m1": IndexState("fp-a", ("a",)),
+        "m2": IndexState("fp-b", ("c",)),
+    }
+    assert store.set_index_marks("r1", {"m1": "fp-c"}, expected={"m1": "fp-a"}) == []
+    assert store.get_index_marks("r1", ["m1"]) == {"m1": "fp-c"}
 
 
 def test_given_a_marked_message_when_saved_again_or_deleted_then_its_mark_is_gone(store: MemoryStore) -> None:

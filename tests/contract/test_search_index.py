@@ -333,6 +333,20 @@ def test_given_chunked_messages_when_searching_with_top_k_then_top_k_distinct_me
     assert len(set(ids(results.keyword))) == len(ids(results.keyword)) == 3
 
 
+def test_given_an_upsert_when_its_document_ids_are_deleted_then_exactly_those_chunks_go(
+    index: SearchIndex,
+) -> None:
+    written = index.upsert(
+        [entry("m1", "alpha one", E0), entry("m1", "alpha two", E0, chunk=1), entry("m2", "alpha three", E0)]
+    )
+    assert sorted(written) == ["m1", "m2"] and len(written["m1"]) == 2 and len(written["m2"]) == 1
+    index.delete_documents("r1", [written["m1"][1], "no-such-document"])
+    found = index.search("r1", top_k=5, text="alpha")
+    assert sorted(ids(found.keyword)) == ["m1", "m2"]
+    index.delete_documents("r1", written["m1"][:1] + written["m2"])
+    assert ids(index.search("r1", top_k=5, text="alpha").keyword) == []
+
+
 def test_given_messages_when_some_are_deleted_then_they_are_no_longer_found(index: SearchIndex) -> None:
     index.upsert(
         [

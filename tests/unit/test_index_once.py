@@ -130,7 +130,7 @@ def serverless_index() -> Iterator[tuple[SearchIndex, Any]]:
         yield index, opensearch_support.shared_double("serverless")
 
 
-def test_given_a_serverless_collection_when_a_batch_is_replayed_then_each_chunk_is_stored_once(
+def test_given_a_serverless_collection_when_a_batch_is_replayed_or_reindexed_within_the_delay_then_stored_once(
     tmp_path: Path, serverless_index: tuple[Any, Any]
 ) -> None:
     index, double = serverless_index
@@ -140,7 +140,8 @@ def test_given_a_serverless_collection_when_a_batch_is_replayed_then_each_chunk_
     try:
         for _ in range(3):  # the stream delivers the batch three times
             mem.index_saved(resource_id="r1", thread_id="t1", message_ids=ids)
-        # without the marks each replay would add a copy: search cannot see the earlier ones to delete
+        # without the marks each replay would add a copy: search cannot see the earlier ones to delete;
+        # re-indexing (an update) deletes the previous chunks by the ids kept with the marks
         for _ in range(2):
             mem.recall_engine.index_messages(
                 mem.store.get_thread("r1", "t1"),
@@ -150,7 +151,7 @@ def test_given_a_serverless_collection_when_a_batch_is_replayed_then_each_chunk_
     finally:
         double.delay_visibility(0)
     copies = sorted(d["message_id"] for d in double.documents(index.name).values())
-    assert copies == ["m0", "m0", "m0", "m1", "m2"]
+    assert copies == ["m0", "m1", "m2"]
 
 
 def test_given_stream_indexing_when_saving_then_nothing_is_indexed_until_index_saved(tmp_path: Path) -> None:
@@ -168,3 +169,53 @@ def test_given_stream_indexing_setting_when_loaded_then_it_is_read() -> None:
 
     assert load_settings().indexing == "inline"
     assert load_settings(indexing="stream").indexing == "stream"
+
+
+def test_given_a_serverless_collection_when_a_message_is_updated_within_the_delay_then_no_stale_chunk(
+    tmp_path: Path, serverless_index: tuple[Any, Any]
+) -> None:
+    index, double = serverless_index
+    mem, _ = make(tmp_path, index)
+    double.delay_visibility(60)
+    try:
+        mem.save_messages(thread_id="t1", resource_id="r1", messages=[{"id": "m0", "content": "old harbour"}])
+        mem.save_messages(
+            thread_id="t1", resource_id="r1", messages=[{"id": "m0", "content": "new lighthouse"}]
+        )
+    finally:
+        double.delay_visibility(0)
+    texts = [d["text"] for d in double.documents(index.name).values()]
+    assert texts == ["new lighthouse"]
+
+
+def test_given_two_indexers_of_one_batch_when_they_interleave_then_one_copy_is_kept(
+    tmp_path: Path, serverless_index: tuple[Any, Any]
+) -> None:
+    index, double = serverless_index
+    mem, _ = make(tmp_path, index)
+    ids = save_unindexed(mem, TEXTS)
+    store = mem.store
+    real_marks = store.set_index_marks
+    raced: list[int] = []
+
+    def racing_marks(*args: Any, **kwargs: Any) -> list[str]:
+        # the first indexer writes its documents, then a second indexer of the same batch runs whole
+        # before the first one marks
+        if not raced:
+            raced.append(1)
+            mem.index_saved(resource_id="r1", thread_id="t1", message_ids=ids)
+        return real_marks(*args, **kwargs)
+
+    store.set_index_marks = racing_marks  # type: ignore[method-assign]
+    double.delay_visibility(60)
+    try:
+        mem.index_saved(resource_id="r1", thread_id="t1", message_ids=ids)
+    finally:
+        double.delay_visibility(0)
+        store.set_index_marks = real_marks  # type: ignore[method-assign]
+    stored = double.documents(index.name)
+    assert sorted(d["message_id"] for d in stored.values()) == ["m0", "m1", "m2"]
+    marked = {mid: state.documents for mid, state in store.get_index_state("r1", ids).items()}
+    assert marked == {
+        d["message_id"]: (doc_id,) for doc_id, d in stored.items()
+    }  # the marks name the copy kept

@@ -408,7 +408,7 @@ def test_given_a_version_3_file_when_opened_then_pending_since_is_filled_from_ea
     )
     store = SqliteMemoryStore(SqliteDatabase(path))
     try:
-        assert layout(path)[0] == SCHEMA_VERSION == 4
+        assert layout(path)[0] == SCHEMA_VERSION == 5
         assert store.list_observation_work(due_before=at(59), limit=10) == [("r1", None), ("r1", "t1")]
         got = store.get_observation_record("r1", "t1")
         assert got is not None and (got.pending_since, got.version) == (at(7), 1)

@@ -17,7 +17,7 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,16 @@ from memstack.config import SemanticRecallOptions
 from memstack.errors import Unavailable
 from memstack.fusion import FusedHit, fuse, keyword_relevance
 from memstack.model import Message, Resource, Thread
-from memstack.ports import Embedder, IndexEntry, IndexHit, MemoryStore, MessageWindow, SearchIndex, Vector
+from memstack.ports import (
+    Embedder,
+    IndexEntry,
+    IndexHit,
+    IndexState,
+    MemoryStore,
+    MessageWindow,
+    SearchIndex,
+    Vector,
+)
 from memstack.text import chunk_text, searchable_text
 from memstack.working_memory import THREAD_METADATA_KEY
 
@@ -194,47 +203,87 @@ class SemanticRecall:
     ) -> int:
         """Index (or re-index) these messages of ``thread``; returns the number of chunks written.
 
-        Messages without searchable text are removed from the index instead. With ``once`` each content
-        of a message is indexed exactly once: a message whose index mark (``MemoryStore.get_index_marks``)
-        equals the fingerprint of what would be indexed is skipped, and the indexed ones are marked
-        afterwards — so replays of a stream batch neither re-embed nor duplicate (on Serverless
-        OpenSearch the document ``_id`` cannot give that).
+        Messages without searchable text are removed from the index instead. Every indexed message is
+        marked in the store (``MemoryStore.set_index_marks``) with the fingerprint of what was indexed and
+        the ids of the documents written, and the documents of its previous indexing are deleted by those
+        ids — on Serverless OpenSearch the search that could find them lags the writes, so an update
+        within the lag would otherwise keep the old chunk.
+
+        With ``once`` each content of a message is indexed exactly once: a message whose mark equals the
+        fingerprint of what would be indexed is skipped, and marking is a compare-and-set on the mark that
+        was read — of two indexers of one stream batch only the first to mark keeps its documents, the
+        other deletes its own (on Serverless OpenSearch the document ``_id`` cannot de-duplicate).
         Raises what the embedder, index or store raises (the caller decides whether that fails the call).
         """
+        rid = thread.resource_id
         planned: dict[str, tuple[Message, list[str], str]] = {}
         for message in messages:
             text = searchable_text(message, options.tool_text_chars)
             chunks = chunk_text(text, options.chunk_chars) if text else []
             planned[message.id] = (message, chunks, self._fingerprint(thread, message, chunks))
-        if once and planned:
-            marks = self.store.get_index_marks(thread.resource_id, list(planned))
-            planned = {mid: p for mid, p in planned.items() if marks.get(mid) != p[2]}
+        if not planned:
+            return 0
+        states = self.store.get_index_state(rid, list(planned))
+        if once:
+            planned = {mid: p for mid, p in planned.items() if _state(states, mid).fingerprint != p[2]}
         drop = [mid for mid, (_, chunks, _) in planned.items() if not chunks]
         if drop:
-            self.index.delete_messages(thread.resource_id, drop)
-        entries_meta = [(m, n, chunk) for m, chunks, _ in planned.values() for n, chunk in enumerate(chunks)]
-        entries: list[IndexEntry] = []
-        if entries_meta:
-            vectors = self.embed_documents([c for _, _, c in entries_meta])
-            entries = [
-                IndexEntry(
-                    message_id=m.id,
-                    chunk=n,
-                    thread_id=thread.id,
-                    resource_id=thread.resource_id,
-                    role=m.role,
-                    seq=m.seq,
-                    created_at=m.created_at,
-                    text=chunk,
-                    vector=vec,
-                    metadata=entry_metadata(thread, m),
-                )
-                for (m, n, chunk), vec in zip(entries_meta, vectors, strict=True)
-            ]
-            self.index.upsert(entries)
-        if once and planned:
-            self.store.set_index_marks(thread.resource_id, {mid: p[2] for mid, p in planned.items()})
+            self.index.delete_messages(rid, drop)
+        entries = self._entries(thread, planned.values())
+        # Documents of a message marked before their ids were recorded can only be found by search.
+        unknown = any(
+            _state(states, mid).fingerprint and not _state(states, mid).documents for mid in planned
+        )
+        written = self.index.upsert(entries, replace=unknown) if entries else {}
+        documents = {mid: written.get(mid, []) for mid in planned}
+        expected = {mid: _state(states, mid).fingerprint for mid in planned} if once else None
+        lost = self.store.set_index_marks(
+            rid, {mid: p[2] for mid, p in planned.items()}, documents=documents, expected=expected
+        )
+        self._delete_replaced(rid, states, documents, lost)
         return len(entries)
+
+    def _entries(self, thread: Thread, planned: Iterable[tuple[Message, list[str], str]]) -> list[IndexEntry]:
+        entries_meta = [(m, n, chunk) for m, chunks, _ in planned for n, chunk in enumerate(chunks)]
+        if not entries_meta:
+            return []
+        vectors = self.embed_documents([c for _, _, c in entries_meta])
+        return [
+            IndexEntry(
+                message_id=m.id,
+                chunk=n,
+                thread_id=thread.id,
+                resource_id=thread.resource_id,
+                role=m.role,
+                seq=m.seq,
+                created_at=m.created_at,
+                text=chunk,
+                vector=vec,
+                metadata=entry_metadata(thread, m),
+            )
+            for (m, n, chunk), vec in zip(entries_meta, vectors, strict=True)
+        ]
+
+    def _delete_replaced(
+        self,
+        resource_id: str,
+        states: dict[str, IndexState],
+        documents: dict[str, list[str]],
+        lost: list[str],
+    ) -> None:
+        """Delete by id what the marks no longer name: a marked message's previous documents, and the
+        documents of a message whose mark another indexer set first (keeping the ones that mark names —
+        with deterministic ids both indexers wrote the same documents) or that is gone."""
+        stale: set[str] = set()
+        for mid, docs in documents.items():
+            if mid not in lost:
+                stale |= set(_state(states, mid).documents) - set(docs)
+        if lost:
+            winners = self.store.get_index_state(resource_id, lost)
+            for mid in lost:
+                stale |= set(documents[mid]) - set(_state(winners, mid).documents)
+        if stale:
+            self.index.delete_documents(resource_id, sorted(stale))
 
     def _fingerprint(self, thread: Thread, message: Message, chunks: list[str]) -> str:
         """What an index entry of the message is made of (embedder, chunks, order, metadata), hashed."""
@@ -375,3 +424,7 @@ class SemanticRecall:
             self.index.delete_messages(resource_id, message_ids)
         except Exception as exc:
             logger.warning("could not remove orphaned index entries (%s)", type(exc).__name__)
+
+
+def _state(states: dict[str, IndexState], message_id: str) -> IndexState:
+    return states.get(message_id) or IndexState()

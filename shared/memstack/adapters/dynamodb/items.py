@@ -250,6 +250,7 @@ class Item(Model):
     seq = NumberAttribute(null=True)
     expires_at = NumberAttribute(null=True)
     indexed = UnicodeAttribute(null=True)  # id pointers: fingerprint of the content last indexed
+    index_docs = UnicodeAttribute(null=True)  # id pointers: JSON list of the chunks' search-index ids
     # id pointer
     thread_id = UnicodeAttribute(null=True)
     # resource

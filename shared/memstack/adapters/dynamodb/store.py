@@ -22,7 +22,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -78,7 +78,7 @@ from memstack.model import (
     check_observation_work_limit,
     utcnow,
 )
-from memstack.ports import Direction, MessageWindow, ThreadOrder
+from memstack.ports import Direction, IndexState, MessageWindow, ThreadOrder
 
 log = logging.getLogger(__name__)
 
@@ -558,6 +558,8 @@ class DynamoDBMemoryStore:
             created_at=created,
             body_s3=ref.key if ref else None,
             expires_at=expires,
+            # a save clears the index mark but keeps the documents' ids: the next indexer deletes them
+            index_docs=pointer.index_docs if pointer is not None else None,
         )
         if pointer is not None:
             # still there, still ours (not deleted meanwhile), body unchanged since it was read
@@ -790,32 +792,52 @@ class DynamoDBMemoryStore:
     # resources -----------------------------------------------------------------------------------
 
     def get_index_marks(self, resource_id: str, message_ids: Sequence[str]) -> dict[str, str]:
+        """The fingerprints of ``get_index_state``."""
+        return {
+            mid: state.fingerprint
+            for mid, state in self.get_index_state(resource_id, message_ids).items()
+            if state.fingerprint is not None
+        }
+
+    def get_index_state(self, resource_id: str, message_ids: Sequence[str]) -> dict[str, IndexState]:
         """BatchGetItem of the id pointers; the mark lives on the pointer (every save re-puts the pointer
-        whole, which clears it; a delete removes it)."""
+        whole, which clears the fingerprint and carries ``index_docs`` over; a delete removes it)."""
         ids = list(dict.fromkeys(message_ids))
         got = self._batch_get([pointer_key(resource_id, i) for i in ids])
         return {
-            mid: p.indexed
+            mid: IndexState(p.indexed or None, tuple(json.loads(p.index_docs)) if p.index_docs else ())
             for mid in ids
-            if (p := got.get(pointer_key(resource_id, mid))) is not None
-            and p.resource_id == resource_id
-            and p.indexed
+            if (p := got.get(pointer_key(resource_id, mid))) is not None and p.resource_id == resource_id
         }
 
-    def set_index_marks(self, resource_id: str, marks: dict[str, str]) -> None:
-        """One conditional UpdateItem per pointer (it must exist and be this resource's); a failed
-        condition (deleted meanwhile, another resource's) is skipped."""
+    def set_index_marks(
+        self,
+        resource_id: str,
+        marks: dict[str, str],
+        *,
+        documents: Mapping[str, Sequence[str]] | None = None,
+        expected: Mapping[str, str | None] | None = None,
+    ) -> list[str]:
+        """One conditional UpdateItem per pointer (it must exist, be this resource's and, with
+        ``expected``, still carry the expected mark); a failed condition is a message not marked."""
         m = self._model
+        missed: list[str] = []
         for mid, fingerprint in marks.items():
             item = m(*pointer_key(resource_id, mid))
+            actions: list[Any] = [m.indexed.set(fingerprint)]
+            if documents is not None and mid in documents:
+                actions.append(m.index_docs.set(json.dumps(list(documents[mid]))))
+            condition = m.pk.exists() & (m.resource_id == resource_id)
+            if expected is not None:
+                was = expected.get(mid)
+                condition &= m.indexed.does_not_exist() if was is None else (m.indexed == was)
             try:
-                item.update(
-                    [m.indexed.set(fingerprint)],
-                    condition=m.pk.exists() & (m.resource_id == resource_id),
-                )
+                item.update(actions, condition=condition)
             except UpdateError as exc:
                 if not lost_race(exc):
                     raise translate(exc, "mark indexed") from exc
+                missed.append(mid)
+        return missed
 
     def get_resource(self, resource_id: str) -> Resource | None:
         """One GetItem (strongly consistent)."""

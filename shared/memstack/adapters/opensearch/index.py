@@ -233,11 +233,18 @@ class OpenSearchIndex:
 
     # ------------------------------------------------------------------------------------------- writes
 
-    def upsert(self, entries: Sequence[IndexEntry]) -> None:
+    def upsert(self, entries: Sequence[IndexEntry], *, replace: bool = True) -> dict[str, list[str]]:
         """Index these chunks, replacing every earlier chunk of each ``(resource_id, message_id)``.
 
         A repeated ``(resource_id, message_id, chunk)`` in the batch keeps the last one. Validation happens
-        before any request, so a bad entry writes nothing.
+        before any request, so a bad entry writes nothing. On ``aoss`` with ``replace=False`` the earlier
+        chunks are left for the caller to delete by id (``delete_documents``): the search that finds them
+        sees a write only after the collection's visibility delay, so an update made within it would keep
+        the old chunk.
+
+        Returns:
+            Message id → the ``_id`` of each document written for it, in chunk order (assigned by the
+            collection on ``aoss``).
 
         Raises:
             InvalidInput: naming ``entries[i].<field>``: a bad id, a negative or non-integer chunk or seq,
@@ -254,23 +261,44 @@ class OpenSearchIndex:
             chunks.pop(key, None)
             chunks[key] = chunk
         if not chunks:
-            return
+            return {}
         messages: dict[str, set[str]] = {}
         for chunk in chunks.values():
             messages.setdefault(chunk.resource_id, set()).add(chunk.message_id)
+        written: dict[str, str] = {}  # uid → _id
         if self.service == "aoss":
-            old_ids = self._find_ids(_messages_query(messages))
-            self._bulk([({"index": {"_index": self.name}}, c.doc) for c in chunks.values()])
+            old_ids = self._find_ids(_messages_query(messages)) if replace else []
+            self._bulk([({"index": {"_index": self.name}}, c.doc) for c in chunks.values()], written)
             self._bulk([({"delete": {"_index": self.name, "_id": i}}, None) for i in old_ids])
         else:
             new_ids = [c.doc["uid"] for c in chunks.values()]
             self._bulk(
-                [({"index": {"_index": self.name, "_id": c.doc["uid"]}}, c.doc) for c in chunks.values()]
+                [({"index": {"_index": self.name, "_id": c.doc["uid"]}}, c.doc) for c in chunks.values()],
+                written,
             )
             stale = _messages_query(messages)
             stale["bool"]["must_not"] = [{"ids": {"values": new_ids}}]
             self._delete_by_query(stale)
         logger.debug("indexed %d chunks of %d resources", len(chunks), len(messages))
+        out: dict[str, list[str]] = {}
+        for c in sorted(chunks.values(), key=lambda c: c.chunk):
+            out.setdefault(c.message_id, []).append(written.get(c.doc["uid"], c.doc["uid"]))
+        return out
+
+    def delete_documents(self, resource_id: str, document_ids: Sequence[str]) -> None:
+        """Remove these documents (``_id``s from ``upsert``) by id, in ``_bulk`` requests; ids already gone
+        are ignored. Only documents of ``resource_id`` are named by the caller's index marks, which the
+        store scopes to the resource.
+
+        Raises:
+            InvalidInput: ``resource_id`` is not a valid id, or ``document_ids`` is one string.
+            Unavailable: OpenSearch failed.
+        """
+        check_id(resource_id, "resource_id")
+        if isinstance(document_ids, str):
+            raise InvalidInput("document_ids must be a list of ids, not one string", field="document_ids")
+        ids = sorted({i for i in document_ids if isinstance(i, str) and i})
+        self._bulk([({"delete": {"_index": self.name, "_id": i}}, None) for i in ids])
 
     def _chunk(self, entry: IndexEntry, path: str) -> _Chunk:
         e = check_entry(entry, path)
@@ -423,14 +451,23 @@ class OpenSearchIndex:
                 return ids
             after = hits[-1]["sort"]
 
-    def _bulk(self, actions: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> int:
-        """``_bulk`` in requests of ``BULK_ACTIONS_PER_REQUEST``; returns how many actions took effect."""
+    def _bulk(
+        self,
+        actions: list[tuple[dict[str, Any], dict[str, Any] | None]],
+        written: dict[str, str] | None = None,
+    ) -> int:
+        """``_bulk`` in requests of ``BULK_ACTIONS_PER_REQUEST``; returns how many actions took effect.
+        ``written`` collects each indexed document's ``uid`` → ``_id``."""
         return sum(
-            self._bulk_batch(actions[start : start + BULK_ACTIONS_PER_REQUEST])
+            self._bulk_batch(actions[start : start + BULK_ACTIONS_PER_REQUEST], written)
             for start in range(0, len(actions), BULK_ACTIONS_PER_REQUEST)
         )
 
-    def _bulk_batch(self, actions: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> int:
+    def _bulk_batch(
+        self,
+        actions: list[tuple[dict[str, Any], dict[str, Any] | None]],
+        written: dict[str, str] | None = None,
+    ) -> int:
         """One ``_bulk`` request; items refused with 429/5xx are retried, other item errors are fatal.
 
         Returns:
@@ -466,6 +503,8 @@ class OpenSearchIndex:
                 status = int(result.get("status", 500))
                 if status < 300:
                     done += 1
+                    if written is not None and sent[1] is not None and result.get("_id"):
+                        written[sent[1]["uid"]] = str(result["_id"])
                     continue
                 if op == "delete" and status == 404:
                     continue

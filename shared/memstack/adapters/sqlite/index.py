@@ -140,6 +140,9 @@ _INSERT_FTS = "INSERT INTO search_fts (rowid, text, scope) VALUES (?, ?, ?)"
 _DELETE_MESSAGE_FTS = """DELETE FROM search_fts WHERE rowid IN
     (SELECT rowid FROM search_chunks WHERE message_id = ? AND resource_id = ?)"""
 _DELETE_MESSAGE_CHUNKS = "DELETE FROM search_chunks WHERE message_id = ? AND resource_id = ?"
+_DELETE_CHUNK_FTS = """DELETE FROM search_fts WHERE rowid IN
+    (SELECT rowid FROM search_chunks WHERE message_id = ? AND resource_id = ? AND chunk = ?)"""
+_DELETE_CHUNK = "DELETE FROM search_chunks WHERE message_id = ? AND resource_id = ? AND chunk = ?"
 _DELETE_THREAD_FTS = """DELETE FROM search_fts WHERE rowid IN
     (SELECT rowid FROM search_chunks WHERE resource_id = ? AND thread_id = ?)"""
 _DELETE_THREAD_CHUNKS = "DELETE FROM search_chunks WHERE resource_id = ? AND thread_id = ?"
@@ -245,12 +248,15 @@ class SqliteSearchIndex:
 
     # ------------------------------------------------------------------------------------------- writes
 
-    def upsert(self, entries: Sequence[IndexEntry]) -> None:
+    def upsert(self, entries: Sequence[IndexEntry], *, replace: bool = True) -> dict[str, list[str]]:
         """Index these chunks in one transaction, replacing every earlier chunk of each message.
 
         For each ``(resource_id, message_id)`` in ``entries`` all stored chunks are deleted first, so a
-        message re-indexed with fewer chunks leaves none behind. A repeated ``(message_id, chunk)`` in the
-        batch keeps the last one.
+        message re-indexed with fewer chunks leaves none behind (``replace`` changes nothing here: the
+        transaction makes it free). A repeated ``(message_id, chunk)`` in the batch keeps the last one.
+
+        Returns:
+            Message id → its document ids, ``{message_id}#{chunk}`` (``delete_documents`` takes them).
 
         Raises:
             InvalidInput: naming ``entries[i].<field>``: a bad id, a negative or non-integer chunk or seq,
@@ -267,7 +273,7 @@ class SqliteSearchIndex:
             by_key.pop(key, None)
             by_key[key] = row
         if not by_key:
-            return
+            return {}
         rows = list(by_key.values())
         messages = list(dict.fromkeys((row.message_id, row.resource_id) for row in rows))
         with self._db.lock:
@@ -311,6 +317,33 @@ class SqliteSearchIndex:
                 replaced = {m for m, r in messages if r == resource_id}
                 added = [(first + n, r) for n, r in enumerate(rows) if r.resource_id == resource_id]
                 self._cache.patch(resource_id, generation, messages=replaced, added=added)
+        written: dict[str, list[str]] = {}
+        for r in sorted(rows, key=lambda r: r.chunk):
+            written.setdefault(r.message_id, []).append(f"{r.message_id}#{r.chunk}")
+        return written
+
+    def delete_documents(self, resource_id: str, document_ids: Sequence[str]) -> None:
+        """Remove these chunks (``{message_id}#{chunk}``, as ``upsert`` returns them) of this resource.
+
+        Raises:
+            InvalidInput: ``resource_id`` is not a valid id, or ``document_ids`` is one string.
+        """
+        check_id(resource_id, "resource_id")
+        if isinstance(document_ids, str):
+            raise InvalidInput("document_ids must be a list of ids, not one string", field="document_ids")
+        keys = []
+        for doc in set(document_ids):
+            message_id, _, chunk = doc.rpartition("#")
+            if message_id and chunk.isdigit():
+                keys.append((message_id, resource_id, int(chunk)))
+        if not keys:
+            return
+        with self._db.lock:
+            with self._db.transaction() as conn:
+                conn.executemany(_DELETE_CHUNK_FTS, keys)
+                conn.executemany(_DELETE_CHUNK, keys)
+                _bump(conn, {resource_id})  # other processes' caches see the change
+            self._cache.drop(resource_id)
 
     def _row(self, entry: IndexEntry, path: str) -> _Row:
         e = check_entry(entry, path)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,12 +49,13 @@ from memstack.model import (
     check_observation_work_limit,
     utcnow,
 )
-from memstack.ports import Direction, MessageWindow, ThreadOrder
+from memstack.ports import Direction, IndexState, MessageWindow, ThreadOrder
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Layout of the store's tables, recorded as ``PRAGMA user_version`` (0: ``id`` primary keys, before ids
 were scoped to their resource; 2: ``(resource_id, id)`` keys; 3: adds ``observations``; 4: adds
-``observations.pending_since`` and its partial index; 3 and 4 are additive migrations). The search index
+``observations.pending_since`` and its partial index; 5: adds ``messages.index_docs``, the search-index
+document ids of a message's chunks, kept across saves; 3, 4 and 5 are additive migrations). The search index
 keeps its own version in ``search_meta``."""
 
 
@@ -80,6 +81,7 @@ _MESSAGES = """CREATE TABLE IF NOT EXISTS {name} (
   author TEXT,
   created_at TEXT NOT NULL,
   indexed TEXT,
+  index_docs TEXT,
   PRIMARY KEY (resource_id, id),
   UNIQUE (resource_id, thread_id, seq),
   FOREIGN KEY (resource_id, thread_id) REFERENCES threads (resource_id, id) ON DELETE CASCADE
@@ -455,24 +457,51 @@ class SqliteMemoryStore:
         return sorted(found.values(), key=lambda m: (m.thread_id, m.seq))
 
     def get_index_marks(self, resource_id: str, message_ids: Sequence[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
+        return {
+            mid: state.fingerprint
+            for mid, state in self.get_index_state(resource_id, message_ids).items()
+            if state.fingerprint is not None
+        }
+
+    def get_index_state(self, resource_id: str, message_ids: Sequence[str]) -> dict[str, IndexState]:
+        out: dict[str, IndexState] = {}
         ids = list(dict.fromkeys(message_ids))
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
             rows = self.db.query(
-                f"SELECT id, indexed FROM messages WHERE resource_id = ? AND id IN ({marks}) AND indexed IS NOT NULL",
+                f"SELECT id, indexed, index_docs FROM messages WHERE resource_id = ? AND id IN ({marks})",
                 (resource_id, *chunk),
             )
-            out.update({r[0]: r[1] for r in rows})
+            out.update({r[0]: IndexState(r[1], tuple(json.loads(r[2])) if r[2] else ()) for r in rows})
         return out
 
-    def set_index_marks(self, resource_id: str, marks: dict[str, str]) -> None:
+    def set_index_marks(
+        self,
+        resource_id: str,
+        marks: dict[str, str],
+        *,
+        documents: Mapping[str, Sequence[str]] | None = None,
+        expected: Mapping[str, str | None] | None = None,
+    ) -> list[str]:
+        """One ``UPDATE`` per message in one transaction; with ``expected`` the update also requires the
+        stored mark to be the expected one (``IS``: ``NULL`` matches no mark)."""
+        missed: list[str] = []
         with self.db.transaction() as conn:
-            conn.executemany(
-                "UPDATE messages SET indexed = ? WHERE resource_id = ? AND id = ?",
-                [(fingerprint, resource_id, mid) for mid, fingerprint in marks.items()],
-            )
+            for mid, fingerprint in marks.items():
+                sql = "UPDATE messages SET indexed = ?"
+                params: list[Any] = [fingerprint]
+                if documents is not None and mid in documents:
+                    sql += ", index_docs = ?"
+                    params.append(json.dumps(list(documents[mid])))
+                sql += " WHERE resource_id = ? AND id = ?"
+                params += [resource_id, mid]
+                if expected is not None:
+                    sql += " AND indexed IS ?"
+                    params.append(expected.get(mid))
+                if conn.execute(sql, params).rowcount == 0:
+                    missed.append(mid)
+        return missed
 
     def get_resource_and_windows(
         self, resource_id: str, windows: Sequence[MessageWindow]
@@ -700,6 +729,8 @@ def _open_schema(db: SqliteDatabase) -> None:
                 )
                 if backfill:  # a version-3 file
                     conn.execute("ALTER TABLE observations ADD COLUMN pending_since TEXT")
+                if _columns(conn, "messages") and "index_docs" not in _columns(conn, "messages"):
+                    conn.execute("ALTER TABLE messages ADD COLUMN index_docs TEXT")  # a version-4 file
                 for statement in _SCHEMA:
                     conn.execute(statement)
                 if backfill:
