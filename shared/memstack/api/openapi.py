@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memstack.api import schemas
+from memstack.api import ids, schemas
+from memstack.model import MAX_ID_LENGTH
 
 TITLE = "Memstack API"
 DESCRIPTION = (
@@ -60,28 +61,31 @@ def openapi_document() -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(
         app.get_openapi_json_schema(title=TITLE, version=_version(), description=DESCRIPTION)
     )
-    descriptions = {
-        name: info.description
-        for model in _QUERY_MODELS
-        for name, info in model.model_fields.items()
-        if info.description
-    }
+    components = doc.setdefault("components", {})
+    found = components.setdefault("schemas", {})
+    by_fields = {frozenset(m.model_fields): _query_parameters(m, found) for m in _QUERY_MODELS}
     error_ref = {"$ref": "#/components/schemas/ErrorOut"}
     for methods in doc["paths"].values():
         for operation in methods.values():
             responses = operation["responses"]
             responses.pop("422", None)
             responses.pop("500", None)
+            if "204" in responses:
+                responses["204"] = {"description": "No Content"}
             for status, text in ERROR_RESPONSES.items():
                 responses[status] = {
                     "description": text,
                     "content": {"application/json": {"schema": error_ref}},
                 }
-            for param in operation.get("parameters", []):
-                if param.get("in") in ("query", "path") and param["name"] in descriptions:
-                    param["description"] = descriptions[param["name"]]
-    components = doc.setdefault("components", {})
-    found = components.setdefault("schemas", {})
+            params = operation.get("parameters", [])
+            query = by_fields.get(frozenset(p["name"] for p in params if p.get("in") == "query"), {})
+            for param in params:
+                if param.get("in") == "path":
+                    param["schema"] = dict(ROUTABLE_ID_SCHEMA)
+                    param["description"] = PATH_DESCRIPTIONS.get(param["name"], "")
+                elif param.get("in") == "query" and param["name"] in query:
+                    param.pop("schema", None)
+                    param.update(query[param["name"]])
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         found.pop(name, None)
     error_schema = schemas.ErrorOut.model_json_schema(ref_template="#/components/schemas/{model}")
@@ -99,6 +103,50 @@ def openapi_document() -> dict[str, Any]:
     }
     doc["security"] = [{"sigv4": []}]
     return doc
+
+
+ID_PATTERN = "^[^\\x00-\\x1f\\x7f]*[^\\s\\x00-\\x1f\\x7f][^\\x00-\\x1f\\x7f]*$"
+"""An id (``memstack.model.check_id``): no control characters, not only whitespace."""
+
+ROUTABLE_ID_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_ID_LENGTH,
+    "pattern": f"^(?!\\.\\.?$)(?! +$){ids.ROUTABLE_ID.pattern}$",
+}
+"""A path id the resolver can route (``memstack.api.ids``; ``\\w`` is Unicode): not ``.`` or ``..``, not only
+spaces."""
+
+PATH_DESCRIPTIONS = {
+    "thread_id": f"The thread. A routable id: it {ids.RULE}.",
+    "resource_id": f"The resource (owner) the call acts for. A routable id: it {ids.RULE}.",
+}
+
+
+def _query_parameters(model: type[BaseModel], components: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each query parameter's OpenAPI fields from a pydantic query model: the real bounds, lengths and
+    enums (Powertools writes only the type), and JSON-typed parameters as ``content: application/json``
+    with their schema. Referenced models are added to ``components``."""
+    out: dict[str, dict[str, Any]] = {}
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    components.update(schema.get("$defs", {}))
+    for name, prop in schema["properties"].items():
+        info = model.model_fields[name]
+        field: dict[str, Any] = {"required": info.is_required()}
+        if info.description:
+            field["description"] = info.description
+        branch = next((b for b in prop.get("anyOf", [prop]) if b.get("type") != "null"), prop)
+        branch = {k: v for k, v in branch.items() if k not in ("title", "description", "default")}
+        if branch.get("contentMediaType") == "application/json":
+            field["content"] = {"application/json": {"schema": branch["contentSchema"]}}
+        else:
+            if prop.get("default") is not None:
+                branch["default"] = prop["default"]
+            if name == "resource_id":
+                branch["pattern"] = ID_PATTERN
+            field["schema"] = branch
+        out[name] = field
+    return out
 
 
 def _no_memory() -> Any:  # the document never calls a route

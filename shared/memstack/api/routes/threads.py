@@ -31,7 +31,7 @@ router = new_router()
 """The thread routes under ``/v1/threads``."""
 
 
-@router.post(f"{API_PREFIX}/threads", tags=TAGS, summary="Create a thread (201)")
+@router.post(f"{API_PREFIX}/threads", tags=TAGS, summary="Create a thread (201)", status_code=201)
 def create_thread(body: CreateThreadBody, query: Annotated[ResourceQuery, Query()]) -> Response[Thread]:
     thread = current_memory().create_thread(
         resource_id=query.resource_id, thread_id=body.id, title=body.title, metadata=body.metadata
@@ -68,7 +68,10 @@ def update_thread(thread_id: str, body: UpdateThreadBody, query: Annotated[Resou
 
 
 @router.delete(
-    f"{API_PREFIX}/threads/<thread_id>", tags=TAGS, summary="Delete a thread and its messages (204)"
+    f"{API_PREFIX}/threads/<thread_id>",
+    tags=TAGS,
+    summary="Delete a thread and its messages (204)",
+    status_code=204,
 )
 def delete_thread(thread_id: str, query: Annotated[ResourceQuery, Query()]) -> Response[None]:
     current_memory().delete_thread(thread_id=thread_id, resource_id=query.resource_id)
@@ -81,6 +84,7 @@ def delete_thread(thread_id: str, query: Annotated[ResourceQuery, Query()]) -> R
     tags=TAGS,
     summary="Copy a thread and its messages into a new thread of the resource, or of another resource "
     "the caller may act for (201)",
+    status_code=201,
 )
 def clone_thread(
     thread_id: str, body: CloneThreadBody, query: Annotated[ResourceQuery, Query()]

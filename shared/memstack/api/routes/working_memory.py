@@ -51,6 +51,7 @@ def get_resource_working_memory(query: Annotated[OptionsQuery, Query()]) -> Work
     f"{API_PREFIX}/working-memory",
     tags=TAGS,
     summary="Replace (markdown) or merge (schema) the resource's working memory (204)",
+    status_code=204,
 )
 def put_resource_working_memory(
     body: WorkingMemoryBody, query: Annotated[ResourceQuery, Query()]
@@ -82,6 +83,7 @@ def get_thread_working_memory(thread_id: str, query: Annotated[OptionsQuery, Que
     f"{API_PREFIX}/threads/<thread_id>/working-memory",
     tags=TAGS,
     summary="Replace (markdown) or merge (schema) the thread's working memory (204)",
+    status_code=204,
 )
 def put_thread_working_memory(
     thread_id: str, body: WorkingMemoryBody, query: Annotated[ResourceQuery, Query()]
