@@ -361,7 +361,7 @@ def build_local(
     try:
         store = SqliteMemoryStore(db)
         index = SqliteSearchIndex(db, emb.dimension, model_id=emb.model_id)
-        return Memory(
+        memory = Memory(
             store=store,
             index=index,
             embedder=emb,
@@ -373,6 +373,19 @@ def build_local(
     except BaseException:
         db.close()
         raise
+    _reconcile(memory)
+    return memory
+
+
+def _reconcile(memory: Memory) -> None:
+    """Index what a crash left saved but unindexed (``Memory.reconcile_index``), once at start-up; a
+    failure (the embedder is down) is logged and left for the next start, never fatal."""
+    import logging
+
+    try:
+        memory.reconcile_index()
+    except Exception as exc:
+        logging.getLogger(__name__).warning("could not reconcile the search index (%s)", type(exc).__name__)
 
 
 def __getattr__(name: str) -> Any:

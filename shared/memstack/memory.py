@@ -292,6 +292,12 @@ class Memory(BackgroundWork):
         """Index saved messages once each (a stream indexer's work); returns the chunks written."""
         return self._messages.index_saved(Scope.of(resource_id, thread_id), message_ids)
 
+    def reconcile_index(self, *, limit: int = 1_000) -> int:
+        """Index up to ``limit`` messages saved but never indexed (a crash before inline indexing; run by
+        ``Memory.local`` at start-up; stores that are ``ports.UnindexedMessages``). Returns the chunks
+        written. Raises what indexing raises (``Unavailable``)."""
+        return self._messages.reconcile_index(limit)
+
     def index_removed(self, *, resource_id: str, message_ids: Sequence[str]) -> None:
         """Remove deleted messages from the index (a stream indexer's REMOVE records; idempotent)."""
         self._messages.index_removed(Scope.resource(resource_id), message_ids)

@@ -272,6 +272,19 @@ class MemoryStore(Protocol):
         ...
 
 
+@runtime_checkable
+class UnindexedMessages(Protocol):
+    """A store that can list messages saved but never marked as indexed — the ones a crash between the
+    store's commit and inline indexing left unsearchable. Optional: on DynamoDB indexing follows the
+    table's stream, whose records Lambda retries until they are indexed (then a dead-letter queue keeps
+    them), so the stream is the reconciler there."""
+
+    def list_unindexed(self, *, limit: int) -> list[tuple[str, str, str]]:
+        """Up to ``limit`` ``(resource_id, thread_id, message_id)`` of messages without an index mark, by
+        resource, thread and ``seq``; backed by an index of the unmarked rows (no scan)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class IndexState:
     """What the store knows of a message's place in the search index.

@@ -135,3 +135,19 @@ def test_given_a_malformed_embedding_answer_when_saved_again_then_the_bad_vector
 
             found = backend.memory.recall(thread_id=T, resource_id=R, query="kelp", options=KEYWORD)
             assert [h.message_id for h in found.hits] == ["m1"], name
+
+
+def test_given_messages_stored_but_never_indexed_when_the_database_is_opened_then_they_become_searchable(
+    tmp_path: Path,
+) -> None:
+    from memstack import Memory
+
+    with Memory.local(tmp_path / "m.db", embedder="hash") as memory:
+        memory.index_on_save = False  # what a crash between the store's commit and inline indexing leaves
+        memory.save_messages(thread_id=T, resource_id=R, messages=["the lighthouse keeper is named Ada"])
+        assert memory.recall(thread_id=T, resource_id=R, query="lighthouse", options=KEYWORD).hits == []
+
+    with Memory.local(tmp_path / "m.db", embedder="hash") as memory:
+        found = memory.recall(thread_id=T, resource_id=R, query="lighthouse", options=KEYWORD)
+        assert len(found.hits) == 1
+        assert memory.reconcile_index() == 0  # healed once: nothing is left to reconcile

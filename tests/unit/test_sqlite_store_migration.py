@@ -169,7 +169,11 @@ def test_given_a_file_with_global_ids_when_opened_then_every_row_reads_back_unde
         windows = store.message_windows("r1", [MessageWindow("t1", 3, before=1)])
         assert [m.id for m in windows] == ["m1", "m3"]  # the gap at seq 2 is skipped
         marks = store.get_index_marks("r1", ["m1", "m3"])
-        assert marks == ({"m1": "fp1"} if schema is OLD_SCHEMA else {})
+        # rows without a mark were searchable before marks were kept: taken as indexed, not re-embedded
+        assert marks == (
+            {"m1": "fp1", "m3": "legacy"} if schema is OLD_SCHEMA else {"m1": "legacy", "m3": "legacy"}
+        )
+        assert store.list_unindexed(limit=10) == []
         resource = store.get_resource("r1")
         assert resource is not None and (resource.working_memory, resource.version) == ("# notes", 2)
         # sequence numbers continue where the old file left them

@@ -12,9 +12,9 @@ from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import InvalidInput, PayloadTooLarge
 from memstack.inputs import coerce_message
 from memstack.model import Message, MessagePage, Thread, ToolCallPart, ToolResultPart, check_id
-from memstack.ports import MessageWindow
+from memstack.ports import MessageWindow, UnindexedMessages
 from memstack.scope import Scope
-from memstack.usecases.checks import MAX_INCLUDE, MAX_PAGE, check_batch, check_limit
+from memstack.usecases.checks import MAX_BATCH, MAX_INCLUDE, MAX_PAGE, check_batch, check_limit
 from memstack.usecases.core import Core, follow_up
 
 logger = logging.getLogger(__name__)
@@ -83,6 +83,29 @@ class Messages:
             "indexed saved messages",
             extra={"thread_id": scope.thread, "messages": len(found), "chunks": written},
         )
+        return written
+
+    def reconcile_index(self, limit: int) -> int:
+        """See ``Memory.reconcile_index``."""
+        store = self.core.store
+        if not self.core.options.semantic_recall.enabled or not isinstance(store, UnindexedMessages):
+            return 0
+        by_thread: dict[tuple[str, str], list[str]] = {}
+        for resource_id, thread_id, message_id in store.list_unindexed(limit=limit):
+            by_thread.setdefault((resource_id, thread_id), []).append(message_id)
+        written = 0
+        for (resource_id, thread_id), ids in by_thread.items():
+            for start in range(0, len(ids), MAX_BATCH):
+                written += self.index_saved(Scope.of(resource_id, thread_id), ids[start : start + MAX_BATCH])
+        if by_thread:
+            logger.info(
+                "reconciled the index",
+                extra={
+                    "threads": len(by_thread),
+                    "messages": sum(map(len, by_thread.values())),
+                    "chunks": written,
+                },
+            )
         return written
 
     def index_removed(self, scope: Scope, message_ids: Sequence[str]) -> None:

@@ -91,6 +91,7 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS threads_by_created ON threads(resource_id, created_at, id)",
     "CREATE INDEX IF NOT EXISTS threads_by_updated ON threads(resource_id, updated_at, id)",
     _MESSAGES.format(name="messages"),
+    "CREATE INDEX IF NOT EXISTS messages_unindexed ON messages(resource_id, thread_id, seq) WHERE indexed IS NULL",
     """CREATE TABLE IF NOT EXISTS resources (
   id TEXT PRIMARY KEY,
   working_memory TEXT,
@@ -463,6 +464,15 @@ class SqliteMemoryStore:
             if state.fingerprint is not None
         }
 
+    def list_unindexed(self, *, limit: int) -> list[tuple[str, str, str]]:
+        """``UnindexedMessages``: the partial index ``messages_unindexed`` holds only unmarked rows."""
+        rows = self.db.query(
+            "SELECT resource_id, thread_id, id FROM messages INDEXED BY messages_unindexed "
+            "WHERE indexed IS NULL ORDER BY resource_id, thread_id, seq LIMIT ?",
+            (max(0, limit),),
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
     def get_index_state(self, resource_id: str, message_ids: Sequence[str]) -> dict[str, IndexState]:
         out: dict[str, IndexState] = {}
         ids = list(dict.fromkeys(message_ids))
@@ -729,8 +739,14 @@ def _open_schema(db: SqliteDatabase) -> None:
                 )
                 if backfill:  # a version-3 file
                     conn.execute("ALTER TABLE observations ADD COLUMN pending_since TEXT")
-                if _columns(conn, "messages") and "index_docs" not in _columns(conn, "messages"):
+                had_messages = bool(_columns(conn, "messages"))
+                if had_messages and "index_docs" not in _columns(conn, "messages"):
                     conn.execute("ALTER TABLE messages ADD COLUMN index_docs TEXT")  # a version-4 file
+                if had_messages and version < 5:
+                    # Until now inline indexing left no marks: the rows are taken as indexed (as they were
+                    # searchable), so ``list_unindexed`` finds only what a crash leaves from now on
+                    # rather than re-embedding the whole file.
+                    conn.execute("UPDATE messages SET indexed = 'legacy' WHERE indexed IS NULL")
                 for statement in _SCHEMA:
                     conn.execute(statement)
                 if backfill:
