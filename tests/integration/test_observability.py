@@ -177,6 +177,8 @@ def traced(tmp_path: Path) -> Iterator[tuple[Api, StubProvider]]:
     provider = StubProvider()
     observability.configure(tracer=Tracer(disabled=False, provider=provider, auto_patch=False))  # type: ignore[arg-type]
     memory = Memory.local(str(tmp_path / "m.db"), embedder="hash")
+    assert [span.name for span in provider.spans] == ["## reconcile_index"]  # Memory.local's start-up
+    provider.spans.clear()
     app = create_app(memory, auth=AuthConfig())
     yield Api(app.resolve, "user-a"), provider
     memory.close()
