@@ -293,9 +293,7 @@ class Memory(BackgroundWork):
         return self._messages.index_saved(Scope.of(resource_id, thread_id), message_ids)
 
     def reconcile_index(self, *, limit: int = 1_000) -> int:
-        """Index up to ``limit`` messages saved but never indexed (a crash before inline indexing; run by
-        ``Memory.local`` at start-up; stores that are ``ports.UnindexedMessages``). Returns the chunks
-        written. Raises what indexing raises (``Unavailable``)."""
+        """Index what a crash left saved but unindexed; returns the chunks written (``usecases.messages``)."""
         return self._messages.reconcile_index(limit)
 
     def index_removed(self, *, resource_id: str, message_ids: Sequence[str]) -> None:

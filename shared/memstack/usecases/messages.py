@@ -86,7 +86,17 @@ class Messages:
         return written
 
     def reconcile_index(self, limit: int) -> int:
-        """See ``Memory.reconcile_index``."""
+        """``Memory.reconcile_index``: index up to ``limit`` messages saved but never indexed (a crash
+        between the store's commit and inline indexing), once each (``index_saved``). ``Memory.local`` runs
+        it at start-up. Only stores that can list them take part (``ports.UnindexedMessages``: SQLite; on
+        AWS the stream indexer's retries are the reconciler).
+
+        Returns:
+            The chunks written (0 with semantic recall off or a store that cannot list them).
+
+        Raises:
+            Unavailable: the embedder or index failed (what indexing raises).
+        """
         store = self.core.store
         if not self.core.options.semantic_recall.enabled or not isinstance(store, UnindexedMessages):
             return 0
