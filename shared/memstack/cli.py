@@ -286,7 +286,7 @@ def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, 
             options["observational_memory"] = demo.observational_options(message_tokens)
             chat = demo.CountingChat(make_chat_model(settings))
             print(
-                f"memstack demo: observational memory on (model={settings.chat_model} scope=resource "
+                f"memstack demo: observational memory on (model={settings.chat_model_name} scope=resource "
                 f"message_tokens={message_tokens}); the Observer runs after each save",
                 file=sys.stderr,
             )

@@ -18,8 +18,14 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from memstack.errors import InvalidInput
 
 Backend = Literal["sqlite", "aws"]
-EmbedderName = Literal["local", "hash", "openai"]
+EmbedderName = Literal["local", "hash", "openai", "bedrock"]
+ChatProvider = Literal["openai", "bedrock"]
 OpenSearchService = Literal["aoss", "es", "none"]
+
+
+DEFAULT_OPENAI_CHAT_MODEL = "gpt-4o-mini"
+DEFAULT_BEDROCK_CHAT_MODEL = "amazon.nova-lite-v1:0"
+"""The chat models when ``MEMSTACK_CHAT_MODEL`` is unset (docs/deploy.md "Models")."""
 
 
 class Settings(BaseSettings):
@@ -29,10 +35,16 @@ class Settings(BaseSettings):
         backend: ``sqlite`` (the embedded default: one file, offline) or ``aws`` (DynamoDB + S3 +
             OpenSearch).
         db_path: the SQLite file of the ``sqlite`` backend.
-        embedder: ``local`` (offline, 384-d), ``hash`` (deterministic, 256-d) or ``openai``. Unset: ``openai``
-            when an OpenAI key is set, else ``local``.
-        embedding_model, embedding_dimensions: the OpenAI embedding model and its optional ``dimensions``.
-        chat_model: the chat model of the Observer, the Reflector and titles.
+        embedder: ``local`` (offline, 384-d), ``hash`` (deterministic, 256-d), ``openai`` or ``bedrock``
+            (Amazon Bedrock, IAM credentials). Unset: ``openai`` when an OpenAI key is set, else ``local``.
+        embedding_model, embedding_dimensions: the embedding model of ``openai`` (default
+            ``text-embedding-3-small``) or ``bedrock`` (a Bedrock model id, default
+            ``amazon.titan-embed-text-v2:0``) and its optional output size.
+        chat_provider: where the chat model of the Observer, the Reflector and titles runs: ``openai`` or
+            ``bedrock`` (``Converse``). Unset: ``bedrock`` when the embedder is ``bedrock``, else ``openai``.
+        chat_model: that chat model (an OpenAI model name, or a Bedrock model or inference profile id).
+            Unset: ``gpt-4o-mini`` on OpenAI, ``amazon.nova-lite-v1:0`` on Bedrock.
+        bedrock_region: the region of Bedrock calls; unset, ``region``.
         openai_api_key, openai_base_url: the OpenAI key and an optional OpenAI-compatible endpoint.
         openai_api_key_secret_arn: a Secrets Manager secret holding the OpenAI key (its plain string value),
             read once per process by ``bootstrap`` when ``openai_api_key`` is unset (the Lambda functions).
@@ -78,9 +90,11 @@ class Settings(BaseSettings):
     backend: Backend = "sqlite"
     db_path: Path = Path(".memstack/memory.db")
     embedder: EmbedderName | None = None
-    embedding_model: str = "text-embedding-3-small"
+    embedding_model: str | None = Field(default=None, min_length=1, max_length=256)
     embedding_dimensions: int | None = Field(default=None, ge=1, le=8192)
-    chat_model: str = "gpt-4o-mini"
+    chat_provider: ChatProvider | None = None
+    chat_model: str | None = Field(default=None, min_length=1, max_length=256)
+    bedrock_region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
     openai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("MEMSTACK_OPENAI_API_KEY", "OPENAI_API_KEY")
     )
@@ -154,6 +168,23 @@ class Settings(BaseSettings):
         if self.embedder is not None:
             return self.embedder
         return "openai" if self.openai_api_key is not None else "local"
+
+    @property
+    def chat_provider_name(self) -> ChatProvider:
+        """Where the chat model runs: the configured provider, else ``bedrock`` with the ``bedrock``
+        embedder, else ``openai``."""
+        if self.chat_provider is not None:
+            return self.chat_provider
+        return "bedrock" if self.embedder_name == "bedrock" else "openai"
+
+    @property
+    def chat_model_name(self) -> str:
+        """The chat model: the configured one, else the provider's default."""
+        if self.chat_model is not None:
+            return self.chat_model
+        if self.chat_provider_name == "bedrock":
+            return DEFAULT_BEDROCK_CHAT_MODEL
+        return DEFAULT_OPENAI_CHAT_MODEL
 
     @property
     def knn_engine(self) -> Literal["lucene", "faiss"]:

@@ -19,13 +19,13 @@ Limits of the API (OpenAI API reference, "Create embeddings"): at most 2048 inpu
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstack.adapters.openai.connection import OpenAIConnection, default_sleep
+from memstack.adapters.vectors import normalised
 from memstack.errors import InvalidInput, Unavailable
 from memstack.ports import Vector
 
@@ -210,7 +210,7 @@ class OpenAIEmbedder:
         try:  # the SDK does not validate responses: a compatible server may send anything
             items = sorted(response.data, key=lambda item: int(item.index))
             indexes = [int(item.index) for item in items]
-            vectors = [_normalised(item.embedding) for item in items]
+            vectors = [normalised(item.embedding, f"OpenAI embeddings ({self.model})") for item in items]
         except (TypeError, ValueError, AttributeError) as exc:
             raise Unavailable(
                 f"OpenAI embeddings ({self.model}) returned an unusable response: {type(exc).__name__}"
@@ -247,16 +247,3 @@ def _batches(indexes: list[int], texts: Sequence[str], size: int) -> Iterator[li
         chars += n
     if batch:
         yield batch
-
-
-def _normalised(vector: Sequence[float]) -> Vector:
-    """``vector`` as floats of length 1 (a zero vector stays zero).
-
-    Raises:
-        Unavailable: a value is not finite.
-    """
-    values = [float(x) for x in vector]
-    norm = math.sqrt(math.fsum(x * x for x in values))
-    if not math.isfinite(norm):
-        raise Unavailable("OpenAI embeddings returned a vector with non-finite values")
-    return [x / norm for x in values] if norm else values
