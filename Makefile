@@ -20,7 +20,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,infra]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,infra,strands,agents,mcp]'
 	touch $(STAMP)
 
 install: $(STAMP)

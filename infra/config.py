@@ -13,6 +13,10 @@ from constructs import Node
 
 SearchService = Literal["aoss", "es"]
 AuthMode = Literal["iam", "jwt"]
+Models = Literal["openai", "bedrock"]
+
+DEFAULT_EMBEDDING_MODELS = {"openai": "text-embedding-3-small", "bedrock": "amazon.titan-embed-text-v2:0"}
+"""The embedding model of each provider when ``embeddingModel`` is unset."""
 
 
 @dataclass(frozen=True)
@@ -26,9 +30,16 @@ class MemstackConfig:
             the functions bind the caller's resource to ``jwt_resource_claim``).
         jwt_user_pool_arn: in ``jwt`` mode, an existing user pool to trust; unset, the stack creates one.
         jwt_resource_claim: the token claim that names the caller's resource (``MEMSTACK_JWT_RESOURCE_CLAIM``).
+        models: where embeddings and chat run: ``openai`` (the default; the key in Secrets Manager) or
+            ``bedrock`` (Amazon Bedrock with the functions' IAM roles; no secret is created).
+            docs/deploy.md "Models" says why OpenAI stays the default.
         openai_secret_arn / openai_secret_name: import an existing secret holding the OpenAI key; unset, the
-            stack creates one (its value must then be set, docs/deploy.md).
-        embedding_model, embedding_dimensions: the OpenAI embedding model (the index is named after it).
+            stack creates one (its value must then be set, docs/deploy.md). ``openai`` models only.
+        embedding_model, embedding_dimensions: the embedding model (the index is named after it); unset,
+            ``text-embedding-3-small`` on OpenAI, ``amazon.titan-embed-text-v2:0`` on Bedrock.
+        chat_model: the Observer's, Reflector's and titles' model (``MEMSTACK_CHAT_MODEL``); unset,
+            ``gpt-4o-mini`` on OpenAI, ``amazon.nova-lite-v1:0`` on Bedrock. On Bedrock, a model id or a
+            cross-region inference profile id (``us.anthropic...``).
         openai_base_url: any OpenAI-compatible endpoint.
         message_ttl_seconds: optional message expiry (DynamoDB TTL; large bodies in S3 expire a day later).
         retain_data: keep the table, bucket, collection/domain and secret when the stack is deleted.
@@ -48,9 +59,11 @@ class MemstackConfig:
     auth: AuthMode = "iam"
     jwt_user_pool_arn: str | None = None
     jwt_resource_claim: str = "sub"
+    models: Models = "openai"
     openai_secret_arn: str | None = None
     openai_secret_name: str | None = None
-    embedding_model: str = "text-embedding-3-small"
+    embedding_model: str | None = None
+    chat_model: str | None = None
     embedding_dimensions: int | None = None
     openai_base_url: str | None = None
     message_ttl_seconds: int | None = None
@@ -72,6 +85,10 @@ class MemstackConfig:
             raise ValueError(f"auth must be 'iam' or 'jwt', not {self.auth!r}")
         if self.openai_secret_arn and self.openai_secret_name:
             raise ValueError("give openaiSecretArn or openaiSecretName, not both")
+        if self.models not in ("openai", "bedrock"):
+            raise ValueError(f"models must be 'openai' or 'bedrock', not {self.models!r}")
+        if self.models == "bedrock":
+            self._check_bedrock()
         name = self.collection_name
         if not (
             3 <= len(name) <= 28
@@ -91,6 +108,31 @@ class MemstackConfig:
                 raise ValueError(f"memoryOptions: {exc.message}") from None
         if not 1 <= self.observation_sweep_minutes <= 1440:
             raise ValueError("observationSweepMinutes must be from 1 to 1440")
+
+    def _check_bedrock(self) -> None:
+        from memstack.adapters.bedrock import BedrockEmbedder
+        from memstack.errors import InvalidInput
+
+        if self.openai_secret_arn or self.openai_secret_name or self.openai_base_url:
+            raise ValueError("openaiSecretArn, openaiSecretName and openaiBaseUrl apply to models=openai only")
+        try:
+            BedrockEmbedder(self.embedding_model_name, dimensions=self.embedding_dimensions)
+        except InvalidInput as exc:
+            raise ValueError(f"embeddingModel/embeddingDimensions: {exc.message}") from None
+
+    @property
+    def embedding_model_name(self) -> str:
+        """The embedding model: the configured one, else the provider's default."""
+        return self.embedding_model or DEFAULT_EMBEDDING_MODELS[self.models]
+
+    @property
+    def chat_model_name(self) -> str:
+        """The chat model: the configured one, else the provider's default (``memstack.settings``)."""
+        from memstack.settings import DEFAULT_BEDROCK_CHAT_MODEL, DEFAULT_OPENAI_CHAT_MODEL
+
+        if self.chat_model:
+            return self.chat_model
+        return DEFAULT_BEDROCK_CHAT_MODEL if self.models == "bedrock" else DEFAULT_OPENAI_CHAT_MODEL
 
     @property
     def memory_options_json(self) -> str | None:
@@ -128,9 +170,11 @@ class MemstackConfig:
             auth=get("auth") or defaults.auth,
             jwt_user_pool_arn=get("jwtUserPoolArn"),
             jwt_resource_claim=get("jwtResourceClaim") or defaults.jwt_resource_claim,
+            models=get("models") or defaults.models,
             openai_secret_arn=get("openaiSecretArn"),
             openai_secret_name=get("openaiSecretName"),
-            embedding_model=get("embeddingModel") or defaults.embedding_model,
+            embedding_model=get("embeddingModel"),
+            chat_model=get("chatModel"),
             embedding_dimensions=number("embeddingDimensions"),
             openai_base_url=get("openaiBaseUrl"),
             message_ttl_seconds=number("messageTtlSeconds"),

@@ -6,7 +6,7 @@ RecordFailure tasks), ``reflect`` (its Reflect task) and ``sweep`` (the schedule
 
 Each function has a role of its own with only what it uses (docs/dynamodb.md lists the operations):
 
-| function | DynamoDB | S3 (``messages/*``) | search | secret |
+| function | DynamoDB | S3 (``messages/*``) | search | secret (openai) / Bedrock models (bedrock) |
 | --- | --- | --- | --- | --- |
 | api | Get/BatchGet/Query, Put/Update/Delete/BatchWrite (transactions need no more) | get, put, delete | read/write | read |
 | context | Get/BatchGet/Query, Put/Update + ConditionCheck (observation above ``block_after``) | get | read (+ delete of orphans: write) | read |
@@ -14,7 +14,8 @@ Each function has a role of its own with only what it uses (docs/dynamodb.md lis
 | observe, reflect | Get/BatchGet/Query, Put/Update + ConditionCheck (the observation record's transaction, titles) | get | read/write | read |
 | sweep | Get/BatchGet/Query (the ``by_pending`` index) | — | read/write | read |
 
-Every function builds the same ``Memory`` (``memstack.bootstrap.memory_from_env``), whose start-up checks
+With ``-c models=bedrock`` no function reads a secret; each may ``bedrock:InvokeModel`` on exactly the
+embedding and chat models (``infra/models.py``). Every function builds the same ``Memory`` (``memstack.bootstrap.memory_from_env``), whose start-up checks
 the search index, so all of them are principals of the search backend.
 
 No Scan anywhere (the store never scans). Environments come from ``memstack.settings.env_names()``.
@@ -46,6 +47,7 @@ from infra.bundling import (
 )
 from infra.config import MemstackConfig
 from infra.environment import memstack_environment, powertools_environment
+from infra.models import INFERENCE_PROFILE_SUPPRESSION, invoke_statement
 from infra.storage import BODIES_PREFIX
 from memstack.adapters.dynamodb.items import MESSAGE_PREFIX
 
@@ -102,7 +104,7 @@ class Functions(Construct):
     """The functions, their roles, and the indexer's stream mapping with its dead-letter queue.
 
     Args:
-        table, bucket, secret: what the functions use.
+        table, bucket, secret: what the functions use (``secret``: the OpenAI key, ``None`` on Bedrock).
         config: the deployment's choices (embedding model, auth mode, log level, TTL, memory options …).
         functions_dir: where ``api/``, ``context/``, ``indexer/``, ``observe/`` and ``reflect/`` live
             (``app.py``; handler ``app.handler``, the sweep's ``app.sweep``).
@@ -119,7 +121,7 @@ class Functions(Construct):
         *,
         table: dynamodb.ITable,
         bucket: s3.IBucket,
-        secret: secretsmanager.ISecret,
+        secret: secretsmanager.ISecret | None,
         config: MemstackConfig,
         functions_dir: Path = FUNCTIONS_DIR,
     ) -> None:
@@ -128,11 +130,13 @@ class Functions(Construct):
             backend="aws",
             table=table.table_name,
             bucket=bucket.bucket_name,
-            embedder="openai",
-            embedding_model=config.embedding_model,
+            embedder=config.models,
+            embedding_model=config.embedding_model_name,
             embedding_dimensions=config.embedding_dimensions,
+            chat_provider=config.models,
+            chat_model=config.chat_model_name,
             openai_base_url=config.openai_base_url,
-            openai_api_key_secret_arn=secret.secret_arn,
+            openai_api_key_secret_arn=secret.secret_arn if secret is not None else None,
             message_ttl_seconds=config.message_ttl_seconds,
             options=config.memory_options_json,
         )
@@ -181,7 +185,10 @@ class Functions(Construct):
                         conditions={"StringLike": {"s3:prefix": [f"{BODIES_PREFIX}*"]}},
                     )
                 )
-            secret.grant_read(role)
+            if secret is not None:
+                secret.grant_read(role)
+            else:
+                role.add_to_policy(invoke_statement([config.embedding_model_name, config.chat_model_name]))
             if spec.name == "indexer":
                 own = memstack_environment(indexing="inline")
             elif spec.name in BACKGROUND:
@@ -219,7 +226,9 @@ class Functions(Construct):
                         "reason": "Scoped wildcards only: the table's own indexes (<table>/index/*, for the listing "
                         "GSIs), the bodies bucket's messages/ prefix (content-addressed keys), the OpenAI key "
                         "secret imported by name (<name>-??????), the managed domain's paths (<domain>/*, es "
-                        "mode), and X-Ray and dynamodb:ListStreams, which have no resource-level permissions.",
+                        "mode), the foundation model behind a cross-region Bedrock inference profile (any region "
+                        "the profile routes to; models=bedrock), and X-Ray and dynamodb:ListStreams, which have no "
+                        "resource-level permissions.",
                         "applies_to": [
                             {"regex": "/^Resource::<.*Table.*\\.Arn>\\/index\\/\\*$/g"},
                             {"regex": "/^Resource::<.*Bodies.*\\.Arn>\\/messages\\/\\*$/g"},
@@ -227,6 +236,7 @@ class Functions(Construct):
                             {
                                 "regex": "/^Resource::arn:<AWS::Partition>:secretsmanager:.*-\\?\\?\\?\\?\\?\\?$/g"
                             },
+                            INFERENCE_PROFILE_SUPPRESSION,
                             "Resource::*",
                         ],
                     }

@@ -48,19 +48,24 @@ class MemstackStack(Stack):
         self.storage = Storage(
             self, "Storage", retain_data=config.retain_data, message_ttl_seconds=config.message_ttl_seconds
         )
-        self.secrets = Secrets(
-            self,
-            "Secrets",
-            secret_arn=config.openai_secret_arn,
-            secret_name=config.openai_secret_name,
-            retain_data=config.retain_data,
+        # On Bedrock the functions' roles are the credentials: no key, no secret.
+        self.secrets = (
+            Secrets(
+                self,
+                "Secrets",
+                secret_arn=config.openai_secret_arn,
+                secret_name=config.openai_secret_name,
+                retain_data=config.retain_data,
+            )
+            if config.models == "openai"
+            else None
         )
         self.functions = Functions(
             self,
             "Functions",
             table=self.storage.table,
             bucket=self.storage.bucket,
-            secret=self.secrets.openai_key,
+            secret=self.secrets.openai_key if self.secrets is not None else None,
             config=config,
             functions_dir=functions_dir,
         )
@@ -71,8 +76,8 @@ class MemstackStack(Stack):
             principals=self.functions.roles,
             index_environment=memstack_environment(
                 backend="aws",
-                embedder="openai",
-                embedding_model=config.embedding_model,
+                embedder=config.models,
+                embedding_model=config.embedding_model_name,
                 embedding_dimensions=config.embedding_dimensions,
             ),
             collection_name=config.collection_name,
@@ -116,7 +121,8 @@ class MemstackStack(Stack):
         CfnOutput(self, "TableName", value=self.storage.table.table_name)
         CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name)
         CfnOutput(self, "SearchEndpoint", value=self.search.endpoint)
-        CfnOutput(self, "OpenAIKeySecretArn", value=self.secrets.openai_key.secret_arn)
+        if self.secrets is not None:
+            CfnOutput(self, "OpenAIKeySecretArn", value=self.secrets.openai_key.secret_arn)
         CfnOutput(self, "IndexName", value=self.search.index.get_att_string("IndexName"))
         CfnOutput(self, "ObservationStateMachineArn", value=self.observation.state_machine.state_machine_arn)
         if self.api.user_pool is not None:

@@ -81,3 +81,15 @@ def synth_jwt_es() -> Synth:
         memoryOptions='{"observational_memory": true, "generate_title": true}',
         observationSweepMinutes="10",
     )
+
+
+@pytest.fixture(scope="session")
+def synth_bedrock() -> Synth:
+    """Models on Amazon Bedrock: Titan v2 embeddings at 512 dimensions, Claude 3.5 Haiku through a US
+    cross-region inference profile for the Observer, the Reflector and titles, observational memory on."""
+    return synthesize(
+        models="bedrock",
+        embeddingDimensions="512",
+        chatModel="us.anthropic.claude-3-5-haiku-20241022-v1:0",
+        memoryOptions='{"observational_memory": true}',
+    )
