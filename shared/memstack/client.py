@@ -115,6 +115,18 @@ class RemoteContext:
             out["tools"] = list(self.tools)
         return out
 
+    def to_bedrock(self) -> dict[str, Any]:
+        """Amazon Bedrock ``Converse`` input, as ``ModelContext.to_bedrock()``."""
+        from memstack.render.converse import to_converse_request
+
+        return to_converse_request(self.openai_messages, self.tools)
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """Anthropic Messages input, as ``ModelContext.to_anthropic()``."""
+        from memstack.render.anthropic import to_anthropic_request
+
+        return to_anthropic_request(self.openai_messages, self.tools)
+
 
 @dataclass(frozen=True)
 class RemoteObservations:
@@ -318,13 +330,13 @@ def _message_in(message: Message | Mapping[str, Any] | str) -> Any:
 
 
 def _tool_call(call: Mapping[str, Any] | ToolCallPart) -> Any:
+    """The call as the API takes it: OpenAI's shape, whichever of the three shapes it came in (Bedrock
+    ``toolUse`` and Anthropic ``tool_use`` calls are converted here; ``parse_tool_call``)."""
+    from memstack.working_memory.tools import to_openai_tool_call
+
     if isinstance(call, ToolCallPart):
-        return {
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": json.dumps(call.args, ensure_ascii=False)},
-        }
-    return to_jsonable_python(dict(call))
+        return to_openai_tool_call(call)
+    return to_openai_tool_call(to_jsonable_python(dict(call)))
 
 
 def _include(item: Include | Mapping[str, Any]) -> dict[str, Any]:

@@ -97,6 +97,22 @@ class ModelContext:
             out["tools"] = list(self.tools)
         return out
 
+    def to_bedrock(self) -> dict[str, Any]:
+        """Amazon Bedrock ``Converse`` input: ``{"system", "messages", "toolConfig"?}`` with the same steps,
+        tool pairing and tools as ``to_openai()`` (``memstack.render.converse``); pass it to
+        ``bedrock_runtime.converse(modelId=..., **ctx.to_bedrock())``."""
+        from memstack.render.converse import to_converse_request
+
+        return to_converse_request(render_openai(self.system, self.messages), self.tools)
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """Anthropic Messages input: ``{"system"?, "messages", "tools"?}`` with the same steps, tool pairing
+        and tools as ``to_openai()`` (``memstack.render.anthropic``); pass it to
+        ``anthropic.Anthropic().messages.create(model=..., max_tokens=..., **ctx.to_anthropic())``."""
+        from memstack.render.anthropic import to_anthropic_request
+
+        return to_anthropic_request(render_openai(self.system, self.messages), self.tools)
+
 
 # ---------------------------------------------------------------------------------------------------
 # rendering

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from infra.config import MemstackConfig
+
 from tests.infra.conftest import Synth
 from tests.infra.intrinsics import placeholder, resolve
 from tests.infra.test_compliance import cfn_lint, describe

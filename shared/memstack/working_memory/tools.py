@@ -113,13 +113,19 @@ class ToolCall:
 
 
 def parse_tool_call(tool_call: object) -> ToolCall:
-    """Read an OpenAI tool call or a ``ToolCallPart``.
+    """Read a tool call in any of the shapes the three model APIs give, or a ``ToolCallPart``.
+
+    * OpenAI chat completions: ``{"id", "type": "function", "function": {"name", "arguments"}}``
+      (``arguments`` JSON text; an object is taken as is);
+    * Amazon Bedrock ``Converse`` (and Strands Agents): ``{"toolUse": {"toolUseId", "name", "input"}}``
+      or the inner ``{"toolUseId", "name", "input"}``;
+    * Anthropic Messages: ``{"type": "tool_use", "id", "name", "input"}``.
 
     Arguments that are not JSON, or not an object, do not raise: the ``ToolCall`` carries an ``error``
     for the model to read.
 
     Raises:
-        InvalidInput: the call itself is malformed (no id, no function name).
+        InvalidInput: the call itself is malformed (no id, no name) or of none of these shapes.
         PayloadTooLarge: the arguments are larger than ``MAX_INPUT_BYTES``; refused before parsing.
     """
     if isinstance(tool_call, ToolCallPart):
@@ -127,8 +133,67 @@ def parse_tool_call(tool_call: object) -> ToolCall:
         return ToolCall(tool_call.id, tool_call.name, dict(tool_call.args))
     if not isinstance(tool_call, dict):
         raise InvalidInput(
-            "tool_call must be an OpenAI tool call object or a ToolCallPart", field="tool_call"
+            "tool_call must be a tool call object (OpenAI, Bedrock Converse or Anthropic) or a ToolCallPart",
+            field="tool_call",
         )
+    if "function" in tool_call:
+        return _parse_openai(tool_call)
+    if isinstance(tool_call.get("toolUse"), dict):
+        return _parse_input_call(tool_call["toolUse"], "toolUseId", "tool_call.toolUse")
+    if "toolUseId" in tool_call:
+        return _parse_input_call(tool_call, "toolUseId", "tool_call")
+    if tool_call.get("type") == "tool_use":
+        return _parse_input_call(tool_call, "id", "tool_call")
+    raise InvalidInput(
+        "tool_call must be an OpenAI tool call ({id, function}), a Bedrock toolUse ({toolUseId, name, "
+        "input}) or an Anthropic tool_use block ({type: tool_use, id, name, input})",
+        field="tool_call",
+    )
+
+
+def to_openai_tool_call(tool_call: object) -> dict[str, Any]:
+    """Any shape ``parse_tool_call`` reads, as an OpenAI tool call (``arguments`` JSON text) — the shape
+    the HTTP API takes. Arguments that were not an object are passed on as their JSON text, so the
+    server reports the same error to the model.
+
+    Raises:
+        InvalidInput, PayloadTooLarge: as ``parse_tool_call``.
+    """
+    if isinstance(tool_call, dict) and "function" in tool_call:
+        call = _parse_openai(tool_call)
+        raw = tool_call["function"].get("arguments", "{}")
+        arguments = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    else:
+        call = parse_tool_call(tool_call)
+        arguments = json.dumps(call.arguments if call.arguments is not None else _raw_input(tool_call))
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+
+
+def _raw_input(tool_call: object) -> Any:
+    if isinstance(tool_call, dict):
+        inner = tool_call.get("toolUse", tool_call)
+        return inner.get("input") if isinstance(inner, dict) else None
+    return None
+
+
+def _parse_input_call(call: dict[str, Any], id_key: str, where: str) -> ToolCall:
+    """A Converse ``toolUse`` or an Anthropic ``tool_use`` block: the arguments are a JSON value."""
+    call_id, name = call.get(id_key), call.get("name")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidInput(f"{where}.{id_key} must be a non-empty string", field=f"{where}.{id_key}")
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"{where}.name must be a non-empty string", field=f"{where}.name")
+    args = call.get("input", {})
+    try:
+        check_input_size(json.dumps(args, ensure_ascii=False), f"{where}.input")
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{where}.input must be a JSON value", field=f"{where}.input") from None
+    if not isinstance(args, dict):
+        return ToolCall(call_id, name, None, "the arguments must be a JSON object")
+    return ToolCall(call_id, name, args)
+
+
+def _parse_openai(tool_call: dict[str, Any]) -> ToolCall:
     call_id, function = tool_call.get("id"), tool_call.get("function")
     if not isinstance(call_id, str) or not call_id or not isinstance(function, dict):
         raise InvalidInput("tool_call needs an id and a function", field="tool_call")
