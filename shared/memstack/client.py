@@ -26,10 +26,11 @@ exception escapes: every failure is a ``memstack.errors`` class.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -381,6 +382,401 @@ def _fallback(status: int) -> type[MemstackError]:
     return Unavailable if status >= 500 else MemstackError
 
 
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One API request and how to read its answer.
+
+    Attributes:
+        method: the HTTP method.
+        path: the segments after ``/v1`` (each percent-encoded when sent).
+        query: query values; ``None`` values are left out, dicts and lists sent as JSON.
+        body: the JSON body, or ``None``.
+        read: turns the answer's JSON (``None`` for 204) into the result; may raise ``KeyError``,
+            ``TypeError``, ``ValueError``, pydantic's ``ValidationError`` on a shape it cannot read.
+    """
+
+    method: str
+    path: list[str]
+    query: dict[str, Any] = field(default_factory=dict)
+    body: Any = None
+    read: Callable[[Any], T] = field(default=lambda data: data)
+
+
+class Calls:
+    """The API's requests, one per ``Memory`` method (``Call`` objects), shared by ``MemstackClient`` and
+    ``AsyncMemstackClient``: each checks what the client can check, says what to send and how to read the
+    answer, so the two clients have no request logic of their own and cannot drift."""
+
+    @staticmethod
+    def _none(data: Any) -> None:
+        return None
+
+    @staticmethod
+    def health() -> Call[dict[str, Any]]:
+        def read(data: Any) -> dict[str, Any]:
+            if not isinstance(data, dict):
+                raise Unavailable("the Memstack API answered an unexpected shape: health")
+            return data
+
+        return Call("GET", ["health"], read=read)
+
+    @staticmethod
+    def create_thread(
+        resource_id: str, thread_id: str | None, title: str, metadata: dict[str, Any] | None
+    ) -> Call[Thread]:
+        if thread_id is not None:
+            _routable(thread_id)
+        body = {"id": thread_id, "title": title, "metadata": metadata}
+        return Call(
+            "POST",
+            ["threads"],
+            {"resource_id": resource_id},
+            {k: v for k, v in body.items() if v is not None},
+            Thread.model_validate,
+        )
+
+    @staticmethod
+    def get_thread(resource_id: str, thread_id: str) -> Call[Thread]:
+        return Call(
+            "GET", ["threads", _routable(thread_id)], {"resource_id": resource_id}, read=Thread.model_validate
+        )
+
+    @staticmethod
+    def list_threads(
+        resource_id: str,
+        limit: int,
+        cursor: str | None,
+        order_by: str,
+        direction: str,
+        metadata: dict[str, Any] | None,
+    ) -> Call[ThreadPage]:
+        query = {
+            "resource_id": resource_id,
+            "limit": limit,
+            "cursor": cursor,
+            "order_by": order_by,
+            "direction": direction,
+            "metadata": metadata,
+        }
+        return Call("GET", ["threads"], query, read=ThreadPage.model_validate)
+
+    @staticmethod
+    def update_thread(
+        resource_id: str, thread_id: str, title: str | None, metadata: dict[str, Any] | None
+    ) -> Call[Thread]:
+        body = {k: v for k, v in {"title": title, "metadata": metadata}.items() if v is not None}
+        return Call(
+            "PATCH",
+            ["threads", _routable(thread_id)],
+            {"resource_id": resource_id},
+            body,
+            Thread.model_validate,
+        )
+
+    @staticmethod
+    def delete_thread(resource_id: str, thread_id: str) -> Call[None]:
+        return Call(
+            "DELETE", ["threads", _routable(thread_id)], {"resource_id": resource_id}, read=Calls._none
+        )
+
+    @staticmethod
+    def clone_thread(
+        resource_id: str,
+        source_thread_id: str,
+        new_thread_id: str | None,
+        title: str | None,
+        metadata: dict[str, Any] | None,
+        message_limit: int | None,
+    ) -> Call[CloneResult]:
+        if new_thread_id is not None:
+            _routable(new_thread_id, "new_thread_id")
+        body = {
+            "new_thread_id": new_thread_id,
+            "title": title,
+            "metadata": metadata,
+            "message_limit": message_limit,
+        }
+
+        def read(data: Any) -> CloneResult:
+            return CloneResult(
+                thread=Thread.model_validate(data["thread"]),
+                messages=[Message.model_validate(m) for m in data["messages"]],
+                message_id_map=dict(data["message_id_map"]),
+            )
+
+        return Call(
+            "POST",
+            ["threads", _routable(source_thread_id), "clone"],
+            {"resource_id": resource_id},
+            {k: v for k, v in body.items() if v is not None},
+            read,
+        )
+
+    @staticmethod
+    def save_messages(
+        resource_id: str, thread_id: str, messages: Sequence[Message | Mapping[str, Any] | str]
+    ) -> Call[list[Message]]:
+        return Call(
+            "POST",
+            ["threads", _routable(thread_id), "messages"],
+            {"resource_id": resource_id},
+            {"messages": [_message_in(m) for m in messages]},
+            lambda data: [Message.model_validate(m) for m in data["messages"]],
+        )
+
+    @staticmethod
+    def list_messages(
+        resource_id: str,
+        thread_id: str,
+        last: int | None,
+        limit: int,
+        cursor: str | None,
+        include: Sequence[Include | Mapping[str, Any]] | None,
+    ) -> Call[MessagePage]:
+        query = {
+            "resource_id": resource_id,
+            "last": last,
+            "limit": limit,
+            "cursor": cursor,
+            "include": [_include(i) for i in include] if include is not None else None,
+        }
+        return Call(
+            "GET", ["threads", _routable(thread_id), "messages"], query, read=MessagePage.model_validate
+        )
+
+    @staticmethod
+    def delete_messages(resource_id: str, message_ids: Sequence[str]) -> Call[int]:
+        return Call(
+            "POST",
+            ["messages", "delete"],
+            {"resource_id": resource_id},
+            {"message_ids": list(message_ids)},
+            lambda data: int(data["deleted"]),
+        )
+
+    @staticmethod
+    def _wm_path(thread_id: str, options: Mapping[str, Any] | None) -> list[str]:
+        wm = (options or {}).get("working_memory")
+        scope = wm.get("scope") if isinstance(wm, Mapping) else None
+        return (
+            ["threads", _routable(thread_id), "working-memory"] if scope == "thread" else ["working-memory"]
+        )
+
+    @staticmethod
+    def get_working_memory(
+        resource_id: str, thread_id: str, options: dict[str, Any] | None
+    ) -> Call[str | None]:
+        def read(data: Any) -> str | None:
+            value = data.get("working_memory")
+            return value if isinstance(value, str) else None
+
+        return Call(
+            "GET",
+            Calls._wm_path(thread_id, options),
+            {"resource_id": resource_id, "options": options},
+            read=read,
+        )
+
+    @staticmethod
+    def update_working_memory(
+        resource_id: str, thread_id: str, working_memory: str | dict[str, Any], options: dict[str, Any] | None
+    ) -> Call[None]:
+        body: dict[str, Any] = {"working_memory": working_memory}
+        if options is not None:
+            body["options"] = options
+        return Call(
+            "PUT", Calls._wm_path(thread_id, options), {"resource_id": resource_id}, body, Calls._none
+        )
+
+    @staticmethod
+    def _tool_message(
+        route: str,
+        resource_id: str,
+        thread_id: str,
+        tool_call: Mapping[str, Any] | ToolCallPart,
+        options: dict[str, Any] | None,
+    ) -> Call[Message]:
+        body: dict[str, Any] = {"tool_call": _tool_call(tool_call)}
+        if options is not None:
+            body["options"] = options
+        return Call(
+            "POST",
+            ["threads", _routable(thread_id), *route.split("/")],
+            {"resource_id": resource_id},
+            body,
+            lambda data: Message.model_validate(data["message"]),
+        )
+
+    @staticmethod
+    def apply_tool_call(
+        resource_id: str,
+        thread_id: str,
+        tool_call: Mapping[str, Any] | ToolCallPart,
+        options: dict[str, Any] | None,
+    ) -> Call[Message]:
+        return Calls._tool_message("working-memory/tool-calls", resource_id, thread_id, tool_call, options)
+
+    @staticmethod
+    def apply_recall_tool(
+        resource_id: str,
+        thread_id: str,
+        tool_call: Mapping[str, Any] | ToolCallPart,
+        options: dict[str, Any] | None,
+    ) -> Call[Message]:
+        return Calls._tool_message("recall-tool", resource_id, thread_id, tool_call, options)
+
+    @staticmethod
+    def get_observations(resource_id: str, thread_id: str) -> Call[RemoteObservations | None]:
+        def read(data: Any) -> RemoteObservations | None:
+            record = data["record"]
+            return None if record is None else RemoteObservations.from_json(record)
+
+        return Call(
+            "GET", ["threads", _routable(thread_id), "observations"], {"resource_id": resource_id}, read=read
+        )
+
+    @staticmethod
+    def recall(
+        resource_id: str, thread_id: str, query: str, options: dict[str, Any] | None
+    ) -> Call[RecallResult]:
+        body: dict[str, Any] = {"query": query}
+        if options is not None:
+            body["options"] = options
+
+        def read(data: Any) -> RecallResult:
+            return RecallResult(
+                hits=[
+                    FusedHit(
+                        message_id=str(h["message_id"]),
+                        thread_id=str(h["thread_id"]),
+                        score=float(h["score"]),
+                        vector_rank=h.get("vector_rank"),
+                        keyword_rank=h.get("keyword_rank"),
+                        seq=int(h.get("seq") or 0),
+                    )
+                    for h in data["hits"]
+                ],
+                messages=[Message.model_validate(m) for m in data["messages"]],
+            )
+
+        return Call(
+            "POST", ["threads", _routable(thread_id), "recall"], {"resource_id": resource_id}, body, read
+        )
+
+    @staticmethod
+    def context(
+        resource_id: str,
+        thread_id: str,
+        message: Message | Mapping[str, Any] | str | None,
+        instructions: str | Sequence[str] | None,
+        context: Sequence[Message | Mapping[str, Any] | str] | None,
+        options: dict[str, Any] | None,
+        count_tokens: bool = False,
+    ) -> Call[RemoteContext]:
+        body: dict[str, Any] = {}
+        if message is not None:
+            body["message"] = _message_in(message)
+        if instructions is not None:
+            body["instructions"] = [instructions] if isinstance(instructions, str) else list(instructions)
+        if context is not None:
+            body["context"] = [_message_in(m) for m in context]
+        if options is not None:
+            body["options"] = options
+        if count_tokens:
+            body["count_tokens"] = True
+
+        def read(data: Any) -> RemoteContext:
+            return RemoteContext(
+                system=[SystemMessage(text=s["text"], kind=s["kind"]) for s in data["system"]],
+                messages=[Message.model_validate(m) for m in data["conversation"]],
+                tools=list(data.get("tools") or []),
+                token_count=None if data.get("token_count") is None else int(data["token_count"]),
+                history_ids=list(data.get("history_ids") or []),
+                recalled_ids=list(data.get("recalled_ids") or []),
+                openai_messages=list(data["messages"]),
+            )
+
+        return Call(
+            "POST", ["threads", _routable(thread_id), "context"], {"resource_id": resource_id}, body, read
+        )
+
+
+def _auth(base_url: str, sigv4: bool | Mapping[str, Any]) -> httpx.Auth | None:
+    """The SigV4 signer the ``sigv4`` argument asks for (see ``MemstackClient``), or ``None``."""
+    if not sigv4:
+        return None
+    options = dict(sigv4) if isinstance(sigv4, Mapping) else {}
+    options.setdefault("url", base_url)
+    return SigV4Auth(**options)
+
+
+def _resource(given: str | None, default: str | None) -> str:
+    rid = given if given is not None else default
+    if not rid:
+        raise InvalidInput(
+            "resource_id is required (per call or as the client's default)", field="resource_id"
+        )
+    return rid
+
+
+@contextmanager
+def _transport_errors() -> Iterator[None]:
+    """httpx's failures to get an answer as ``memstack.errors``: an invalid URL → ``InvalidInput`` (field
+    ``base_url``); transport errors, timeouts, decoding and redirect errors → ``Unavailable``."""
+    try:
+        yield
+    except httpx.InvalidURL as exc:
+        raise InvalidInput(f"the request URL is invalid: {exc}", field="base_url") from None
+    except (httpx.HTTPError, httpx.StreamError) as exc:
+        raise Unavailable(f"the Memstack API did not answer: {type(exc).__name__}") from exc
+
+
+def _wire_request(base_url: str, call: Call[Any]) -> tuple[str, str, bytes | None, dict[str, str] | None]:
+    """``(method, url, content, headers)`` of ``call``: path segments percent-encoded (thread ids were
+    checked by the builder with ``_routable``); query values that are ``None`` left out, others sent as
+    given (strings) or as JSON (dicts and lists); the body as compact JSON.
+
+    Raises:
+        InvalidInput: a value JSON cannot hold (field ``body``).
+    """
+    url = base_url + "/v1/" + "/".join(_q(p) for p in call.path)
+    params = []
+    for name, value in call.query.items():
+        if value is None:
+            continue
+        text = (
+            value
+            if isinstance(value, str)
+            else _json(value)
+            if isinstance(value, dict | list)
+            else str(value)
+        )
+        params.append(f"{_q(name)}={_q(text)}")
+    if params:
+        url += "?" + "&".join(params)
+    content = None if call.body is None else _json(call.body).encode("utf-8")
+    headers = {"Content-Type": "application/json"} if content is not None else None
+    return call.method, url, content, headers
+
+
+def _wire_answer(response: httpx.Response, call: Call[T]) -> T:
+    """``call``'s result from the API's answer.
+
+    Raises:
+        MemstackError: an error answer, mapped (``error_from_response``). Unavailable: an answer that is not
+            JSON or of a shape ``call.read`` cannot read.
+    """
+    if response.status_code >= 400:
+        raise error_from_response(response)
+    data: Any = None
+    if response.status_code != 204 and response.content:
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise Unavailable(f"the Memstack API answered {response.status_code} without JSON") from exc
+    return _parse(lambda: call.read(data))
+
+
 class MemstackClient:
     """A Memstack API over HTTP with the methods of ``Memory`` (thread-safe; one connection pool).
 
@@ -409,18 +805,10 @@ class MemstackClient:
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        auth: httpx.Auth | None = None
-        if sigv4:
-            options = dict(sigv4) if isinstance(sigv4, Mapping) else {}
-            options.setdefault("url", base_url)
-            auth = SigV4Auth(**options)
         self.base_url = base_url.rstrip("/")
         self.resource_id = resource_id
         self._http = httpx.Client(
-            timeout=timeout,
-            headers=dict(headers or {}),
-            transport=transport,
-            auth=auth,
+            timeout=timeout, headers=dict(headers or {}), transport=transport, auth=_auth(base_url, sigv4)
         )
 
     # plumbing ------------------------------------------------------------------------------------
@@ -436,69 +824,25 @@ class MemstackClient:
         self.close()
 
     def _rid(self, resource_id: str | None) -> str:
-        rid = resource_id if resource_id is not None else self.resource_id
-        if not rid:
-            raise InvalidInput(
-                "resource_id is required (per call or as the client's default)", field="resource_id"
-            )
-        return rid
+        return _resource(resource_id, self.resource_id)
 
-    def _request(
-        self,
-        method: str,
-        path: Sequence[str],
-        query: Mapping[str, Any] | None = None,
-        body: Any = None,
-    ) -> Any:
-        """Send one request and return the parsed JSON answer (``None`` for 204).
-
-        ``path``: the segments after ``/v1`` (each percent-encoded here; thread ids checked by the caller
-        with ``_routable``). ``query``: values that are ``None``
-        are left out; others are sent as given (strings) or as JSON (dicts and lists).
+    def _run(self, call: Call[T]) -> T:
+        """Send ``call`` and read its answer.
 
         Raises:
-            MemstackError: the API's error, mapped (``error_from_response``). Unavailable: no answer.
+            MemstackError: the API's error, mapped (``error_from_response``). Unavailable: no answer, or an
+                answer of a shape the client cannot read. InvalidInput: the URL is invalid.
         """
-        url = self.base_url + "/v1/" + "/".join(_q(p) for p in path)
-        params = []
-        for name, value in (query or {}).items():
-            if value is None:
-                continue
-            text = (
-                value
-                if isinstance(value, str)
-                else _json(value)
-                if isinstance(value, dict | list)
-                else str(value)
-            )
-            params.append(f"{_q(name)}={_q(text)}")
-        if params:
-            url += "?" + "&".join(params)
-        content = None if body is None else _json(body).encode("utf-8")
-        headers = {"Content-Type": "application/json"} if content is not None else None
-        try:
+        method, url, content, headers = _wire_request(self.base_url, call)
+        with _transport_errors():
             response = self._http.request(method, url, content=content, headers=headers)
-        except httpx.InvalidURL as exc:
-            raise InvalidInput(f"the request URL is invalid: {exc}", field="base_url") from None
-        except (httpx.HTTPError, httpx.StreamError) as exc:  # transport, timeout, decoding, redirects
-            raise Unavailable(f"the Memstack API did not answer: {type(exc).__name__}") from exc
-        if response.status_code >= 400:
-            raise error_from_response(response)
-        if response.status_code == 204 or not response.content:
-            return None
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise Unavailable(f"the Memstack API answered {response.status_code} without JSON") from exc
+        return _wire_answer(response, call)
 
     # health --------------------------------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
         """``{"status": "ok", "version": ...}`` (no store access on the server)."""
-        out = self._request("GET", ["health"])
-        if not isinstance(out, dict):
-            raise Unavailable("the Memstack API answered an unexpected shape: health")
-        return out
+        return self._run(Calls.health())
 
     # threads -------------------------------------------------------------------------------------
 
@@ -515,16 +859,7 @@ class MemstackClient:
         Raises:
             InvalidInput, Conflict: as ``Memory.create_thread``.
         """
-        if thread_id is not None:
-            _routable(thread_id)
-        body = {"id": thread_id, "title": title, "metadata": metadata}
-        data = self._request(
-            "POST",
-            ["threads"],
-            {"resource_id": self._rid(resource_id)},
-            {k: v for k, v in body.items() if v is not None},
-        )
-        return _parse(lambda: Thread.model_validate(data))
+        return self._run(Calls.create_thread(self._rid(resource_id), thread_id, title, metadata))
 
     def get_thread(self, *, thread_id: str, resource_id: str | None = None) -> Thread:
         """The thread (``Memory.get_thread``).
@@ -532,10 +867,7 @@ class MemstackClient:
         Raises:
             NotFound: missing or another resource's.
         """
-        data = self._request(
-            "GET", ["threads", _routable(thread_id)], {"resource_id": self._rid(resource_id)}
-        )
-        return _parse(lambda: Thread.model_validate(data))
+        return self._run(Calls.get_thread(self._rid(resource_id), thread_id))
 
     def list_threads(
         self,
@@ -552,16 +884,9 @@ class MemstackClient:
         Raises:
             InvalidInput: bad paging or filter.
         """
-        query = {
-            "resource_id": self._rid(resource_id),
-            "limit": limit,
-            "cursor": cursor,
-            "order_by": order_by,
-            "direction": direction,
-            "metadata": metadata,
-        }
-        data = self._request("GET", ["threads"], query)
-        return _parse(lambda: ThreadPage.model_validate(data))
+        return self._run(
+            Calls.list_threads(self._rid(resource_id), limit, cursor, order_by, direction, metadata)
+        )
 
     def update_thread(
         self,
@@ -576,11 +901,7 @@ class MemstackClient:
         Raises:
             NotFound, InvalidInput, PayloadTooLarge: as ``Memory.update_thread``.
         """
-        body = {k: v for k, v in {"title": title, "metadata": metadata}.items() if v is not None}
-        data = self._request(
-            "PATCH", ["threads", _routable(thread_id)], {"resource_id": self._rid(resource_id)}, body
-        )
-        return _parse(lambda: Thread.model_validate(data))
+        return self._run(Calls.update_thread(self._rid(resource_id), thread_id, title, metadata))
 
     def delete_thread(self, *, thread_id: str, resource_id: str | None = None) -> None:
         """Delete the thread and its messages (``Memory.delete_thread``).
@@ -588,7 +909,7 @@ class MemstackClient:
         Raises:
             NotFound: missing or another resource's.
         """
-        self._request("DELETE", ["threads", _routable(thread_id)], {"resource_id": self._rid(resource_id)})
+        self._run(Calls.delete_thread(self._rid(resource_id), thread_id))
 
     def erase_resource(self, *, resource_id: str | None = None) -> EraseReceipt:
         """Erase everything the resource owns (``Memory.erase_resource``; ``DELETE /v1/resources/{id}``).
@@ -622,25 +943,9 @@ class MemstackClient:
         Raises:
             NotFound: the source is missing or another resource's. Conflict: ``new_thread_id`` exists.
         """
-        if new_thread_id is not None:
-            _routable(new_thread_id, "new_thread_id")
-        body = {
-            "new_thread_id": new_thread_id,
-            "title": title,
-            "metadata": metadata,
-            "message_limit": message_limit,
-        }
-        data = self._request(
-            "POST",
-            ["threads", _routable(source_thread_id), "clone"],
-            {"resource_id": self._rid(resource_id)},
-            {k: v for k, v in body.items() if v is not None},
-        )
-        return _parse(
-            lambda: CloneResult(
-                thread=Thread.model_validate(data["thread"]),
-                messages=[Message.model_validate(m) for m in data["messages"]],
-                message_id_map=dict(data["message_id_map"]),
+        return self._run(
+            Calls.clone_thread(
+                self._rid(resource_id), source_thread_id, new_thread_id, title, metadata, message_limit
             )
         )
 
@@ -658,13 +963,7 @@ class MemstackClient:
         Raises:
             InvalidInput, NotFound, PayloadTooLarge, Unavailable: as ``Memory.save_messages``.
         """
-        data = self._request(
-            "POST",
-            ["threads", _routable(thread_id), "messages"],
-            {"resource_id": self._rid(resource_id)},
-            {"messages": [_message_in(m) for m in messages]},
-        )
-        return _parse(lambda: [Message.model_validate(m) for m in data["messages"]])
+        return self._run(Calls.save_messages(self._rid(resource_id), thread_id, messages))
 
     def list_messages(
         self,
@@ -681,15 +980,7 @@ class MemstackClient:
         Raises:
             NotFound: the thread is missing or another resource's. InvalidInput: bad arguments.
         """
-        query = {
-            "resource_id": self._rid(resource_id),
-            "last": last,
-            "limit": limit,
-            "cursor": cursor,
-            "include": [_include(i) for i in include] if include is not None else None,
-        }
-        data = self._request("GET", ["threads", _routable(thread_id), "messages"], query)
-        return _parse(lambda: MessagePage.model_validate(data))
+        return self._run(Calls.list_messages(self._rid(resource_id), thread_id, last, limit, cursor, include))
 
     def delete_messages(self, *, resource_id: str | None = None, message_ids: Sequence[str]) -> int:
         """Delete messages by id; returns how many existed for this resource (``Memory.delete_messages``).
@@ -697,23 +988,9 @@ class MemstackClient:
         Raises:
             InvalidInput: an empty list or bad ids. PayloadTooLarge: over 1000 ids.
         """
-        data = self._request(
-            "POST",
-            ["messages", "delete"],
-            {"resource_id": self._rid(resource_id)},
-            {"message_ids": list(message_ids)},
-        )
-        return _parse(lambda: int(data["deleted"]))
+        return self._run(Calls.delete_messages(self._rid(resource_id), message_ids))
 
     # working memory ------------------------------------------------------------------------------
-
-    @staticmethod
-    def _wm_path(thread_id: str, options: Mapping[str, Any] | None) -> list[str]:
-        wm = (options or {}).get("working_memory")
-        scope = wm.get("scope") if isinstance(wm, Mapping) else None
-        return (
-            ["threads", _routable(thread_id), "working-memory"] if scope == "thread" else ["working-memory"]
-        )
 
     def get_working_memory(
         self, *, thread_id: str, resource_id: str | None = None, options: dict[str, Any] | None = None
@@ -726,13 +1003,7 @@ class MemstackClient:
         Raises:
             NotFound: thread scope and the thread is missing or another resource's.
         """
-        data = self._request(
-            "GET",
-            self._wm_path(thread_id, options),
-            {"resource_id": self._rid(resource_id), "options": options},
-        )
-        value = _parse(lambda: data.get("working_memory"))
-        return value if isinstance(value, str) else None
+        return self._run(Calls.get_working_memory(self._rid(resource_id), thread_id, options))
 
     def update_working_memory(
         self,
@@ -748,10 +1019,7 @@ class MemstackClient:
         Raises:
             InvalidInput, Forbidden, PayloadTooLarge, NotFound, Conflict: as ``Memory.update_working_memory``.
         """
-        body: dict[str, Any] = {"working_memory": working_memory}
-        if options is not None:
-            body["options"] = options
-        self._request("PUT", self._wm_path(thread_id, options), {"resource_id": self._rid(resource_id)}, body)
+        self._run(Calls.update_working_memory(self._rid(resource_id), thread_id, working_memory, options))
 
     def apply_tool_call(
         self,
@@ -765,7 +1033,8 @@ class MemstackClient:
 
         Args:
             tool_call: an OpenAI tool call ``{"id", "type": "function", "function": {"name", "arguments"}}``
-                (the SDK's object: ``call.model_dump()``) or a ``ToolCallPart``.
+                (the SDK's object: ``call.model_dump()``), a Bedrock ``toolUse`` or Anthropic ``tool_use``
+                block, or a ``ToolCallPart``.
 
         Returns:
             The ``tool`` message to send back (not saved); ``memstack.context.tool_messages(message)``
@@ -774,16 +1043,7 @@ class MemstackClient:
         Raises:
             InvalidInput, NotFound, Conflict: as ``Memory.apply_tool_call``.
         """
-        body: dict[str, Any] = {"tool_call": _tool_call(tool_call)}
-        if options is not None:
-            body["options"] = options
-        data = self._request(
-            "POST",
-            ["threads", _routable(thread_id), "working-memory", "tool-calls"],
-            {"resource_id": self._rid(resource_id)},
-            body,
-        )
-        return _parse(lambda: Message.model_validate(data["message"]))
+        return self._run(Calls.apply_tool_call(self._rid(resource_id), thread_id, tool_call, options))
 
     # observational memory ------------------------------------------------------------------------
 
@@ -796,15 +1056,7 @@ class MemstackClient:
         Raises:
             NotFound: the thread is missing or another resource's.
         """
-        data = self._request(
-            "GET", ["threads", _routable(thread_id), "observations"], {"resource_id": self._rid(resource_id)}
-        )
-
-        def build() -> RemoteObservations | None:
-            record = data["record"]
-            return None if record is None else RemoteObservations.from_json(record)
-
-        return _parse(build)
+        return self._run(Calls.get_observations(self._rid(resource_id), thread_id))
 
     def apply_recall_tool(
         self,
@@ -818,8 +1070,7 @@ class MemstackClient:
         group, when ``observational_memory.retrieval`` is on).
 
         Args:
-            tool_call: an OpenAI tool call ``{"id", "type": "function", "function": {"name": "recall",
-                "arguments"}}`` or a ``ToolCallPart``.
+            tool_call: the call in any shape ``apply_tool_call`` takes, named ``recall``.
             options: the options the context was assembled with (they must enable retrieval).
 
         Returns:
@@ -830,16 +1081,7 @@ class MemstackClient:
             InvalidInput: not a ``recall`` call, malformed, or retrieval not enabled.
             PayloadTooLarge: the arguments are too large.
         """
-        body: dict[str, Any] = {"tool_call": _tool_call(tool_call)}
-        if options is not None:
-            body["options"] = options
-        data = self._request(
-            "POST",
-            ["threads", _routable(thread_id), "recall-tool"],
-            {"resource_id": self._rid(resource_id)},
-            body,
-        )
-        return _parse(lambda: Message.model_validate(data["message"]))
+        return self._run(Calls.apply_recall_tool(self._rid(resource_id), thread_id, tool_call, options))
 
     # context -------------------------------------------------------------------------------------
 
@@ -856,28 +1098,7 @@ class MemstackClient:
         Raises:
             InvalidInput: bad arguments. Unavailable: embedder or index failed.
         """
-        body: dict[str, Any] = {"query": query}
-        if options is not None:
-            body["options"] = options
-        data = self._request(
-            "POST", ["threads", _routable(thread_id), "recall"], {"resource_id": self._rid(resource_id)}, body
-        )
-        return _parse(
-            lambda: RecallResult(
-                hits=[
-                    FusedHit(
-                        message_id=str(h["message_id"]),
-                        thread_id=str(h["thread_id"]),
-                        score=float(h["score"]),
-                        vector_rank=h.get("vector_rank"),
-                        keyword_rank=h.get("keyword_rank"),
-                        seq=int(h.get("seq") or 0),
-                    )
-                    for h in data["hits"]
-                ],
-                messages=[Message.model_validate(m) for m in data["messages"]],
-            )
-        )
+        return self._run(Calls.recall(self._rid(resource_id), thread_id, query, options))
 
     def context(
         self,
@@ -896,37 +1117,15 @@ class MemstackClient:
             count_tokens: have the server count ``token_count`` (it loads its tokenizer once per process).
 
         Returns:
-            A ``RemoteContext``: ``.to_openai()`` → ``{"messages", "tools"}`` for chat completions;
-            ``.messages``, ``.system``, ``.tools``, ``.token_count`` as on ``ModelContext``.
+            A ``RemoteContext``: ``.to_openai()`` → ``{"messages", "tools"}`` for chat completions,
+            ``.to_bedrock()``, ``.to_anthropic()``; ``.messages``, ``.system``, ``.tools``, ``.token_count``
+            as on ``ModelContext``.
 
         Raises:
             InvalidInput: bad input (another resource's thread id reads as an empty new thread).
         """
-        body: dict[str, Any] = {}
-        if message is not None:
-            body["message"] = _message_in(message)
-        if instructions is not None:
-            body["instructions"] = [instructions] if isinstance(instructions, str) else list(instructions)
-        if context is not None:
-            body["context"] = [_message_in(m) for m in context]
-        if options is not None:
-            body["options"] = options
-        if count_tokens:
-            body["count_tokens"] = True
-        data = self._request(
-            "POST",
-            ["threads", _routable(thread_id), "context"],
-            {"resource_id": self._rid(resource_id)},
-            body,
-        )
-        return _parse(
-            lambda: RemoteContext(
-                system=[SystemMessage(text=s["text"], kind=s["kind"]) for s in data["system"]],
-                messages=[Message.model_validate(m) for m in data["conversation"]],
-                tools=list(data.get("tools") or []),
-                token_count=None if data.get("token_count") is None else int(data["token_count"]),
-                history_ids=list(data.get("history_ids") or []),
-                recalled_ids=list(data.get("recalled_ids") or []),
-                openai_messages=list(data["messages"]),
+        return self._run(
+            Calls.context(
+                self._rid(resource_id), thread_id, message, instructions, context, options, count_tokens
             )
         )
