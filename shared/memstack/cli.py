@@ -66,7 +66,39 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     _serve_parser(sub)
     _erase_parser(sub)
+    _mcp_parser(sub)
     return parser
+
+
+def _mcp_parser(sub: Any) -> None:
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve Memstack as Model Context Protocol tools (stdio or streamable HTTP) for one resource",
+        description="Serve remember, recall, get/update_working_memory, list_threads and get_context as MCP "
+        "tools, all acting for the one resource given by --resource-id (the model never chooses it). Needs "
+        "the mcp extra: pip install 'memstack[mcp]'.",
+    )
+    mcp.add_argument(
+        "--resource-id", required=True, help="the resource (user, org, project) every tool acts for"
+    )
+    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="http: address to listen on (default 127.0.0.1)")
+    mcp.add_argument("--port", type=int, default=8766, help="http: port (default 8766); the endpoint is /mcp")
+    mcp.add_argument(
+        "--url",
+        help="use a Memstack HTTP API (memstack serve, or a deployed stage URL with --sigv4) instead of a "
+        "local memory",
+    )
+    mcp.add_argument("--sigv4", action="store_true", help="--url: sign requests with SigV4 (IAM auth)")
+    mcp.add_argument(
+        "--db", help="local memory: SQLite file (default: MEMSTACK_DB_PATH, .memstack/memory.db)"
+    )
+    mcp.add_argument(
+        "--embedder",
+        choices=["hash", "local", "openai", "bedrock"],
+        help="local memory: default MEMSTACK_EMBEDDER, else openai with OPENAI_API_KEY, else local",
+    )
+    mcp.add_argument("--thread-id", default="mcp", help="the thread tools use when the model names none")
 
 
 def _serve_parser(sub: Any) -> None:
@@ -81,7 +113,7 @@ def _serve_parser(sub: Any) -> None:
     _backend_arguments(serve)
     serve.add_argument(
         "--embedder",
-        choices=["hash", "local", "openai"],
+        choices=["hash", "local", "openai", "bedrock"],
         help="default: MEMSTACK_EMBEDDER, else openai when OPENAI_API_KEY is set, else local",
     )
     serve.add_argument(
@@ -144,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         if args.command == "erase":
             return _erase(args)
+        if args.command == "mcp":
+            return _mcp(args)
     except MemstackError as exc:
         print(f"memstack: {exc}", file=sys.stderr)
         return 1 if exc.status >= 500 else 2
@@ -262,6 +296,40 @@ def _erase_remote(args: argparse.Namespace, resource_id: str) -> Any:
         headers[name.strip()] = value.strip()
     with MemstackClient(args.url, sigv4=args.sigv4, headers=headers) as client:
         return client.erase_resource(resource_id=resource_id)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from memstack.model import check_id
+
+    check_id(args.resource_id, "resource_id")
+    try:
+        from memstack.integrations.mcp import build_server
+    except ImportError:
+        raise InvalidInput(
+            "memstack mcp needs the mcp extra: pip install 'memstack[mcp]'", field="mcp"
+        ) from None
+    if args.url:
+        from memstack.client import MemstackClient
+
+        memory: Any = MemstackClient(args.url, sigv4=args.sigv4)
+    else:
+        from memstack.serve import build_memory
+        from memstack.settings import load_settings
+
+        settings = load_settings()
+        memory = build_memory(settings.backend, db=args.db, embedder=args.embedder or settings.embedder_name)
+    server = build_server(memory, resource_id=args.resource_id, default_thread_id=args.thread_id)
+    try:
+        if args.transport == "http":
+            print(
+                f"memstack mcp: listening on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True
+            )
+            server.run("streamable-http", host=args.host, port=args.port)
+        else:
+            server.run("stdio")
+    finally:
+        memory.close()
+    return 0
 
 
 def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, db: str | Settings) -> int:
