@@ -21,7 +21,15 @@ class MemoryApi(Protocol):
 
     def save_messages(self, *, thread_id: str, resource_id: str, messages: Any) -> Any: ...
 
-    def list_messages(self, *, thread_id: str, resource_id: str, last: int | None = None) -> Any: ...
+    def list_messages(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str,
+        last: int | None = None,
+        limit: int = 40,
+        cursor: str | None = None,
+    ) -> Any: ...
 
     def delete_messages(self, *, resource_id: str, message_ids: Sequence[str]) -> int: ...
 
