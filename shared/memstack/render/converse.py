@@ -65,6 +65,7 @@ def to_converse_request(
     tools: Sequence[dict[str, Any]] = (),
     *,
     cache_system: bool = False,
+    tool_blocks: bool | None = None,
 ) -> dict[str, Any]:
     """The ``system``, ``messages`` and ``toolConfig`` arguments of ``bedrock-runtime`` ``converse``.
 
@@ -73,6 +74,9 @@ def to_converse_request(
         tools: OpenAI function tools; ``toolConfig`` is left out when there are none.
         cache_system: put a ``cachePoint`` after the system prompt (Bedrock prompt caching: everything
             before the point is cached; only for models that support it).
+        tool_blocks: keep earlier tool calls and results as ``toolUse``/``toolResult`` blocks; ``None``:
+            only when ``tools`` are given (a caller that sends its own ``toolConfig``, as Strands Agents does,
+            passes ``True``).
 
     Returns:
         ``{"system", "messages", "toolConfig"?}`` — pass it with ``modelId`` to ``converse``. Without
@@ -86,7 +90,7 @@ def to_converse_request(
     system: list[dict[str, Any]] = [{"text": text} for text in conversation.system if text]
     if cache_system and system:
         system.append({"cachePoint": {"type": "default"}})
-    with_tools = bool(tools)
+    with_tools = bool(tools) if tool_blocks is None else tool_blocks
     out: dict[str, Any] = {
         "system": system,
         "messages": [
@@ -94,6 +98,6 @@ def to_converse_request(
             for turn in conversation.turns
         ],
     }
-    if with_tools:
+    if tools:
         out["toolConfig"] = {"tools": to_converse_tools(tools)}
     return out

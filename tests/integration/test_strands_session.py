@@ -1,0 +1,193 @@
+"""``MemstackSessionManager`` with Strands Agents installed from the registry: a real ``strands.Agent``
+with a scripted model (Converse stream events, no network) and the Memstack tools, over ``Memory`` and over
+``MemstackClient`` (``memstack serve`` on loopback)."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("strands", reason="the strands extra is not installed (pip install -e '.[strands]')")
+
+from strands import Agent  # noqa: E402
+from strands.models.model import Model  # noqa: E402
+
+from memstack import Memory  # noqa: E402
+from memstack.client import MemstackClient  # noqa: E402
+from memstack.integrations.strands import MemstackSessionManager  # noqa: E402
+from memstack.serve import ServeConfig, make_server  # noqa: E402
+
+R = "user-1"
+
+
+def text_turn(text: str) -> list[dict[str, Any]]:
+    return [
+        {"messageStart": {"role": "assistant"}},
+        {"contentBlockStart": {"start": {}}},
+        {"contentBlockDelta": {"delta": {"text": text}}},
+        {"contentBlockStop": {}},
+        {"messageStop": {"stopReason": "end_turn"}},
+    ]
+
+
+def tool_turn(call_id: str, name: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"messageStart": {"role": "assistant"}},
+        {"contentBlockStart": {"start": {"toolUse": {"toolUseId": call_id, "name": name}}}},
+        {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(arguments)}}}},
+        {"contentBlockStop": {}},
+        {"messageStop": {"stopReason": "tool_use"}},
+    ]
+
+
+class ScriptedModel(Model):
+    """Streams each call's scripted events and records the messages and system prompt it was given."""
+
+    def __init__(self, script: list[list[dict[str, Any]]]) -> None:
+        self.script = list(script)
+        self.calls: list[dict[str, Any]] = []
+
+    def update_config(self, **model_config: Any) -> None:
+        pass
+
+    def get_config(self) -> Any:
+        return {}
+
+    def structured_output(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    async def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: str | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        self.calls.append(
+            {
+                "messages": json.loads(json.dumps(messages, default=str)),
+                "system": system_prompt,
+                "tools": [t["name"] for t in tool_specs or ()],
+            }
+        )
+        for event in self.script.pop(0):
+            yield event
+
+
+@pytest.fixture
+def memory() -> Iterator[Memory]:
+    with Memory.local(
+        ":memory:", embedder="hash", background="inline", working_memory={"enabled": True}
+    ) as m:
+        yield m
+
+
+@pytest.fixture(params=["memory", "client"])
+def backend(request: pytest.FixtureRequest, memory: Memory) -> Iterator[Any]:
+    if request.param == "memory":
+        yield memory
+        return
+    server = make_server(memory, ServeConfig(host="127.0.0.1", port=0), log=io.StringIO())
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        with MemstackClient("http://{}:{}".format(*server.server_address[:2])) as client:
+            yield client
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def agent_for(backend: Any, model: ScriptedModel, thread: str = "trip") -> Agent:
+    manager = MemstackSessionManager(thread, memory=backend, resource_id=R)
+    return Agent(
+        model=model,
+        system_prompt="You plan trips.",
+        session_manager=manager,
+        tools=manager.tools,
+        callback_handler=None,
+    )
+
+
+def test_given_an_agent_that_uses_the_memory_tool_when_run_then_the_turn_and_working_memory_are_saved(
+    backend: Any, memory: Memory
+) -> None:
+    model = ScriptedModel(
+        [
+            tool_turn("tu-1", "update_working_memory", {"memory_markdown": "# User\n- vegetarian"}),
+            text_turn("Noted."),
+        ]
+    )
+    agent = agent_for(backend, model)
+    assert {"update_working_memory", "recall_memories"} <= set(agent.tool_names)
+
+    assert str(agent("I am vegetarian")).strip() == "Noted."
+
+    assert memory.get_working_memory(thread_id="trip", resource_id=R) == "# User\n- vegetarian"
+    stored = memory.list_messages(thread_id="trip", resource_id=R).messages
+    assert [(m.role, [p.type for p in m.parts]) for m in stored] == [
+        ("user", ["text"]),
+        ("assistant", ["tool_call"]),
+        ("tool", ["tool_result"]),
+        ("assistant", ["text"]),
+    ]
+    assert model.calls[0]["system"].startswith("You plan trips.")
+
+
+def test_given_a_new_agent_on_the_same_thread_when_invoked_then_memstack_assembles_history_and_memory(
+    backend: Any, memory: Memory
+) -> None:
+    memory.save_messages(
+        thread_id="trip",
+        resource_id=R,
+        messages=[{"role": "user", "content": "Book Lisbon"}, {"role": "assistant", "content": "Booked."}],
+    )
+    memory.update_working_memory(thread_id="trip", resource_id=R, working_memory="# User\n- name: Ana")
+    memory.save_messages(thread_id="old", resource_id=R, messages=["My favourite pastry is pastel de nata"])
+    model = ScriptedModel([text_turn("Try a pastel de nata.")])
+
+    agent = agent_for(backend, model)
+    agent("Which pastry is my favourite?")
+
+    [call] = model.calls
+    texts = [b.get("text") for m in call["messages"] for b in m["content"]]
+    assert texts == ["Book Lisbon", "Booked.", "Which pastry is my favourite?"]
+    assert call["system"].startswith("You plan trips.\n\n")
+    assert "name: Ana" in call["system"] and "pastel de nata" in call["system"]
+    stored = memory.list_messages(thread_id="trip", resource_id=R).messages
+    assert [m.parts[0].text for m in stored][-2:] == [
+        "Which pastry is my favourite?",
+        "Try a pastel de nata.",
+    ]
+
+
+def test_given_the_recall_tool_when_the_model_calls_it_then_it_reads_only_this_resource(
+    backend: Any, memory: Memory
+) -> None:
+    memory.save_messages(thread_id="old", resource_id=R, messages=["The wifi password is kiwi42"])
+    memory.save_messages(
+        thread_id="x", resource_id="someone-else", messages=["Their wifi password is mango7"]
+    )
+    model = ScriptedModel(
+        [tool_turn("tu-9", "recall_memories", {"query": "wifi password"}), text_turn("kiwi42")]
+    )
+    agent = agent_for(backend, model, thread="new")
+    agent("What was the wifi password?")
+
+    result = model.calls[1]["messages"][-1]["content"][0]["toolResult"]
+    text = json.dumps(result)
+    assert "kiwi42" in text and "mango7" not in text
+
+
+def test_given_two_invocations_of_one_agent_then_history_is_not_doubled_nor_the_prompt_grown(
+    backend: Any, memory: Memory
+) -> None:
+    model = ScriptedModel([text_turn("Hello."), text_turn("Still here.")])
+    agent = agent_for(backend, model)
+    agent("Hi")
+    agent("Are you there?")
+
+    texts = [b.get("text") for m in model.calls[1]["messages"] for b in m["content"]]
+    assert texts == ["Hi", "Hello.", "Are you there?"]
+    assert model.calls[1]["system"] == model.calls[0]["system"]
+    assert len(memory.list_messages(thread_id="trip", resource_id=R).messages) == 4
