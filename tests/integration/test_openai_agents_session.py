@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,50 +15,16 @@ import pytest
 pytest.importorskip("agents", reason="the agents extra is not installed (pip install -e '.[agents]')")
 
 from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled  # noqa: E402
-from agents.items import ModelResponse  # noqa: E402
 from agents.memory.session import Session  # noqa: E402
-from agents.models.interface import Model  # noqa: E402
-from agents.usage import Usage  # noqa: E402
-from openai.types.responses import (  # noqa: E402
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
 
 from memstack import Memory  # noqa: E402
 from memstack.client import MemstackClient  # noqa: E402
 from memstack.integrations.openai_agents import MemstackSession, items_to_messages, messages_to_items  # noqa: E402
+from memstack.integrations.testing import scripted_agents_model  # noqa: E402
 from memstack.serve import ServeConfig, make_server  # noqa: E402
 
 R = "user-1"
 set_tracing_disabled(True)
-
-
-def text_reply(text: str) -> ResponseOutputMessage:
-    return ResponseOutputMessage(
-        id="msg_1",
-        type="message",
-        role="assistant",
-        status="completed",
-        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
-    )
-
-
-class ScriptedModel(Model):
-    """Answers each call with the next scripted output and records the input it was given."""
-
-    def __init__(self, script: list[list[Any]]) -> None:
-        self.script = list(script)
-        self.inputs: list[list[Any]] = []
-
-    async def get_response(
-        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
-    ) -> ModelResponse:
-        self.inputs.append(list(input) if isinstance(input, list) else [{"role": "user", "content": input}])
-        return ModelResponse(output=self.script.pop(0), usage=Usage(), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError("the tests do not stream")
 
 
 @function_tool
@@ -97,11 +63,8 @@ def test_given_the_session_then_it_satisfies_the_sdks_session_protocol(memory: M
 def test_given_an_agent_run_with_a_tool_when_run_again_then_history_comes_back_from_memstack(
     backend: Any, memory: Memory
 ) -> None:
-    call = ResponseFunctionToolCall(
-        type="function_call", call_id="call_1", name="get_weather", arguments='{"city": "Lisbon"}', id="fc_1"
-    )
-    model = ScriptedModel(
-        [[call], [text_reply("It is sunny in Lisbon.")], [text_reply("You asked about Lisbon.")]]
+    model = scripted_agents_model(
+        [("call_1", "get_weather", {"city": "Lisbon"}), "It is sunny in Lisbon.", "You asked about Lisbon."]
     )
     agent = Agent(name="assistant", instructions="Help.", model=model, tools=[get_weather])
 
@@ -141,7 +104,7 @@ def test_given_the_input_callback_when_run_then_working_memory_and_other_threads
 ) -> None:
     memory.update_working_memory(thread_id="new", resource_id=R, working_memory="# User\n- vegetarian")
     memory.save_messages(thread_id="old", resource_id=R, messages=["My favourite snack is roasted chestnuts"])
-    model = ScriptedModel([[text_reply("Try chestnuts.")]])
+    model = scripted_agents_model(["Try chestnuts."])
     agent = Agent(name="assistant", instructions="Help.", model=model)
     session = MemstackSession("new", memory=backend, resource_id=R)
 

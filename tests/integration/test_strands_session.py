@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,64 +15,14 @@ import pytest
 pytest.importorskip("strands", reason="the strands extra is not installed (pip install -e '.[strands]')")
 
 from strands import Agent  # noqa: E402
-from strands.models.model import Model  # noqa: E402
 
 from memstack import Memory  # noqa: E402
 from memstack.client import MemstackClient  # noqa: E402
 from memstack.integrations.strands import MemstackSessionManager  # noqa: E402
+from memstack.integrations.testing import scripted_strands_model  # noqa: E402
 from memstack.serve import ServeConfig, make_server  # noqa: E402
 
 R = "user-1"
-
-
-def text_turn(text: str) -> list[dict[str, Any]]:
-    return [
-        {"messageStart": {"role": "assistant"}},
-        {"contentBlockStart": {"start": {}}},
-        {"contentBlockDelta": {"delta": {"text": text}}},
-        {"contentBlockStop": {}},
-        {"messageStop": {"stopReason": "end_turn"}},
-    ]
-
-
-def tool_turn(call_id: str, name: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {"messageStart": {"role": "assistant"}},
-        {"contentBlockStart": {"start": {"toolUse": {"toolUseId": call_id, "name": name}}}},
-        {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(arguments)}}}},
-        {"contentBlockStop": {}},
-        {"messageStop": {"stopReason": "tool_use"}},
-    ]
-
-
-class ScriptedModel(Model):
-    """Streams each call's scripted events and records the messages and system prompt it was given."""
-
-    def __init__(self, script: list[list[dict[str, Any]]]) -> None:
-        self.script = list(script)
-        self.calls: list[dict[str, Any]] = []
-
-    def update_config(self, **model_config: Any) -> None:
-        pass
-
-    def get_config(self) -> Any:
-        return {}
-
-    def structured_output(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    async def stream(
-        self, messages: Any, tool_specs: Any = None, system_prompt: str | None = None, **kwargs: Any
-    ) -> AsyncIterator[Any]:
-        self.calls.append(
-            {
-                "messages": json.loads(json.dumps(messages, default=str)),
-                "system": system_prompt,
-                "tools": [t["name"] for t in tool_specs or ()],
-            }
-        )
-        for event in self.script.pop(0):
-            yield event
 
 
 @pytest.fixture
@@ -98,7 +48,7 @@ def backend(request: pytest.FixtureRequest, memory: Memory) -> Iterator[Any]:
         server.server_close()
 
 
-def agent_for(backend: Any, model: ScriptedModel, thread: str = "trip") -> Agent:
+def agent_for(backend: Any, model: Any, thread: str = "trip") -> Agent:
     manager = MemstackSessionManager(thread, memory=backend, resource_id=R)
     return Agent(
         model=model,
@@ -112,10 +62,10 @@ def agent_for(backend: Any, model: ScriptedModel, thread: str = "trip") -> Agent
 def test_given_an_agent_that_uses_the_memory_tool_when_run_then_the_turn_and_working_memory_are_saved(
     backend: Any, memory: Memory
 ) -> None:
-    model = ScriptedModel(
+    model = scripted_strands_model(
         [
-            tool_turn("tu-1", "update_working_memory", {"memory_markdown": "# User\n- vegetarian"}),
-            text_turn("Noted."),
+            ("tu-1", "update_working_memory", {"memory_markdown": "# User\n- vegetarian"}),
+            "Noted.",
         ]
     )
     agent = agent_for(backend, model)
@@ -144,7 +94,7 @@ def test_given_a_new_agent_on_the_same_thread_when_invoked_then_memstack_assembl
     )
     memory.update_working_memory(thread_id="trip", resource_id=R, working_memory="# User\n- name: Ana")
     memory.save_messages(thread_id="old", resource_id=R, messages=["My favourite pastry is pastel de nata"])
-    model = ScriptedModel([text_turn("Try a pastel de nata.")])
+    model = scripted_strands_model(["Try a pastel de nata."])
 
     agent = agent_for(backend, model)
     agent("Which pastry is my favourite?")
@@ -168,9 +118,7 @@ def test_given_the_recall_tool_when_the_model_calls_it_then_it_reads_only_this_r
     memory.save_messages(
         thread_id="x", resource_id="someone-else", messages=["Their wifi password is mango7"]
     )
-    model = ScriptedModel(
-        [tool_turn("tu-9", "recall_memories", {"query": "wifi password"}), text_turn("kiwi42")]
-    )
+    model = scripted_strands_model([("tu-9", "recall_memories", {"query": "wifi password"}), "kiwi42"])
     agent = agent_for(backend, model, thread="new")
     agent("What was the wifi password?")
 
@@ -182,7 +130,7 @@ def test_given_the_recall_tool_when_the_model_calls_it_then_it_reads_only_this_r
 def test_given_two_invocations_of_one_agent_then_history_is_not_doubled_nor_the_prompt_grown(
     backend: Any, memory: Memory
 ) -> None:
-    model = ScriptedModel([text_turn("Hello."), text_turn("Still here.")])
+    model = scripted_strands_model(["Hello.", "Still here."])
     agent = agent_for(backend, model)
     agent("Hi")
     agent("Are you there?")
