@@ -38,13 +38,13 @@ demo: $(STAMP)
 	$(BIN)/memstack demo $(ARGS)
 
 test: $(STAMP)
-	$(BIN)/ruff check shared tests benchmarks functions infra app.py
+	$(BIN)/ruff check shared tests benchmarks functions infra app.py examples
 	$(BIN)/mypy
 	$(BIN)/mypy infra app.py
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check shared tests benchmarks functions infra app.py
+	$(BIN)/ruff check shared tests benchmarks functions infra app.py examples
 	$(BIN)/ruff format --check shared tests benchmarks
 
 typecheck: $(STAMP)
