@@ -9,9 +9,19 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "shared" / "memstack"
-EDGE = {"adapters", "api"}
-"""Packages at the edge: adapters and the HTTP API may import what the core may not."""
-COMPOSITION = {"bootstrap.py", "settings.py", "cli.py", "serve.py", "demo.py", "client.py", "indexer.py"}
+EDGE = {"adapters", "api", "integrations"}
+"""Packages at the edge: adapters, the HTTP API and the agent-framework integrations may import what the
+core may not."""
+COMPOSITION = {
+    "bootstrap.py",
+    "settings.py",
+    "cli.py",
+    "serve.py",
+    "demo.py",
+    "client.py",
+    "async_client.py",
+    "indexer.py",
+}
 """The composition root and the programs around the library: they build adapters by design."""
 CORE = sorted(
     str(p.relative_to(PACKAGE))
@@ -94,3 +104,28 @@ def test_given_a_module_of_shared_then_no_function_is_over_80_lines(module: str)
     assert long == [], (
         f"{module}: {', '.join(long)} — over {MAX_FUNCTION_LINES} lines; split into named helpers"
     )
+
+
+FRAMEWORKS = ("strands", "agents", "mcp", "memstack.integrations")
+
+
+def test_given_the_library_and_the_functions_then_only_the_integrations_import_the_agent_frameworks() -> None:
+    """The integrations are optional extras, never needed by the Lambda functions (their bundle must not
+    grow by them): nothing outside ``memstack/integrations`` imports a framework or an integration."""
+    functions = PACKAGE.parents[1] / "functions"
+    # the CLI's `memstack mcp` imports the MCP integration inside the command, never at import time
+    sources = [
+        p
+        for p in PACKAGE.rglob("*.py")
+        if "integrations" not in p.relative_to(PACKAGE).parts and p.name != "cli.py"
+    ]
+    sources += list(functions.rglob("*.py"))
+    for path in sources:
+        bad = sorted(i for i in imports(path) if i == FRAMEWORKS[2] or i.startswith(FRAMEWORKS))
+        assert bad == [], f"{path} imports {bad}"
+
+
+def test_given_the_lambda_requirements_then_no_agent_framework_is_among_them() -> None:
+    text = (PACKAGE.parents[1] / "infra" / "lambda-requirements.txt").read_text().lower()
+    for name in ("strands-agents", "openai-agents", "mcp"):
+        assert not any(line.split(">")[0].split("=")[0].strip() == name for line in text.splitlines()), name
