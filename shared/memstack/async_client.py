@@ -31,7 +31,7 @@ from memstack.client import (
     _wire_request,
 )
 from memstack.memory import CloneResult, Include
-from memstack.model import Message, MessagePage, Thread, ThreadPage, ToolCallPart
+from memstack.model import EraseReceipt, Message, MessagePage, Thread, ThreadPage, ToolCallPart
 from memstack.recall import RecallResult
 
 __all__ = ["AsyncMemstackClient"]
@@ -171,6 +171,16 @@ class AsyncMemstackClient:
             NotFound: missing or another resource's.
         """
         await self._run(Calls.delete_thread(self._rid(resource_id), thread_id))
+
+    async def erase_resource(self, *, resource_id: str | None = None) -> EraseReceipt:
+        """Erase everything the resource owns (``Memory.erase_resource``; ``DELETE /v1/resources/{id}``).
+        Idempotent: a second call returns zero counts.
+
+        Raises:
+            InvalidInput: an id the API cannot route or refuses. Forbidden: JWT mode and the token is
+                another resource's. Unavailable: a backend failed midway (call again to finish).
+        """
+        return await self._run(Calls.erase_resource(self._rid(resource_id)))
 
     async def clone_thread(
         self,

@@ -74,6 +74,7 @@ class AsyncMemory:
     update_thread = _OffLoop(Memory.update_thread)
     delete_thread = _OffLoop(Memory.delete_thread)
     clone_thread = _OffLoop(Memory.clone_thread)
+    erase_resource = _OffLoop(Memory.erase_resource)
     save_messages = _OffLoop(Memory.save_messages)
     list_messages = _OffLoop(Memory.list_messages)
     delete_messages = _OffLoop(Memory.delete_messages)

@@ -480,6 +480,16 @@ class Calls:
         )
 
     @staticmethod
+    def erase_resource(resource_id: str) -> Call[EraseReceipt]:
+        def read(data: Any) -> EraseReceipt:
+            return EraseReceipt(
+                resource_id=_str(data["resource_id"]),
+                counts={k: int(data["counts"][k]) for k in ERASE_COUNT_KEYS},
+            )
+
+        return Call("DELETE", ["resources", _routable(resource_id, "resource_id")], read=read)
+
+    @staticmethod
     def clone_thread(
         resource_id: str,
         source_thread_id: str,
@@ -919,14 +929,7 @@ class MemstackClient:
             InvalidInput: an id the API cannot route or refuses. Forbidden: JWT mode and the token is
                 another resource's. Unavailable: a backend failed midway (call again to finish).
         """
-        rid = _routable(self._rid(resource_id), "resource_id")
-        data = self._request("DELETE", ["resources", rid])
-        return _parse(
-            lambda: EraseReceipt(
-                resource_id=_str(data["resource_id"]),
-                counts={k: int(data["counts"][k]) for k in ERASE_COUNT_KEYS},
-            )
-        )
+        return self._run(Calls.erase_resource(self._rid(resource_id)))
 
     def clone_thread(
         self,

@@ -192,6 +192,18 @@ def test_given_a_thread_when_cloned_then_its_messages_are_copied_under_new_ids(s
     }
 
 
+def test_given_a_resource_when_erased_then_its_threads_are_gone_and_a_second_erase_counts_nothing(
+    surface: Any,
+) -> None:
+    surface.save_messages(resource_id=R, thread_id="t1", messages=["a", "b"])
+    surface.save_messages(resource_id=OTHER, thread_id="t1", messages=["kept"])
+    receipt = surface.erase_resource(resource_id=R)
+    assert receipt.resource_id == R and receipt.counts["messages"] == 2
+    assert surface.list_threads(resource_id=R).threads == ()
+    assert sum(surface.erase_resource(resource_id=R).counts.values()) == 0
+    assert len(surface.list_messages(resource_id=OTHER, thread_id="t1").messages) == 1
+
+
 # --- the two clients cannot drift -----------------------------------------------------------------------
 
 
