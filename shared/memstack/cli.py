@@ -90,15 +90,18 @@ def _mcp_parser(sub: Any) -> None:
         "local memory",
     )
     mcp.add_argument("--sigv4", action="store_true", help="--url: sign requests with SigV4 (IAM auth)")
-    mcp.add_argument(
-        "--db", help="local memory: SQLite file (default: MEMSTACK_DB_PATH, .memstack/memory.db)"
-    )
-    mcp.add_argument(
+    _backend_arguments(mcp)
+    _embedder_argument(mcp)
+    mcp.add_argument("--thread-id", default="mcp", help="the thread tools use when the model names none")
+
+
+def _embedder_argument(parser: argparse.ArgumentParser) -> None:
+    """``--embedder`` of a command that builds a memory (``build_memory``)."""
+    parser.add_argument(
         "--embedder",
         choices=["hash", "local", "openai", "bedrock"],
-        help="local memory: default MEMSTACK_EMBEDDER, else openai with OPENAI_API_KEY, else local",
+        help="default: MEMSTACK_EMBEDDER, else openai when OPENAI_API_KEY is set, else local",
     )
-    mcp.add_argument("--thread-id", default="mcp", help="the thread tools use when the model names none")
 
 
 def _serve_parser(sub: Any) -> None:
@@ -111,11 +114,7 @@ def _serve_parser(sub: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free port)")
     _backend_arguments(serve)
-    serve.add_argument(
-        "--embedder",
-        choices=["hash", "local", "openai", "bedrock"],
-        help="default: MEMSTACK_EMBEDDER, else openai when OPENAI_API_KEY is set, else local",
-    )
+    _embedder_argument(serve)
     serve.add_argument(
         "--auth",
         choices=["iam", "jwt"],
@@ -316,7 +315,7 @@ def _mcp(args: argparse.Namespace) -> int:
         from memstack.serve import build_memory
         from memstack.settings import load_settings
 
-        settings = load_settings()
+        settings = load_settings(**({"backend": args.backend} if args.backend else {}))
         memory = build_memory(settings.backend, db=args.db, embedder=args.embedder or settings.embedder_name)
     server = build_server(memory, resource_id=args.resource_id, default_thread_id=args.thread_id)
     try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import io
 import socket
 import sys
 import threading
@@ -23,10 +22,8 @@ from mcp.client import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from memstack import Memory  # noqa: E402
-from memstack.client import MemstackClient  # noqa: E402
 from memstack.errors import InvalidInput  # noqa: E402
 from memstack.integrations.mcp import build_server  # noqa: E402
-from memstack.serve import ServeConfig, make_server  # noqa: E402
 
 R, OTHER = "user-1", "user-2"
 TOOLS = {"remember", "recall", "get_working_memory", "update_working_memory", "list_threads", "get_context"}
@@ -49,22 +46,6 @@ async def error_text(client: Client, tool: str, **arguments: Any) -> str:
 def memory() -> Iterator[Memory]:
     with Memory.local(":memory:", embedder="hash", background="inline") as m:
         yield m
-
-
-@pytest.fixture(params=["memory", "client"])
-def backend(request: pytest.FixtureRequest, memory: Memory) -> Iterator[Any]:
-    """What the MCP server runs over: the library in-process, or the HTTP API through the client."""
-    if request.param == "memory":
-        yield memory
-        return
-    server = make_server(memory, ServeConfig(host="127.0.0.1", port=0), log=io.StringIO())
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    try:
-        with MemstackClient("http://{}:{}".format(*server.server_address[:2])) as client:
-            yield client
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_given_a_server_when_listed_then_the_memory_tools_and_none_takes_a_resource(backend: Any) -> None:

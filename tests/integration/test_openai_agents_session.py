@@ -5,8 +5,6 @@ drives an agent with a scripted model (no network) and a function tool, over ``M
 from __future__ import annotations
 
 import asyncio
-import io
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,10 +16,8 @@ from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
 from agents.memory.session import Session  # noqa: E402
 
 from memstack import Memory  # noqa: E402
-from memstack.client import MemstackClient  # noqa: E402
 from memstack.integrations.openai_agents import MemstackSession, items_to_messages, messages_to_items  # noqa: E402
 from memstack.integrations.testing import scripted_agents_model  # noqa: E402
-from memstack.serve import ServeConfig, make_server  # noqa: E402
 
 R = "user-1"
 set_tracing_disabled(True)
@@ -39,21 +35,6 @@ def memory() -> Iterator[Memory]:
         ":memory:", embedder="hash", background="inline", working_memory={"enabled": True}
     ) as m:
         yield m
-
-
-@pytest.fixture(params=["memory", "client"])
-def backend(request: pytest.FixtureRequest, memory: Memory) -> Iterator[Any]:
-    if request.param == "memory":
-        yield memory
-        return
-    server = make_server(memory, ServeConfig(host="127.0.0.1", port=0), log=io.StringIO())
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    try:
-        with MemstackClient("http://{}:{}".format(*server.server_address[:2])) as client:
-            yield client
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_given_the_session_then_it_satisfies_the_sdks_session_protocol(memory: Memory) -> None:

@@ -4,9 +4,7 @@ with a scripted model (Converse stream events, no network) and the Memstack tool
 
 from __future__ import annotations
 
-import io
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,10 +15,8 @@ pytest.importorskip("strands", reason="the strands extra is not installed (pip i
 from strands import Agent  # noqa: E402
 
 from memstack import Memory  # noqa: E402
-from memstack.client import MemstackClient  # noqa: E402
 from memstack.integrations.strands import MemstackSessionManager  # noqa: E402
 from memstack.integrations.testing import scripted_strands_model  # noqa: E402
-from memstack.serve import ServeConfig, make_server  # noqa: E402
 
 R = "user-1"
 
@@ -31,21 +27,6 @@ def memory() -> Iterator[Memory]:
         ":memory:", embedder="hash", background="inline", working_memory={"enabled": True}
     ) as m:
         yield m
-
-
-@pytest.fixture(params=["memory", "client"])
-def backend(request: pytest.FixtureRequest, memory: Memory) -> Iterator[Any]:
-    if request.param == "memory":
-        yield memory
-        return
-    server = make_server(memory, ServeConfig(host="127.0.0.1", port=0), log=io.StringIO())
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    try:
-        with MemstackClient("http://{}:{}".format(*server.server_address[:2])) as client:
-            yield client
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def agent_for(backend: Any, model: Any, thread: str = "trip") -> Agent:

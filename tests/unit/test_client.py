@@ -11,8 +11,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from botocore.auth import SigV4Auth as BotoSigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from memstack import (
@@ -32,6 +30,7 @@ from memstack import (
 from memstack.api import AuthConfig, create_app, handle_http
 from memstack.client import MemstackClient, SigV4Auth, error_from_response
 from memstack.errors import UnsupportedMediaType
+from tests.sigv4_support import expected_signature
 
 BASE = "http://memstack.test"
 FAKE = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "session-token-example")
@@ -188,18 +187,7 @@ def test_given_sigv4_when_a_request_is_sent_then_it_carries_an_execute_api_signa
     assert request.headers["X-Amz-Security-Token"] == "session-token-example"
 
     # the server's check: recompute the signature over what was actually sent
-    check = AWSRequest(
-        method=request.method,
-        url=str(request.url),
-        data=request.content,
-        headers={
-            k: request.headers[k] for k in ("host", "content-type", "x-amz-date", "x-amz-security-token")
-        },
-    )
-    check.context["timestamp"] = date
-    signer = BotoSigV4Auth(FAKE.get_frozen_credentials(), "execute-api", "eu-west-1")
-    canonical = signer.canonical_request(check)
-    expected = signer.signature(signer.string_to_sign(check, canonical), check)
+    expected = expected_signature(request, FAKE, "eu-west-1")
     assert authorization.endswith(f"Signature={expected}")
 
 

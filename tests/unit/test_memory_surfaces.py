@@ -8,24 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import io
 import json
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
-from botocore.auth import SigV4Auth as BotoSigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from memstack import Conflict, InvalidInput, Memory, NotFound
 from memstack.async_client import AsyncMemstackClient
 from memstack.async_memory import AsyncMemory
 from memstack.client import MemstackClient
-from memstack.serve import ServeConfig, make_server
 from memstack.working_memory.tools import TOOL_NAME
+from tests.served import serving
+from tests.sigv4_support import expected_signature
 
 R, OTHER = "user-1", "user-2"
 SURFACES = ["memory", "async_memory", "client", "async_client"]
@@ -46,31 +43,21 @@ class Blocking:
 
 @pytest.fixture(params=SURFACES)
 def surface(request: pytest.FixtureRequest) -> Iterator[Any]:
-    memory = Memory.local(":memory:", embedder="hash", background="inline", **OPTIONS)
     loop = asyncio.new_event_loop()
-    server = None
-    try:
-        if request.param in ("client", "async_client"):
-            server = make_server(memory, ServeConfig(host="127.0.0.1", port=0), log=io.StringIO())
-            threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-            url = "http://{}:{}".format(*server.server_address[:2])
+    with Memory.local(":memory:", embedder="hash", background="inline", **OPTIONS) as memory:
         if request.param == "memory":
             yield memory
         elif request.param == "async_memory":
             yield Blocking(AsyncMemory(memory), loop)
         elif request.param == "client":
-            with MemstackClient(url) as client:
+            with serving(memory) as url, MemstackClient(url) as client:
                 yield client
         else:
-            client = AsyncMemstackClient(url)
-            yield Blocking(client, loop)
-            loop.run_until_complete(client.aclose())
-    finally:
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        loop.close()
-        memory.close()
+            with serving(memory) as url:
+                client = AsyncMemstackClient(url)
+                yield Blocking(client, loop)
+                loop.run_until_complete(client.aclose())
+    loop.close()
 
 
 def test_given_a_thread_when_created_read_listed_updated_and_deleted_then_each_surface_agrees(
@@ -246,18 +233,7 @@ def test_given_sigv4_when_the_async_client_sends_then_the_execute_api_signature_
 
     asyncio.run(run())
     request = seen[0]
-    date = request.headers["X-Amz-Date"]
-    check = AWSRequest(
-        method=request.method,
-        url=str(request.url),
-        data=request.content,
-        headers={
-            k: request.headers[k] for k in ("host", "content-type", "x-amz-date", "x-amz-security-token")
-        },
-    )
-    check.context["timestamp"] = date
-    signer = BotoSigV4Auth(FAKE.get_frozen_credentials(), "execute-api", "eu-west-1")
-    expected = signer.signature(signer.string_to_sign(check, signer.canonical_request(check)), check)
+    expected = expected_signature(request, FAKE, "eu-west-1")
     assert request.headers["Authorization"].endswith(f"Signature={expected}")
     assert json.loads(request.content) == {"messages": ["hello"]}
 

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from memstack.adapters.openai.connection import _backoff
+from memstack.adapters.openai.connection import _backoff, check_retry_options
 from memstack.errors import InvalidInput, MemstackError, Unavailable
 
 __all__ = ["BedrockConnection"]
@@ -76,10 +76,7 @@ class BedrockConnection:
         Raises:
             InvalidInput: ``timeout`` not positive; ``max_retries`` negative.
         """
-        if not timeout > 0:
-            raise InvalidInput("timeout must be a positive number of seconds", field="timeout")
-        if max_retries < 0:
-            raise InvalidInput("max_retries must be >= 0", field="max_retries")
+        check_retry_options(timeout, max_retries)
         self.region = region
         self.timeout = float(timeout)
         self.max_retries = max_retries

@@ -98,10 +98,7 @@ class OpenAIConnection:
             raise InvalidInput(
                 "an OpenAI API key is required (pass api_key or set OPENAI_API_KEY)", field="api_key"
             )
-        if not timeout > 0:
-            raise InvalidInput("timeout must be a positive number of seconds", field="timeout")
-        if max_retries < 0:
-            raise InvalidInput("max_retries must be >= 0", field="max_retries")
+        check_retry_options(timeout, max_retries)
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.timeout = float(timeout)
         self.max_retries = max_retries
@@ -259,6 +256,18 @@ def _backoff(attempt: int) -> float:
     """Exponential backoff with jitter: 50-100 % of ``BASE_DELAY * 2**attempt``, at most ``MAX_DELAY``."""
     ceiling = min(MAX_DELAY, BASE_DELAY * float(2**attempt))
     return ceiling * (0.5 + random.random() / 2)  # jitter, not cryptography
+
+
+def check_retry_options(timeout: float, max_retries: int) -> None:
+    """Check a connection's ``timeout`` (seconds, positive) and ``max_retries`` (0 or more).
+
+    Raises:
+        InvalidInput: naming the option.
+    """
+    if not timeout > 0:
+        raise InvalidInput("timeout must be a positive number of seconds", field="timeout")
+    if max_retries < 0:
+        raise InvalidInput("max_retries must be >= 0", field="max_retries")
 
 
 def default_sleep(seconds: float) -> None:
