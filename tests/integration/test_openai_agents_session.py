@@ -5,7 +5,6 @@ drives an agent with a scripted model (no network) and a function tool, over ``M
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,14 +26,6 @@ set_tracing_disabled(True)
 def get_weather(city: str) -> str:
     """The weather in a city."""
     return f"sunny in {city}"
-
-
-@pytest.fixture
-def memory() -> Iterator[Memory]:
-    with Memory.local(
-        ":memory:", embedder="hash", background="inline", working_memory={"enabled": True}
-    ) as m:
-        yield m
 
 
 def test_given_the_session_then_it_satisfies_the_sdks_session_protocol(memory: Memory) -> None:

@@ -5,7 +5,6 @@ with a scripted model (Converse stream events, no network) and the Memstack tool
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,14 +18,6 @@ from memstack.integrations.strands import MemstackSessionManager  # noqa: E402
 from memstack.integrations.testing import scripted_strands_model  # noqa: E402
 
 R = "user-1"
-
-
-@pytest.fixture
-def memory() -> Iterator[Memory]:
-    with Memory.local(
-        ":memory:", embedder="hash", background="inline", working_memory={"enabled": True}
-    ) as m:
-        yield m
 
 
 def agent_for(backend: Any, model: Any, thread: str = "trip") -> Agent:
