@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = ["build_server", "message_text"]
 
-ThreadId = Annotated[str, Field(description="The conversation (thread) id.", min_length=1, max_length=256)]
 WmScope = Annotated[
     Literal["resource", "thread"],
     Field(description="resource: shared by all threads (default); thread: this thread only."),
@@ -70,6 +69,142 @@ def _message(message: Any) -> dict[str, Any]:
     }
 
 
+TopK = Annotated[int, Field(ge=1, le=100, description="How many matches, before neighbours.")]
+RecallScope = Annotated[
+    Literal["resource", "thread"], Field(description="resource: every thread; thread: this one only.")
+]
+RecallFilter = Annotated[
+    dict[str, Any] | None,
+    Field(description="Metadata filter ($eq $ne $gt $gte $lt $lte $in $nin $and $or $not $exists)."),
+]
+OptionalThreadId = Annotated[
+    str | None, Field(description="The conversation (thread) id; the server's default thread if left out.")
+]
+
+
+class _MemoryTools:
+    """The tools' bodies, for one memory and one way of telling the resource. Each runs the (synchronous)
+    memory on a worker thread and turns a Memstack error into a tool error naming its code."""
+
+    def __init__(self, memory: MemoryApi, resource: Callable[[], str], default_thread_id: str) -> None:
+        self.memory = memory
+        self.resource = resource
+        self.default_thread_id = default_thread_id
+
+    def _thread(self, thread_id: str | None) -> str:
+        return thread_id or self.default_thread_id
+
+    async def _run(self, call: Callable[[str], Any]) -> Any:
+        import anyio.to_thread
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        rid = self.resource()
+        if not rid:
+            raise ToolError("forbidden: no resource for this caller")
+        try:
+            return await anyio.to_thread.run_sync(call, rid)
+        except MemstackError as exc:
+            where = f" (field {exc.field})" if exc.field else ""
+            raise ToolError(f"{exc.code}{where}: {exc.message}") from None
+
+    async def remember(
+        self,
+        content: Annotated[str, Field(description="The message text.", min_length=1)],
+        role: Literal["user", "assistant"] = "user",
+        thread_id: OptionalThreadId = None,
+    ) -> dict[str, Any]:
+        tid, message = self._thread(thread_id), {"role": role, "content": content}
+        saved = await self._run(
+            lambda rid: self.memory.save_messages(thread_id=tid, resource_id=rid, messages=[message])
+        )
+        return {"saved": [{"id": m.id, "seq": m.seq} for m in saved]}
+
+    async def recall(
+        self,
+        query: Annotated[str, Field(description="What to look for.", min_length=1)],
+        thread_id: OptionalThreadId = None,
+        scope: RecallScope = "resource",
+        top_k: TopK = 4,
+        filter: RecallFilter = None,
+    ) -> dict[str, Any]:
+        recall: dict[str, Any] = {"scope": scope, "top_k": top_k}
+        if filter is not None:
+            recall["filter"] = filter
+        tid = self._thread(thread_id)
+        result = await self._run(
+            lambda rid: self.memory.recall(
+                thread_id=tid, resource_id=rid, query=query, options={"semantic_recall": recall}
+            )
+        )
+        hit_ids = {h.message_id for h in result.hits}
+        return {"matches": [_message(m) | {"hit": m.id in hit_ids} for m in result.messages]}
+
+    async def get_working_memory(
+        self, thread_id: OptionalThreadId = None, scope: WmScope = "resource"
+    ) -> dict[str, Any]:
+        tid = self._thread(thread_id)
+        text = await self._run(
+            lambda rid: self.memory.get_working_memory(
+                thread_id=tid, resource_id=rid, options=_wm_options(scope)
+            )
+        )
+        return {"working_memory": text}
+
+    async def update_working_memory(
+        self,
+        working_memory: Annotated[str, Field(description="The complete working memory.")],
+        thread_id: OptionalThreadId = None,
+        scope: WmScope = "resource",
+    ) -> dict[str, Any]:
+        tid = self._thread(thread_id)
+        await self._run(
+            lambda rid: self.memory.update_working_memory(
+                thread_id=tid, resource_id=rid, working_memory=working_memory, options=_wm_options(scope)
+            )
+        )
+        return {"updated": True}
+
+    async def list_threads(
+        self, limit: Annotated[int, Field(ge=1, le=100)] = 20, cursor: str | None = None
+    ) -> dict[str, Any]:
+        page = await self._run(
+            lambda rid: self.memory.list_threads(resource_id=rid, limit=limit, cursor=cursor)
+        )
+        threads = [
+            {"id": t.id, "title": t.title, "updated_at": t.updated_at.isoformat()} for t in page.threads
+        ]
+        return {"threads": threads, "next_cursor": page.next_cursor}
+
+    async def get_context(
+        self,
+        thread_id: OptionalThreadId = None,
+        message: Annotated[str | None, Field(description="The new user message, if any.")] = None,
+    ) -> dict[str, Any]:
+        tid = self._thread(thread_id)
+        ctx = await self._run(
+            lambda rid: self.memory.context(thread_id=tid, resource_id=rid, message=message)
+        )
+        return {
+            "system": [s.text for s in ctx.system],
+            "messages": [_message(m) for m in ctx.messages if message_text(m)],
+            "token_count": ctx.token_count,
+        }
+
+
+def _wm_options(scope: str) -> dict[str, Any]:
+    return {"working_memory": {"enabled": True, "scope": scope}}
+
+
+_DESCRIPTIONS = {
+    "remember": "Save a message to a thread of this user's memory.",
+    "recall": "Search this user's past messages by meaning and keywords.",
+    "get_working_memory": "Read the working memory: what is known about the user.",
+    "update_working_memory": "Replace the working memory with an updated Markdown document (anything left out is lost).",
+    "list_threads": "List this user's conversations (threads), newest first.",
+    "get_context": "What a model would be shown for a thread: memory, recall and recent history.",
+}
+
+
 def build_server(
     memory: MemoryApi,
     *,
@@ -86,7 +221,7 @@ def build_server(
         resource_for: instead, a function giving the resource of the current request, e.g. from the
             authenticated identity (``mcp.server.auth.middleware.auth_context.get_access_token()``); it
             runs on each call and must raise (or return an empty string) when there is none.
-        default_thread_id: the thread of ``remember`` and ``get_context`` when the model names none.
+        default_thread_id: the thread of the tools when the model names none.
         name: the server's name shown to clients.
 
     Returns:
@@ -98,116 +233,12 @@ def build_server(
         ImportError: the ``mcp`` extra is not installed (``pip install 'memstack[mcp]'``).
     """
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
 
     if (resource_id is None) == (resource_for is None):
         raise InvalidInput("give exactly one of resource_id and resource_for", field="resource_id")
+    resource = resource_for if resource_for is not None else (lambda: resource_id or "")
+    tools = _MemoryTools(memory, resource, default_thread_id)
     server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS)
-
-    def resource() -> str:
-        rid = resource_id if resource_id is not None else resource_for() if resource_for else ""
-        if not rid:
-            raise ToolError("forbidden: no resource for this caller")
-        return rid
-
-    async def run(call: Callable[[str], Any]) -> Any:
-        import anyio.to_thread
-
-        rid = resource()
-        try:
-            return await anyio.to_thread.run_sync(call, rid)
-        except MemstackError as exc:
-            where = f" (field {exc.field})" if exc.field else ""
-            raise ToolError(f"{exc.code}{where}: {exc.message}") from None
-
-    @server.tool(description="Save a message to a thread of this user's memory.")
-    async def remember(
-        content: Annotated[str, Field(description="The message text.", min_length=1)],
-        role: Literal["user", "assistant"] = "user",
-        thread_id: ThreadId = default_thread_id,
-    ) -> dict[str, Any]:
-        saved = await run(
-            lambda rid: memory.save_messages(
-                thread_id=thread_id, resource_id=rid, messages=[{"role": role, "content": content}]
-            )
-        )
-        return {"saved": [{"id": m.id, "seq": m.seq} for m in saved]}
-
-    @server.tool(description="Search this user's past messages by meaning and keywords.")
-    async def recall(
-        query: Annotated[str, Field(description="What to look for.", min_length=1)],
-        thread_id: ThreadId = default_thread_id,
-        scope: Annotated[
-            Literal["resource", "thread"], Field(description="resource: every thread; thread: this one only.")
-        ] = "resource",
-        top_k: Annotated[int, Field(ge=1, le=100, description="How many matches, before neighbours.")] = 4,
-        filter: Annotated[
-            dict[str, Any] | None,
-            Field(description="Metadata filter ($eq $ne $gt $gte $lt $lte $in $nin $and $or $not $exists)."),
-        ] = None,
-    ) -> dict[str, Any]:
-        options: dict[str, Any] = {"semantic_recall": {"scope": scope, "top_k": top_k}}
-        if filter is not None:
-            options["semantic_recall"]["filter"] = filter
-        result = await run(
-            lambda rid: memory.recall(thread_id=thread_id, resource_id=rid, query=query, options=options)
-        )
-        hit_ids = {h.message_id for h in result.hits}
-        return {
-            "matches": [_message(m) | {"hit": m.id in hit_ids} for m in result.messages],
-        }
-
-    def wm_options(scope: str) -> dict[str, Any]:
-        return {"working_memory": {"enabled": True, "scope": scope}}
-
-    @server.tool(description="Read the working memory: what is known about the user.")
-    async def get_working_memory(
-        thread_id: ThreadId = default_thread_id, scope: WmScope = "resource"
-    ) -> dict[str, Any]:
-        text = await run(
-            lambda rid: memory.get_working_memory(
-                thread_id=thread_id, resource_id=rid, options=wm_options(scope)
-            )
-        )
-        return {"working_memory": text}
-
-    @server.tool(
-        description="Replace the working memory with an updated Markdown document (anything left out is lost)."
-    )
-    async def update_working_memory(
-        working_memory: Annotated[str, Field(description="The complete working memory.")],
-        thread_id: ThreadId = default_thread_id,
-        scope: WmScope = "resource",
-    ) -> dict[str, Any]:
-        await run(
-            lambda rid: memory.update_working_memory(
-                thread_id=thread_id, resource_id=rid, working_memory=working_memory, options=wm_options(scope)
-            )
-        )
-        return {"updated": True}
-
-    @server.tool(description="List this user's conversations (threads), newest first.")
-    async def list_threads(
-        limit: Annotated[int, Field(ge=1, le=100)] = 20, cursor: str | None = None
-    ) -> dict[str, Any]:
-        page = await run(lambda rid: memory.list_threads(resource_id=rid, limit=limit, cursor=cursor))
-        return {
-            "threads": [
-                {"id": t.id, "title": t.title, "updated_at": t.updated_at.isoformat()} for t in page.threads
-            ],
-            "next_cursor": page.next_cursor,
-        }
-
-    @server.tool(description="What a model would be shown for a thread: memory, recall and recent history.")
-    async def get_context(
-        thread_id: ThreadId = default_thread_id,
-        message: Annotated[str | None, Field(description="The new user message, if any.")] = None,
-    ) -> dict[str, Any]:
-        ctx = await run(lambda rid: memory.context(thread_id=thread_id, resource_id=rid, message=message))
-        return {
-            "system": [s.text for s in ctx.system],
-            "messages": [_message(m) for m in ctx.messages if message_text(m)],
-            "token_count": ctx.token_count,
-        }
-
+    for tool_name, description in _DESCRIPTIONS.items():
+        server.add_tool(getattr(tools, tool_name), name=tool_name, description=description)
     return server
