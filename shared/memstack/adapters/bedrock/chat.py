@@ -114,8 +114,9 @@ class BedrockChatModel:
             ``arguments`` JSON text) and the token usage Bedrock reported.
 
         Raises:
-            InvalidInput: access denied or unknown model (field ``model``), malformed messages or a
-                request Bedrock refused (field ``messages``).
+            InvalidInput: access denied or unknown model (field ``model``), malformed messages, text that
+                is not UTF-8 (a lone surrogate; nothing is sent) or a request Bedrock refused (field
+                ``messages``).
             Unavailable: throttling, model-not-ready, 5xx or timeouts outlasted the retries, quota exceeded,
                 or the response was malformed.
         """
@@ -126,6 +127,13 @@ class BedrockChatModel:
         except (KeyError, TypeError, AttributeError) as exc:
             raise InvalidInput(
                 f"messages are not chat-completions messages: {type(exc).__name__}", field="messages"
+            ) from None
+        try:  # botocore would send a lone surrogate as a JSON escape no model can read
+            json.dumps(request, ensure_ascii=False, default=lambda value: "").encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(
+                f"Bedrock converse ({self.model}): the messages are not valid text (a lone surrogate)",
+                field="messages",
             ) from None
         kwargs: dict[str, Any] = {"modelId": self.model, "messages": request["messages"]}
         if request["system"]:

@@ -17,6 +17,7 @@ What Bedrock answered                                           Raised
 ``ModelTimeoutException``, ``ModelErrorException``, other 5xx,
 connection errors and timeouts
 no credentials                                                  ``InvalidInput`` (field ``aws_credentials``)
+text that is not UTF-8 (a lone surrogate)                       ``InvalidInput`` (field of the request), unsent
 malformed response                                              ``Unavailable``
 ==============================================================  ===========================================
 
@@ -134,6 +135,10 @@ class BedrockConnection:
                 if error is not None:
                     raise error from None
                 failure = code or f"HTTP {status}"
+            except UnicodeEncodeError:  # a lone surrogate (e.g. from a JSON "\ud800" escape) cannot be sent
+                raise InvalidInput(
+                    f"Bedrock {what} ({model}): the {field} are not valid text (a lone surrogate)", field=field
+                ) from None
             except (NoCredentialsError, NoRegionError) as exc:
                 raise InvalidInput(
                     f"Bedrock {what} ({model}): {type(exc).__name__}: no AWS credentials or region configured",

@@ -17,12 +17,14 @@ parameters):
 
 Cross-region inference profile ids (``us.``, ``eu.``, ``apac.``, ``global.`` before the model id) are
 accepted. Empty or whitespace-only texts are not sent and get a zero vector, as with ``OpenAIEmbedder``;
-every vector is L2-normalised here whatever the model returned.
+lone surrogates (not encodable as UTF-8) become U+FFFD, as there; every vector is L2-normalised here
+whatever the model returned.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +44,7 @@ COHERE_BATCH = 96
 
 _TITAN_DIMENSIONS = (256, 512, 1024)
 _COHERE_V4_DIMENSIONS = (256, 512, 1024, 1536)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _GEO_PREFIXES = ("us.", "eu.", "apac.", "us-gov.", "jp.", "au.", "global.")
 
 
@@ -169,6 +172,7 @@ class BedrockEmbedder:
 
     def _embed(self, texts: Sequence[str], input_type: str) -> list[Vector]:
         out: list[Vector] = [[0.0] * self.dimension for _ in texts]
+        texts = [_SURROGATE.sub("\ufffd", text) for text in texts]
         wanted = [i for i, text in enumerate(texts) if text.strip()]
         if self._family == "cohere":
             for start in range(0, len(wanted), COHERE_BATCH):
