@@ -137,7 +137,8 @@ class BedrockConnection:
                 failure = code or f"HTTP {status}"
             except UnicodeEncodeError:  # a lone surrogate (e.g. from a JSON "\ud800" escape) cannot be sent
                 raise InvalidInput(
-                    f"Bedrock {what} ({model}): the {field} are not valid text (a lone surrogate)", field=field
+                    f"Bedrock {what} ({model}): the {field} are not valid text (a lone surrogate)",
+                    field=field,
                 ) from None
             except (NoCredentialsError, NoRegionError) as exc:
                 raise InvalidInput(
