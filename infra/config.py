@@ -114,7 +114,9 @@ class MemstackConfig:
         from memstack.errors import InvalidInput
 
         if self.openai_secret_arn or self.openai_secret_name or self.openai_base_url:
-            raise ValueError("openaiSecretArn, openaiSecretName and openaiBaseUrl apply to models=openai only")
+            raise ValueError(
+                "openaiSecretArn, openaiSecretName and openaiBaseUrl apply to models=openai only"
+            )
         try:
             BedrockEmbedder(self.embedding_model_name, dimensions=self.embedding_dimensions)
         except InvalidInput as exc:
