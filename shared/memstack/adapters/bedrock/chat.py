@@ -120,6 +120,26 @@ class BedrockChatModel:
             Unavailable: throttling, model-not-ready, 5xx or timeouts outlasted the retries, quota exceeded,
                 or the response was malformed.
         """
+        kwargs = self._converse_arguments(messages, tools, max_output_tokens, temperature)
+        response = self._connection.call(
+            lambda client: client.converse(**kwargs), what="converse", model=self.model, field="messages"
+        )
+        try:
+            return _result(response)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise Unavailable(
+                f"Bedrock converse ({self.model}) returned an unusable response: {type(exc).__name__}"
+            ) from None
+
+    def _converse_arguments(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None,
+        max_output_tokens: int | None,
+        temperature: float | None,
+    ) -> dict[str, Any]:
+        """The keyword arguments of ``converse``; raises ``InvalidInput`` (field ``messages``) for messages
+        that are not chat-completions messages or not valid text, before anything is sent."""
         from memstack.render.converse import to_converse_request
 
         try:
@@ -147,35 +167,7 @@ class BedrockChatModel:
             inference["temperature"] = temperature
         if inference:
             kwargs["inferenceConfig"] = inference
-        response = self._connection.call(
-            lambda client: client.converse(**kwargs), what="converse", model=self.model, field="messages"
-        )
-        try:
-            content = response["output"]["message"]["content"]
-            text = "".join(block["text"] for block in content if "text" in block)
-            calls = [
-                {
-                    "id": str(block["toolUse"]["toolUseId"]),
-                    "type": "function",
-                    "function": {
-                        "name": str(block["toolUse"]["name"]),
-                        "arguments": json.dumps(block["toolUse"].get("input", {}), ensure_ascii=False),
-                    },
-                }
-                for block in content
-                if "toolUse" in block
-            ]
-            usage = response.get("usage") or {}
-            return ChatResult(
-                text=text,
-                tool_calls=calls,
-                input_tokens=int(usage.get("inputTokens") or 0),
-                output_tokens=int(usage.get("outputTokens") or 0),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise Unavailable(
-                f"Bedrock converse ({self.model}) returned an unusable response: {type(exc).__name__}"
-            ) from None
+        return kwargs
 
     def with_model(self, model: str) -> BedrockChatModel:
         """The same region and client with another model (the Observer's and Reflector's own ``model``
@@ -189,3 +181,28 @@ class BedrockChatModel:
         twin.model_id = f"bedrock/{model}"
         twin.cache_prompt = supports_prompt_cache(model) if self._cache_option is None else self._cache_option
         return twin
+
+
+def _result(response: dict[str, Any]) -> ChatResult:
+    """A ``Converse`` answer as a ``ChatResult``: text blocks joined, ``toolUse`` blocks as OpenAI tool
+    calls. Raises ``KeyError``/``TypeError``/``ValueError`` on a malformed answer (the caller maps them)."""
+    content = response["output"]["message"]["content"]
+    calls = [
+        {
+            "id": str(block["toolUse"]["toolUseId"]),
+            "type": "function",
+            "function": {
+                "name": str(block["toolUse"]["name"]),
+                "arguments": json.dumps(block["toolUse"].get("input", {}), ensure_ascii=False),
+            },
+        }
+        for block in content
+        if "toolUse" in block
+    ]
+    usage = response.get("usage") or {}
+    return ChatResult(
+        text="".join(block["text"] for block in content if "text" in block),
+        tool_calls=calls,
+        input_tokens=int(usage.get("inputTokens") or 0),
+        output_tokens=int(usage.get("outputTokens") or 0),
+    )
