@@ -159,7 +159,7 @@ def test_given_history_when_the_context_is_assembled_then_every_format_shows_it_
     assert bedrock["messages"][-1] == {"role": "user", "content": [{"text": "Where do I live?"}]}
     assert bedrock["toolConfig"]["tools"][0]["toolSpec"]["name"] == TOOL_NAME
     assert ctx.to_anthropic()["messages"][0]["content"] == [{"type": "text", "text": "I live in Porto"}]
-    assert ctx.token_count > 0
+    assert ctx.token_count is None or ctx.token_count > 0  # the HTTP API counts only when asked
 
 
 def test_given_another_thread_when_recalled_then_the_message_is_found_by_its_words(surface: Any) -> None:

@@ -187,7 +187,6 @@ class _MemoryTools:
         return {
             "system": [s.text for s in ctx.system],
             "messages": [_message(m) for m in ctx.messages if message_text(m)],
-            "token_count": ctx.token_count,
         }
 
 
