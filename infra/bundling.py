@@ -51,6 +51,11 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache")
 
+_LIBRARY_IGNORED = shutil.ignore_patterns(
+    "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", "integrations"
+)
+"""The agent-framework integrations (optional extras: Strands, the Agents SDK, MCP) never run in a function."""
+
 
 def _files(root: Path) -> list[Path]:
     if root.is_file():
@@ -155,7 +160,7 @@ class PipBundling:
 
     def try_bundle(self, output_dir: str, *, image: DockerImage, **_: object) -> bool:
         out = Path(output_dir)
-        shutil.copytree(LIBRARY, out / "memstack", dirs_exist_ok=True, ignore=_IGNORED)
+        shutil.copytree(LIBRARY, out / "memstack", dirs_exist_ok=True, ignore=_LIBRARY_IGNORED)
         shutil.copytree(self.function_dir, out, dirs_exist_ok=True, ignore=_IGNORED)
         return True
 

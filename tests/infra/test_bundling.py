@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infra.bundling import EXCLUDED_DISTRIBUTIONS, drop_distributions
+from infra.bundling import EXCLUDED_DISTRIBUTIONS, PipBundling, drop_distributions
 
 
 def _install(root: Path, dist: str, version: str, files: list[str]) -> None:
@@ -41,3 +41,14 @@ def test_given_a_target_folder_when_dropping_grpc_and_protobuf_then_only_their_f
         "opensearchpy",
         "opensearchpy/__init__.py",
     ]
+
+
+def test_given_a_function_when_bundled_then_memstack_comes_without_the_framework_integrations(
+    tmp_path: Path,
+) -> None:
+    from infra.bundling import REPO
+
+    PipBundling(REPO / "functions" / "api").try_bundle(str(tmp_path), image=None)  # type: ignore[arg-type]
+
+    assert (tmp_path / "memstack" / "memory.py").is_file() and (tmp_path / "app.py").is_file()
+    assert not (tmp_path / "memstack" / "integrations").exists()
