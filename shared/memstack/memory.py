@@ -280,13 +280,22 @@ class Memory(BackgroundWork):
     # messages ----------------------------------------------------------------------------------------
 
     def save_messages(
-        self, *, thread_id: str, resource_id: str, messages: Sequence[Message | dict[str, Any] | str]
+        self,
+        *,
+        thread_id: str,
+        resource_id: str,
+        messages: Sequence[Message | dict[str, Any] | str],
+        expected_last_seq: int | None = None,
     ) -> list[Message]:
         """Save a batch in order (an existing id updates in place; a missing thread is created); the layers
         strip working-memory plumbing, then index and schedule (spec §2.4). Returns the saved messages with
-        their ``seq``. Raises ``InvalidInput`` (nothing written), ``NotFound``, ``PayloadTooLarge``
-        (over ``MAX_BATCH``), ``Unavailable`` (saved but not indexed: saving again completes it)."""
-        return self._messages.save(Scope.of(resource_id, thread_id), messages)
+        their ``seq``. ``expected_last_seq`` (e.g. ``ModelContext.last_seq``) refuses the save with
+        ``Conflict`` if the thread moved on since. Raises ``InvalidInput`` (nothing written), ``NotFound``,
+        ``Conflict``, ``PayloadTooLarge`` (over ``MAX_BATCH``), ``Unavailable`` (saved but not indexed:
+        saving again completes it)."""
+        return self._messages.save(
+            Scope.of(resource_id, thread_id), messages, expected_last_seq=expected_last_seq
+        )
 
     def index_saved(self, *, resource_id: str, thread_id: str, message_ids: Sequence[str]) -> int:
         """Index saved messages once each (a stream indexer's work); returns the chunks written."""
@@ -354,12 +363,26 @@ class Memory(BackgroundWork):
         resource_id: str,
         tool_call: dict[str, Any] | ToolCallPart,
         options: dict[str, Any] | None = None,
+        context: ModelContext | None = None,
+        working_memory_version: str | None = None,
     ) -> Message:
         """Run the model's ``updateWorkingMemory`` call; returns the unsaved tool-result message (``is_error``
-        when the model erred). Raises ``InvalidInput``, ``NotFound``, ``Conflict``."""
+        when the model erred). Pass the turn's ``context`` (or its ``working_memory_version``): a markdown
+        update made from a document that has since moved on is refused with the current document in the
+        result, never written over it; ``context`` then records the version the model has seen since.
+        Raises ``InvalidInput``, ``NotFound``, ``Conflict``."""
         scope = Scope.of(resource_id, thread_id)
         opts = self.options.merged(options)
-        return self._core.working_memory.apply_tool_call(opts, scope.resource_id, scope.thread, tool_call)
+        seen = working_memory_version
+        if seen is None and context is not None:
+            seen = context.working_memory_version
+        result = self._core.working_memory.apply_tool_call(
+            opts, scope.resource_id, scope.thread, tool_call, seen_version=seen
+        )
+        now_seen = result.metadata.get("working_memory_version")
+        if context is not None and isinstance(now_seen, str):
+            context.versions["working_memory"] = now_seen
+        return result
 
     @staticmethod
     def _wm_scope(resource_id: str, thread_id: str | None, options: MemoryOptions) -> Scope:

@@ -160,7 +160,7 @@ class Background:
                 thread.id,
                 title=title[:MAX_TITLE_CHARS],
                 updated_at=core.clock.now(),
-                expected_version=thread.version,
+                expected_title="",
             )
         except MemstackError:
             return None
