@@ -92,6 +92,9 @@ class RemoteContext:
         history_ids: ids of the messages that came from the thread's history.
         recalled_ids: ids of every message semantic recall brought in.
         openai_messages: the chat-completions messages, rendered by the server.
+        last_seq: the thread's last ``seq`` when read, as ``ModelContext.last_seq``.
+        versions: what the model was shown, as ``ModelContext.versions`` (``working_memory``);
+            ``apply_tool_call(context=...)`` checks and updates it.
     """
 
     system: list[SystemMessage]
@@ -101,6 +104,13 @@ class RemoteContext:
     history_ids: list[str] = field(default_factory=list)
     recalled_ids: list[str] = field(default_factory=list)
     openai_messages: list[dict[str, Any]] = field(default_factory=list)
+    last_seq: int = 0
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def working_memory_version(self) -> str | None:
+        """The version of the working-memory document the model was shown (``None``: not shown)."""
+        return self.versions.get("working_memory")
 
     @property
     def message_ids(self) -> set[str]:
@@ -640,17 +650,22 @@ class MemstackClient:
         thread_id: str,
         resource_id: str | None = None,
         messages: Sequence[Message | Mapping[str, Any] | str],
+        expected_last_seq: int | None = None,
     ) -> list[Message]:
         """Save a batch in order (``Memory.save_messages``); returns the saved messages with ``seq``.
+        ``expected_last_seq`` (``RemoteContext.last_seq``) refuses it if the thread moved on since.
 
         Raises:
-            InvalidInput, NotFound, PayloadTooLarge, Unavailable: as ``Memory.save_messages``.
+            InvalidInput, NotFound, Conflict, PayloadTooLarge, Unavailable: as ``Memory.save_messages``.
         """
+        body: dict[str, Any] = {"messages": [_message_in(m) for m in messages]}
+        if expected_last_seq is not None:
+            body["expected_last_seq"] = expected_last_seq
         data = self._request(
             "POST",
             ["threads", _routable(thread_id), "messages"],
             {"resource_id": self._rid(resource_id)},
-            {"messages": [_message_in(m) for m in messages]},
+            body,
         )
         return _parse(lambda: [Message.model_validate(m) for m in data["messages"]])
 
@@ -748,8 +763,12 @@ class MemstackClient:
         resource_id: str | None = None,
         tool_call: Mapping[str, Any] | ToolCallPart,
         options: dict[str, Any] | None = None,
+        context: RemoteContext | None = None,
+        working_memory_version: str | None = None,
     ) -> Message:
-        """Run the model's ``updateWorkingMemory`` call (``Memory.apply_tool_call``).
+        """Run the model's ``updateWorkingMemory`` call (``Memory.apply_tool_call``): pass the turn's
+        ``context`` (or its ``working_memory_version``) so that an update made from a document that has
+        since moved on is refused with the current one; ``context`` then records what the model has seen.
 
         Args:
             tool_call: an OpenAI tool call ``{"id", "type": "function", "function": {"name", "arguments"}}``
@@ -765,12 +784,18 @@ class MemstackClient:
         body: dict[str, Any] = {"tool_call": _tool_call(tool_call)}
         if options is not None:
             body["options"] = options
+        seen = working_memory_version or (context.working_memory_version if context is not None else None)
+        if seen is not None:
+            body["working_memory_version"] = seen
         data = self._request(
             "POST",
             ["threads", _routable(thread_id), "working-memory", "tool-calls"],
             {"resource_id": self._rid(resource_id)},
             body,
         )
+        now_seen = data.get("working_memory_version")
+        if context is not None and isinstance(now_seen, str):
+            context.versions["working_memory"] = now_seen
         return _parse(lambda: Message.model_validate(data["message"]))
 
     # observational memory ------------------------------------------------------------------------
@@ -916,5 +941,11 @@ class MemstackClient:
                 history_ids=list(data.get("history_ids") or []),
                 recalled_ids=list(data.get("recalled_ids") or []),
                 openai_messages=list(data["messages"]),
+                last_seq=int(data.get("last_seq") or 0),
+                versions=(
+                    {"working_memory": data["working_memory_version"]}
+                    if isinstance(data.get("working_memory_version"), str)
+                    else {}
+                ),
             )
         )
