@@ -15,7 +15,7 @@ from memstack import Conflict, Memory
 from tests.store_backends import BACKENDS, memory_on
 
 WM = {"enabled": True}
-WRITERS = 8
+WRITERS = 16
 
 
 def _call(call_id: str, memory: str) -> dict[str, Any]:
