@@ -289,10 +289,9 @@ class Memory(BackgroundWork):
     ) -> list[Message]:
         """Save a batch in order (an existing id updates in place; a missing thread is created); the layers
         strip working-memory plumbing, then index and schedule (spec §2.4). Returns the saved messages with
-        their ``seq``. ``expected_last_seq`` (e.g. ``ModelContext.last_seq``) refuses the save with
-        ``Conflict`` if the thread moved on since. Raises ``InvalidInput`` (nothing written), ``NotFound``,
-        ``Conflict``, ``PayloadTooLarge`` (over ``MAX_BATCH``), ``Unavailable`` (saved but not indexed:
-        saving again completes it)."""
+        their ``seq``. ``expected_last_seq`` (``ModelContext.last_seq``): ``Conflict`` if the thread moved on.
+        Raises ``InvalidInput`` (nothing written), ``NotFound``, ``Conflict``, ``PayloadTooLarge`` (over
+        ``MAX_BATCH``), ``Unavailable`` (saved but not indexed: saving again completes it)."""
         return self._messages.save(
             Scope.of(resource_id, thread_id), messages, expected_last_seq=expected_last_seq
         )
@@ -367,22 +366,18 @@ class Memory(BackgroundWork):
         working_memory_version: str | None = None,
     ) -> Message:
         """Run the model's ``updateWorkingMemory`` call; returns the unsaved tool-result message (``is_error``
-        when the model erred). Pass the turn's ``context`` (or its ``working_memory_version``): a markdown
-        update made from a document that has since moved on is refused with the current document in the
-        result, never written over it; ``context`` then records the version the model has seen since.
-        Raises ``InvalidInput``, ``NotFound``, ``Conflict``."""
-        scope = Scope.of(resource_id, thread_id)
-        opts = self.options.merged(options)
-        seen = working_memory_version
-        if seen is None and context is not None:
-            seen = context.working_memory_version
-        result = self._core.working_memory.apply_tool_call(
-            opts, scope.resource_id, scope.thread, tool_call, seen_version=seen
+        when the model erred). With the turn's ``context`` (or ``working_memory_version``) a markdown update
+        made from a document that moved on is refused with the current one; ``context`` records what the
+        model has seen since (``WorkingMemoryActions``). Raises ``InvalidInput``, ``NotFound``, ``Conflict``."""
+        scope, versions = Scope.of(resource_id, thread_id), context.versions if context is not None else None
+        return self._core.working_memory.apply_tool_call(
+            self.options.merged(options),
+            scope.resource_id,
+            scope.thread,
+            tool_call,
+            seen_version=working_memory_version,
+            versions=versions,
         )
-        now_seen = result.metadata.get("working_memory_version")
-        if context is not None and isinstance(now_seen, str):
-            context.versions["working_memory"] = now_seen
-        return result
 
     @staticmethod
     def _wm_scope(resource_id: str, thread_id: str | None, options: MemoryOptions) -> Scope:

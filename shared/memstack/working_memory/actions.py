@@ -85,6 +85,7 @@ class WorkingMemoryActions:
         tool_call: object,
         *,
         seen_version: str | None = None,
+        versions: dict[str, str] | None = None,
     ) -> Message:
         """Run a model's ``updateWorkingMemory`` call and return the tool-result message to show it.
 
@@ -101,6 +102,11 @@ class WorkingMemoryActions:
         The returned message's ``metadata["working_memory_version"]`` is the version the model has seen
         once it reads the result (the document it wrote, or the current one an error result shows it).
 
+        Args:
+            seen_version: the version the model was shown; ``None``: read from ``versions``.
+            versions: a turn's ``ModelContext.versions``: read for the seen version when ``seen_version``
+                is ``None``, and updated with the version the model has seen once it reads the result.
+
         Raises:
             InvalidInput: not an ``updateWorkingMemory`` call, or malformed; working memory disabled.
             NotFound: the thread belongs to another resource (nothing is written).
@@ -114,6 +120,8 @@ class WorkingMemoryActions:
         if not opts.working_memory.enabled:
             raise InvalidInput("working memory is not enabled", field="working_memory")
         self._own_thread(resource_id, thread_id)
+        if seen_version is None and versions is not None:
+            seen_version = versions.get("working_memory")
         try:
             outcome = self._tool_outcome(opts, resource_id, thread_id, call, seen_version)
         except (Forbidden, PayloadTooLarge, InvalidInput) as exc:
@@ -126,6 +134,8 @@ class WorkingMemoryActions:
             now_seen = service.document_version(outcome.document)
         else:
             now_seen = seen_version
+        if versions is not None and now_seen is not None:
+            versions["working_memory"] = now_seen
         return Message(
             id=new_id(),
             thread_id=thread_id,
