@@ -13,6 +13,7 @@ import pytest
 
 from memstack import Memory
 from memstack.api import AuthConfig, HttpResponse, MemstackResolver, create_app, handle_http
+from tests.working_memory_support import update_call
 
 JSON = {"Content-Type": "application/json"}
 
@@ -132,23 +133,15 @@ def test_given_if_match_when_saving_then_it_is_the_expected_last_seq(app: Memsta
 # --- item 1 over HTTP ---------------------------------------------------------------------------------
 
 
-def _tool_call(call_id: str, memory: str) -> dict[str, Any]:
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": "updateWorkingMemory", "arguments": json.dumps({"memory": memory})},
-    }
-
-
 def test_given_two_tool_calls_from_one_context_when_applied_then_the_second_is_told(
     app: MemstackResolver,
 ) -> None:
     _, ctx = post(app, "/v1/threads/t/context", {"message": "hi"})
     version = ctx["working_memory_version"]
     path = "/v1/threads/t/working-memory/tool-calls"
-    _, first = post(app, path, {"tool_call": _tool_call("a", "- tea"), "working_memory_version": version})
+    _, first = post(app, path, {"tool_call": update_call("a", "- tea"), "working_memory_version": version})
     answer, second = post(
-        app, path, {"tool_call": _tool_call("b", "- Oslo"), "working_memory_version": version}
+        app, path, {"tool_call": update_call("b", "- Oslo"), "working_memory_version": version}
     )
     assert first["message"]["parts"][0]["result"]["success"] is True
     result = second["message"]["parts"][0]["result"]
@@ -157,7 +150,7 @@ def test_given_two_tool_calls_from_one_context_when_applied_then_the_second_is_t
         app,
         path,
         {
-            "tool_call": _tool_call("c", "- tea\n- Oslo"),
+            "tool_call": update_call("c", "- tea\n- Oslo"),
             "working_memory_version": second["working_memory_version"],
         },
     )

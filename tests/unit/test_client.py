@@ -32,6 +32,7 @@ from memstack import (
 from memstack.api import AuthConfig, create_app, handle_http
 from memstack.client import MemstackClient, SigV4Auth, error_from_response
 from memstack.errors import UnsupportedMediaType
+from tests.working_memory_support import update_call
 
 BASE = "http://memstack.test"
 FAKE = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "session-token-example")
@@ -576,21 +577,15 @@ def test_given_the_client_when_a_turn_is_stale_then_the_save_and_the_tool_call_a
     with pytest.raises(Conflict):
         local.save_messages(thread_id="t1", messages=["two"], expected_last_seq=ctx.last_seq)
 
-    def call(call_id: str, memory: str) -> dict[str, Any]:
-        arguments = json.dumps({"memory": memory})
-        return {
-            "id": call_id,
-            "type": "function",
-            "function": {"name": "updateWorkingMemory", "arguments": arguments},
-        }
-
-    first = local.apply_tool_call(thread_id="t1", tool_call=call("a", "- tea"), options=options, context=ctx)
+    first = local.apply_tool_call(
+        thread_id="t1", tool_call=update_call("a", "- tea"), options=options, context=ctx
+    )
     refused = local.apply_tool_call(
-        thread_id="t1", tool_call=call("b", "- Oslo"), options=options, context=other
+        thread_id="t1", tool_call=update_call("b", "- Oslo"), options=options, context=other
     )
     assert first.parts[0].result["success"] is True
     assert refused.parts[0].result["current_memory"] == "- tea"
     redo = local.apply_tool_call(
-        thread_id="t1", tool_call=call("c", "- tea\n- Oslo"), options=options, context=other
+        thread_id="t1", tool_call=update_call("c", "- tea\n- Oslo"), options=options, context=other
     )
     assert redo.parts[0].result["success"] is True

@@ -4,7 +4,6 @@ since moved on is refused with the current document, on SQLite and on DynamoDB (
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,18 +12,10 @@ import pytest
 
 from memstack import Conflict, Memory
 from tests.store_backends import BACKENDS, memory_on
+from tests.working_memory_support import update_call
 
 WM = {"enabled": True}
 WRITERS = 16
-
-
-def _call(call_id: str, memory: str) -> dict[str, Any]:
-    arguments = json.dumps({"memory": memory})
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": "updateWorkingMemory", "arguments": arguments},
-    }
 
 
 def _result(message: Any) -> dict[str, Any]:
@@ -54,7 +45,7 @@ def test_given_n_tool_calls_from_one_read_when_applied_concurrently_then_no_fact
             msg = memory.apply_tool_call(
                 resource_id="r",
                 thread_id="t",
-                tool_call=_call(f"c{i}", f"{base}\n- fact {i}"),
+                tool_call=update_call(f"c{i}", f"{base}\n- fact {i}"),
                 working_memory_version=ctx.working_memory_version,
             )
             told[i] = _result(msg)
@@ -86,12 +77,12 @@ def test_given_a_stale_call_when_the_model_redoes_it_with_the_context_then_both_
     ctx_a = memory.context(resource_id="r", thread_id="t", message="a")
     ctx_b = memory.context(resource_id="r", thread_id="t", message="b")
     first = memory.apply_tool_call(
-        resource_id="r", thread_id="t", tool_call=_call("a", "# Facts\n- likes tea"), context=ctx_a
+        resource_id="r", thread_id="t", tool_call=update_call("a", "# Facts\n- likes tea"), context=ctx_a
     )
     assert _result(first)["success"] is True
 
     refused = memory.apply_tool_call(
-        resource_id="r", thread_id="t", tool_call=_call("b", "# Facts\n- lives in Oslo"), context=ctx_b
+        resource_id="r", thread_id="t", tool_call=update_call("b", "# Facts\n- lives in Oslo"), context=ctx_b
     )
     result = _result(refused)
     assert result["success"] is False and refused.parts[0].is_error
@@ -100,7 +91,7 @@ def test_given_a_stale_call_when_the_model_redoes_it_with_the_context_then_both_
     redo = memory.apply_tool_call(
         resource_id="r",
         thread_id="t",
-        tool_call=_call("b2", "# Facts\n- likes tea\n- lives in Oslo"),
+        tool_call=update_call("b2", "# Facts\n- likes tea\n- lives in Oslo"),
         context=ctx_b,
     )
     assert _result(redo)["success"] is True
@@ -117,7 +108,7 @@ def test_given_thread_scope_when_the_title_changes_meanwhile_then_the_model_view
         ctx = memory.context(resource_id="r", thread_id="t", message="hi")
         memory.update_thread(resource_id="r", thread_id="t", title="Renamed")
         msg = memory.apply_tool_call(
-            resource_id="r", thread_id="t", tool_call=_call("c", "# Notes\n- x"), context=ctx
+            resource_id="r", thread_id="t", tool_call=update_call("c", "# Notes\n- x"), context=ctx
         )
         assert _result(msg)["success"] is True, "an unrelated field of the thread moved, not the document"
 
