@@ -933,3 +933,11 @@ def test_given_a_pending_observation_record_when_deleted_then_it_leaves_the_work
         ("r2", None),
     }
     assert store.put_observation_record(obs(tid), expected_version=0).version == 1
+
+
+def test_given_a_new_thread_and_a_nonzero_expected_last_seq_when_saved_then_conflict_and_no_thread(
+    store: MemoryStore,
+) -> None:
+    with pytest.raises(Conflict):
+        store.save_messages("r1", "t1", [msg("m1")], create=thread(), expected_last_seq=3)
+    assert store.get_thread("r1", "t1") is None

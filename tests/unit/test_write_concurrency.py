@@ -239,3 +239,24 @@ def test_given_working_memory_updated_while_the_title_is_computed_then_the_title
         assert memory.observation.generate_title(memory.options, read) == "Scripted title"
         assert memory.get_thread(resource_id="r", thread_id="t").title == "Scripted title"
         assert memory.get_working_memory(resource_id="r", thread_id="t") == "# Trip\n- Porto"
+
+
+def test_given_an_id_of_the_batch_deleted_while_it_is_saved_then_conflict_naming_what_was_saved(
+    tmp_path: Path,
+) -> None:
+    with memory_on("dynamodb", tmp_path) as memory:
+        store: Any = memory.store
+        memory.save_messages(resource_id="r", thread_id="t", messages=[{"id": "a119", "content": "old"}])
+        batch = [{"id": f"a{i}", "role": "user", "content": f"A {i}"} for i in range(120)]
+        original = store._commit
+
+        def deleting_commit(plan: Any) -> None:
+            original(plan)
+            store.delete_messages("r", ["a119"])  # after the first transaction: the last one's id is gone
+
+        store._commit = deleting_commit
+        with pytest.raises(Conflict) as err:
+            memory.save_messages(resource_id="r", thread_id="t", messages=batch)
+        store._commit = original
+        assert err.value.field == "messages.id" and "a119" in err.value.message
+        assert err.value.unsaved_ids is not None and "a119" in err.value.unsaved_ids

@@ -596,6 +596,11 @@ class DynamoDBMemoryStore:
                 saved.append(message.model_copy(update={"seq": seq, "created_at": dt(created)}))
             else:
                 if reserved is not None:
+                    if message.id not in reserved:  # it existed when the range was reserved
+                        raise Conflict(
+                            f"message {message.id!r} was deleted while the batch was being saved",
+                            field="messages.id",
+                        )
                     seq = reserved[message.id]
                 else:
                     last += 1
