@@ -13,10 +13,9 @@ import pytest
 
 from memstack import Conflict
 from memstack.adapters.dynamodb import DynamoDBMemoryStore
+from memstack.adapters.testing import RecordingScheduler, ScriptedChatModel
 from memstack.errors import InvalidInput, PayloadTooLarge
 from memstack.model import Message, TextPart
-from memstack.ports import ObservationJob
-from tests.observation_support import ScriptedChat
 from tests.store_backends import BACKENDS, memory_on
 
 
@@ -219,20 +218,12 @@ def test_given_a_per_call_max_tokens_over_the_configured_when_updating_then_refu
 # --- item 5: titles set field-level -------------------------------------------------------------------------
 
 
-class _Recording:
-    def __init__(self) -> None:
-        self.jobs: list[ObservationJob] = []
-
-    def submit(self, job: ObservationJob) -> None:
-        self.jobs.append(job)
-
-
 def test_given_working_memory_updated_while_the_title_is_computed_then_the_title_is_kept(
     backend: str, tmp_path: Path
 ) -> None:
-    chat = ScriptedChat()
+    chat = ScriptedChatModel()
     options: dict[str, Any] = {"generate_title": True, "working_memory": {"enabled": True, "scope": "thread"}}
-    with memory_on(backend, tmp_path, chat_model=chat, scheduler=_Recording(), **options) as memory:
+    with memory_on(backend, tmp_path, chat_model=chat, scheduler=RecordingScheduler(), **options) as memory:
         memory.save_messages(resource_id="r", thread_id="t", messages=["Plan my trip to Porto"])
         read = memory.get_thread(resource_id="r", thread_id="t")
         memory.update_working_memory(resource_id="r", thread_id="t", working_memory="# Trip\n- Porto")

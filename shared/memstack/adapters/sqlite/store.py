@@ -318,21 +318,7 @@ class SqliteMemoryStore:
     ) -> list[Message]:
         saved: list[Message] = []
         with self.db.transaction() as conn:
-            row = conn.execute(
-                "SELECT next_seq, updated_at FROM threads WHERE resource_id = ? AND id = ?",
-                (resource_id, thread_id),
-            ).fetchone()
-            if (
-                row is None
-                and create is not None
-                and (create.resource_id, create.id) == (resource_id, thread_id)
-            ):
-                self._insert_thread(conn, create)
-                row = (1, _ts(create.updated_at))
-            if row is None:
-                raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
-            next_seq: int = row[0]
-            latest: str = row[1]
+            next_seq, latest = self._thread_for_save(conn, resource_id, thread_id, create)
             check_last_seq(thread_id, next_seq - 1, expected_last_seq)
             ids = [m.id for m in messages]
             existing: dict[str, tuple[str, int, str]] = {}
@@ -390,6 +376,26 @@ class SqliteMemoryStore:
                 (next_seq, latest, resource_id, thread_id),
             )
         return saved
+
+    def _thread_for_save(
+        self, conn: Any, resource_id: str, thread_id: str, create: Thread | None
+    ) -> tuple[int, str]:
+        """The thread's ``next_seq`` and ``updated_at``, inside the save's transaction; the thread is
+        inserted first when it is missing and ``create`` is it.
+
+        Raises:
+            NotFound: the thread is missing (and not ``create``) or another resource's.
+        """
+        row = conn.execute(
+            "SELECT next_seq, updated_at FROM threads WHERE resource_id = ? AND id = ?",
+            (resource_id, thread_id),
+        ).fetchone()
+        if row is None and create is not None and (create.resource_id, create.id) == (resource_id, thread_id):
+            self._insert_thread(conn, create)
+            row = (1, _ts(create.updated_at))
+        if row is None:
+            raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
+        return int(row[0]), str(row[1])
 
     def list_messages(
         self,
