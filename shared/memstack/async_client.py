@@ -211,13 +211,17 @@ class AsyncMemstackClient:
         thread_id: str,
         resource_id: str | None = None,
         messages: Sequence[Message | Mapping[str, Any] | str],
+        expected_last_seq: int | None = None,
     ) -> list[Message]:
         """Save a batch in order (``Memory.save_messages``); returns the saved messages with ``seq``.
+        ``expected_last_seq`` (``RemoteContext.last_seq``) refuses it if the thread moved on since.
 
         Raises:
-            InvalidInput, NotFound, PayloadTooLarge, Unavailable: as ``Memory.save_messages``.
+            InvalidInput, NotFound, Conflict, PayloadTooLarge, Unavailable: as ``Memory.save_messages``.
         """
-        return await self._run(Calls.save_messages(self._rid(resource_id), thread_id, messages))
+        return await self._run(
+            Calls.save_messages(self._rid(resource_id), thread_id, messages, expected_last_seq)
+        )
 
     async def list_messages(
         self,
@@ -286,8 +290,12 @@ class AsyncMemstackClient:
         resource_id: str | None = None,
         tool_call: Mapping[str, Any] | ToolCallPart,
         options: dict[str, Any] | None = None,
+        context: RemoteContext | None = None,
+        working_memory_version: str | None = None,
     ) -> Message:
-        """Run the model's ``updateWorkingMemory`` call (``Memory.apply_tool_call``).
+        """Run the model's ``updateWorkingMemory`` call (``Memory.apply_tool_call``): pass the turn's
+        ``context`` (or its ``working_memory_version``) so that an update made from a document that has
+        since moved on is refused with the current one; ``context`` then records what the model has seen.
 
         Args:
             tool_call: an OpenAI tool call ``{"id", "type": "function", "function": {"name", "arguments"}}``
@@ -301,7 +309,11 @@ class AsyncMemstackClient:
         Raises:
             InvalidInput, NotFound, Conflict: as ``Memory.apply_tool_call``.
         """
-        return await self._run(Calls.apply_tool_call(self._rid(resource_id), thread_id, tool_call, options))
+        return await self._run(
+            Calls.apply_tool_call(
+                self._rid(resource_id), thread_id, tool_call, options, context, working_memory_version
+            )
+        )
 
     # observational memory ------------------------------------------------------------------------
 

@@ -93,6 +93,9 @@ class RemoteContext:
         history_ids: ids of the messages that came from the thread's history.
         recalled_ids: ids of every message semantic recall brought in.
         openai_messages: the chat-completions messages, rendered by the server.
+        last_seq: the thread's last ``seq`` when read, as ``ModelContext.last_seq``.
+        versions: what the model was shown, as ``ModelContext.versions`` (``working_memory``);
+            ``apply_tool_call(context=...)`` checks and updates it.
     """
 
     system: list[SystemMessage]
@@ -102,6 +105,13 @@ class RemoteContext:
     history_ids: list[str] = field(default_factory=list)
     recalled_ids: list[str] = field(default_factory=list)
     openai_messages: list[dict[str, Any]] = field(default_factory=list)
+    last_seq: int = 0
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def working_memory_version(self) -> str | None:
+        """The version of the working-memory document the model was shown (``None``: not shown)."""
+        return self.versions.get("working_memory")
 
     @property
     def message_ids(self) -> set[str]:
@@ -524,13 +534,19 @@ class Calls:
 
     @staticmethod
     def save_messages(
-        resource_id: str, thread_id: str, messages: Sequence[Message | Mapping[str, Any] | str]
+        resource_id: str,
+        thread_id: str,
+        messages: Sequence[Message | Mapping[str, Any] | str],
+        expected_last_seq: int | None = None,
     ) -> Call[list[Message]]:
+        body: dict[str, Any] = {"messages": [_message_in(m) for m in messages]}
+        if expected_last_seq is not None:
+            body["expected_last_seq"] = expected_last_seq
         return Call(
             "POST",
             ["threads", _routable(thread_id), "messages"],
             {"resource_id": resource_id},
-            {"messages": [_message_in(m) for m in messages]},
+            body,
             lambda data: [Message.model_validate(m) for m in data["messages"]],
         )
 
@@ -605,8 +621,10 @@ class Calls:
         thread_id: str,
         tool_call: Mapping[str, Any] | ToolCallPart,
         options: dict[str, Any] | None,
+        extra: Mapping[str, Any] | None = None,
+        read: Callable[[Any], Message] = lambda data: Message.model_validate(data["message"]),
     ) -> Call[Message]:
-        body: dict[str, Any] = {"tool_call": _tool_call(tool_call)}
+        body: dict[str, Any] = {"tool_call": _tool_call(tool_call), **(extra or {})}
         if options is not None:
             body["options"] = options
         return Call(
@@ -614,7 +632,7 @@ class Calls:
             ["threads", _routable(thread_id), *route.split("/")],
             {"resource_id": resource_id},
             body,
-            lambda data: Message.model_validate(data["message"]),
+            read,
         )
 
     @staticmethod
@@ -623,8 +641,21 @@ class Calls:
         thread_id: str,
         tool_call: Mapping[str, Any] | ToolCallPart,
         options: dict[str, Any] | None,
+        context: RemoteContext | None = None,
+        working_memory_version: str | None = None,
     ) -> Call[Message]:
-        return Calls._tool_message("working-memory/tool-calls", resource_id, thread_id, tool_call, options)
+        seen = working_memory_version or (context.working_memory_version if context is not None else None)
+
+        def read(data: Any) -> Message:
+            now_seen = data.get("working_memory_version")
+            if context is not None and isinstance(now_seen, str):
+                context.versions["working_memory"] = now_seen  # the model's redo in this turn goes through
+            return Message.model_validate(data["message"])
+
+        extra = {"working_memory_version": seen} if seen is not None else None
+        return Calls._tool_message(
+            "working-memory/tool-calls", resource_id, thread_id, tool_call, options, extra, read
+        )
 
     @staticmethod
     def apply_recall_tool(
@@ -704,6 +735,12 @@ class Calls:
                 history_ids=list(data.get("history_ids") or []),
                 recalled_ids=list(data.get("recalled_ids") or []),
                 openai_messages=list(data["messages"]),
+                last_seq=int(data.get("last_seq") or 0),
+                versions=(
+                    {"working_memory": data["working_memory_version"]}
+                    if isinstance(data.get("working_memory_version"), str)
+                    else {}
+                ),
             )
 
         return Call(
@@ -960,13 +997,15 @@ class MemstackClient:
         thread_id: str,
         resource_id: str | None = None,
         messages: Sequence[Message | Mapping[str, Any] | str],
+        expected_last_seq: int | None = None,
     ) -> list[Message]:
         """Save a batch in order (``Memory.save_messages``); returns the saved messages with ``seq``.
+        ``expected_last_seq`` (``RemoteContext.last_seq``) refuses it if the thread moved on since.
 
         Raises:
-            InvalidInput, NotFound, PayloadTooLarge, Unavailable: as ``Memory.save_messages``.
+            InvalidInput, NotFound, Conflict, PayloadTooLarge, Unavailable: as ``Memory.save_messages``.
         """
-        return self._run(Calls.save_messages(self._rid(resource_id), thread_id, messages))
+        return self._run(Calls.save_messages(self._rid(resource_id), thread_id, messages, expected_last_seq))
 
     def list_messages(
         self,
@@ -1031,8 +1070,12 @@ class MemstackClient:
         resource_id: str | None = None,
         tool_call: Mapping[str, Any] | ToolCallPart,
         options: dict[str, Any] | None = None,
+        context: RemoteContext | None = None,
+        working_memory_version: str | None = None,
     ) -> Message:
-        """Run the model's ``updateWorkingMemory`` call (``Memory.apply_tool_call``).
+        """Run the model's ``updateWorkingMemory`` call (``Memory.apply_tool_call``): pass the turn's
+        ``context`` (or its ``working_memory_version``) so that an update made from a document that has
+        since moved on is refused with the current one; ``context`` then records what the model has seen.
 
         Args:
             tool_call: an OpenAI tool call ``{"id", "type": "function", "function": {"name", "arguments"}}``
@@ -1046,7 +1089,11 @@ class MemstackClient:
         Raises:
             InvalidInput, NotFound, Conflict: as ``Memory.apply_tool_call``.
         """
-        return self._run(Calls.apply_tool_call(self._rid(resource_id), thread_id, tool_call, options))
+        return self._run(
+            Calls.apply_tool_call(
+                self._rid(resource_id), thread_id, tool_call, options, context, working_memory_version
+            )
+        )
 
     # observational memory ------------------------------------------------------------------------
 

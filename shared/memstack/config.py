@@ -593,8 +593,11 @@ class MemoryOptions(_Options):
     def merged(self, overrides: dict[str, Any] | None) -> MemoryOptions:
         """These options with ``overrides`` deep-merged over them (objects merge, other values replace).
 
+        ``working_memory.max_tokens`` is the operator's limit: a call may lower it, never raise it (over
+        HTTP the options come from the API caller, who must not lift the limit the deployment set).
+
         Raises:
-            InvalidInput: an override is invalid.
+            InvalidInput: an override is invalid, or raises ``working_memory.max_tokens``.
         """
         if not overrides:
             return self
@@ -610,7 +613,15 @@ class MemoryOptions(_Options):
                 base["working_memory"]["schema"] = None
             if wm_over.get("schema") is not None:
                 base["working_memory"]["template"] = None
-        return MemoryOptions.parse(_deep_merge(base, over))
+        merged = MemoryOptions.parse(_deep_merge(base, over))
+        limit, asked = self.working_memory.max_tokens, merged.working_memory.max_tokens
+        if asked > limit:
+            raise InvalidInput(
+                f"working_memory.max_tokens {asked} is over the configured limit of {limit} tokens: a call "
+                "may lower the limit, not raise it",
+                field="options.working_memory.max_tokens",
+            )
+        return merged
 
 
 def _expand_bools(overrides: dict[str, Any]) -> dict[str, Any]:

@@ -60,6 +60,11 @@ class ModelContext:
         recalled: every message semantic recall brought in (same-thread and cross-thread, with neighbours).
         history_ids: ids of the messages that came from the thread's history.
         tokenizer: counts ``token_count`` (on first access, so a caller that never reads it never pays).
+        last_seq: the thread's last ``seq`` when it was read (0: no message yet); pass it back as
+            ``save_messages(expected_last_seq=...)`` to refuse a save into a thread that moved on.
+        versions: what the model was shown, as versions later writes check (``working_memory``: the
+            document's version). ``apply_tool_call(context=...)`` checks it and records in it the version
+            the model has seen since (its own write, or the current document shown in an error result).
     """
 
     system: list[SystemMessage]
@@ -68,6 +73,13 @@ class ModelContext:
     recalled: list[Message] = field(default_factory=list)
     history_ids: list[str] = field(default_factory=list)
     tokenizer: Tokenizer | None = field(default=None, repr=False, compare=False)
+    last_seq: int = 0
+    versions: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def working_memory_version(self) -> str | None:
+        """The version of the working-memory document the model was shown (``None``: not shown)."""
+        return self.versions.get("working_memory")
 
     @cached_property
     def token_count(self) -> int:

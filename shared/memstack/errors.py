@@ -33,10 +33,14 @@ class MemstackError(Exception):
         code: stable, machine-readable error code (snake_case), e.g. ``"invalid_input"``.
         message: human-readable explanation; never contains message text or working-memory content.
         field: the input field at fault (dotted path such as ``"messages[2].role"``), or ``None``.
+        saved_ids, unsaved_ids: set by a save that failed part way (a DynamoDB batch over several
+            transactions): the ids it stored and the ids it did not; ``None`` otherwise.
     """
 
     code = "memstack_error"
     status = 500
+    saved_ids: list[str] | None = None
+    unsaved_ids: list[str] | None = None
 
     def __init__(self, message: str, *, field: str | None = None, code: str | None = None) -> None:
         super().__init__(message)

@@ -280,25 +280,21 @@ class Memory(BackgroundWork):
     # messages ----------------------------------------------------------------------------------------
 
     def save_messages(
-        self, *, thread_id: str, resource_id: str, messages: Sequence[Message | dict[str, Any] | str]
+        self,
+        *,
+        thread_id: str,
+        resource_id: str,
+        messages: Sequence[Message | dict[str, Any] | str],
+        expected_last_seq: int | None = None,
     ) -> list[Message]:
         """Save a batch in order (an existing id updates in place; a missing thread is created); the layers
         strip working-memory plumbing, then index and schedule (spec §2.4). Returns the saved messages with
-        their ``seq``. Raises ``InvalidInput`` (nothing written), ``NotFound``, ``PayloadTooLarge``
-        (over ``MAX_BATCH``), ``Unavailable`` (saved but not indexed: saving again completes it)."""
-        return self._messages.save(Scope.of(resource_id, thread_id), messages)
-
-    def index_saved(self, *, resource_id: str, thread_id: str, message_ids: Sequence[str]) -> int:
-        """Index saved messages once each (a stream indexer's work); returns the chunks written."""
-        return self._messages.index_saved(Scope.of(resource_id, thread_id), message_ids)
-
-    def reconcile_index(self, *, limit: int = 1_000) -> int:
-        """Index what a crash left saved but unindexed; returns the chunks written (``usecases.messages``)."""
-        return self._messages.reconcile_index(limit)
-
-    def index_removed(self, *, resource_id: str, message_ids: Sequence[str]) -> None:
-        """Remove deleted messages from the index (a stream indexer's REMOVE records; idempotent)."""
-        self._messages.index_removed(Scope.resource(resource_id), message_ids)
+        their ``seq``. ``expected_last_seq`` (``ModelContext.last_seq``): ``Conflict`` if the thread moved on.
+        Raises ``InvalidInput`` (nothing written), ``NotFound``, ``Conflict``, ``PayloadTooLarge`` (over
+        ``MAX_BATCH``), ``Unavailable`` (saved but not indexed: saving again completes it)."""
+        return self._messages.save(
+            Scope.of(resource_id, thread_id), messages, expected_last_seq=expected_last_seq
+        )
 
     def list_messages(
         self,
@@ -328,7 +324,7 @@ class Memory(BackgroundWork):
         """The document (markdown, or JSON text in schema mode), ``None`` when disabled or never written.
         ``thread_id`` may be omitted in resource scope."""
         opts = self.options.merged(options)
-        scope = self._wm_scope(resource_id, thread_id, opts)
+        scope = Scope.for_working_memory(resource_id, thread_id, opts.working_memory.scope)
         if not opts.working_memory.enabled:
             return None
         return self._core.working_memory.get(opts.working_memory, scope.resource_id, scope.thread_id)
@@ -344,7 +340,7 @@ class Memory(BackgroundWork):
         """Markdown replaces the document, schema mode merges (spec §2.7). Raises ``InvalidInput``,
         ``Forbidden`` (read-only), ``PayloadTooLarge``, ``NotFound`` (thread scope), ``Conflict``."""
         opts = self.options.merged(options)
-        scope = self._wm_scope(resource_id, thread_id, opts)
+        scope = Scope.for_working_memory(resource_id, thread_id, opts.working_memory.scope)
         self._core.working_memory.update(opts, scope.resource_id, scope.thread_id, working_memory)
 
     def apply_tool_call(
@@ -354,18 +350,22 @@ class Memory(BackgroundWork):
         resource_id: str,
         tool_call: dict[str, Any] | ToolCallPart,
         options: dict[str, Any] | None = None,
+        context: ModelContext | None = None,
+        working_memory_version: str | None = None,
     ) -> Message:
         """Run the model's ``updateWorkingMemory`` call; returns the unsaved tool-result message (``is_error``
-        when the model erred). Raises ``InvalidInput``, ``NotFound``, ``Conflict``."""
-        scope = Scope.of(resource_id, thread_id)
-        opts = self.options.merged(options)
-        return self._core.working_memory.apply_tool_call(opts, scope.resource_id, scope.thread, tool_call)
-
-    @staticmethod
-    def _wm_scope(resource_id: str, thread_id: str | None, options: MemoryOptions) -> Scope:
-        if thread_id is None and options.working_memory.scope != "resource":
-            raise InvalidInput("thread_id is required for thread-scoped working memory", field="thread_id")
-        return Scope.resource(resource_id) if thread_id is None else Scope.of(resource_id, thread_id)
+        when the model erred). With the turn's ``context`` (or ``working_memory_version``) a markdown update
+        made from a document that moved on is refused with the current one; ``context`` records what the
+        model has seen since (``WorkingMemoryActions``). Raises ``InvalidInput``, ``NotFound``, ``Conflict``."""
+        scope, versions = Scope.of(resource_id, thread_id), context.versions if context is not None else None
+        return self._core.working_memory.apply_tool_call(
+            self.options.merged(options),
+            scope.resource_id,
+            scope.thread,
+            tool_call,
+            seen_version=working_memory_version,
+            versions=versions,
+        )
 
     # the turn ----------------------------------------------------------------------------------------
 

@@ -253,6 +253,8 @@ class Thread(_Frozen):
 
     ``title`` is the empty string while untitled, never a placeholder. ``version`` counts updates of the
     title and metadata (0 at creation) and guards compare-and-set updates (thread-scoped working memory).
+    ``last_seq`` is the last ``seq`` the store handed out in the thread (0 before the first message; a
+    deleted message does not lower it): ``save_messages(expected_last_seq=...)`` compares against it.
     """
 
     id: str
@@ -262,6 +264,7 @@ class Thread(_Frozen):
     created_at: datetime
     updated_at: datetime
     version: int = 0
+    last_seq: int = 0
 
 
 class Resource(_Frozen):

@@ -78,13 +78,16 @@ class MemoryStore(Protocol):
         metadata: dict[str, Any] | None = None,
         updated_at: datetime,
         expected_version: int | None = None,
+        expected_title: str | None = None,
     ) -> Thread:
         """Partial update: ``None`` leaves a field as it is; metadata is merged shallowly over the stored
         object; ``version`` increases by one.
 
         Raises:
             NotFound: the thread is missing or another resource's.
-            Conflict: ``expected_version`` is given and the stored version differs (nothing is written).
+            Conflict: ``expected_version`` is given and the stored version differs, or ``expected_title``
+                is given and the stored title differs (a field-level compare-and-set: a background title
+                is set only while the title is still ``""``, whatever else changed). Nothing is written.
         """
         ...
 
@@ -124,21 +127,33 @@ class MemoryStore(Protocol):
         ...
 
     def save_messages(
-        self, resource_id: str, thread_id: str, messages: Sequence[Message], *, create: Thread | None = None
+        self,
+        resource_id: str,
+        thread_id: str,
+        messages: Sequence[Message],
+        *,
+        create: Thread | None = None,
+        expected_last_seq: int | None = None,
     ) -> list[Message]:
         """Save a batch atomically, in the given order.
 
         A new id gets the thread's next ``seq``; an existing id of this thread is updated in place and
         keeps its ``seq`` (and ``created_at``). The thread's ``updated_at`` becomes the latest
         ``created_at`` saved, or now. If the thread does not exist and ``create`` is given, it is created
-        in the same write.
+        in the same write. The new messages of one batch get consecutive ``seq``s, whatever other writers
+        do meanwhile.
+
+        With ``expected_last_seq`` the save is a compare-and-set on the thread's last ``seq``
+        (``Thread.last_seq``; 0 for a thread not created yet): optimistic concurrency for a caller that
+        must not interleave two turns.
 
         Returns:
             The saved messages, with ``seq`` set, in the given order.
 
         Raises:
             NotFound: the thread is missing (and ``create`` is ``None``) or belongs to another resource.
-            Conflict: an id belongs to a message of another thread of this resource.
+            Conflict: an id belongs to a message of another thread of this resource; or
+                ``expected_last_seq`` is given and the thread's last ``seq`` differs (nothing is written).
         """
         ...
 

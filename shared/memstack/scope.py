@@ -45,6 +45,21 @@ class Scope:
         """
         return cls(check_id(resource_id, "resource_id"))
 
+    @classmethod
+    def for_working_memory(cls, resource_id: object, thread_id: object | None, scope: str) -> Scope:
+        """The scope of a working-memory call: ``thread_id`` may be omitted in resource scope.
+
+        Raises:
+            InvalidInput: a bad id, or no ``thread_id`` in thread scope.
+        """
+        if thread_id is None:
+            if scope != "resource":
+                raise InvalidInput(
+                    "thread_id is required for thread-scoped working memory", field="thread_id"
+                )
+            return cls.resource(resource_id)
+        return cls.of(resource_id, thread_id)
+
     @property
     def thread(self) -> str:
         """The thread id.

@@ -482,6 +482,48 @@ def test_given_a_stale_thread_version_when_updated_then_conflict_and_nothing_wri
     assert store.get_thread("r1", "t1").metadata == {"k": "first"}  # type: ignore[union-attr]
 
 
+def test_given_an_expected_title_when_updated_then_only_the_title_is_compared(store: MemoryStore) -> None:
+    store.create_thread(thread())
+    store.update_thread("r1", "t1", metadata={"working_memory": "# x"}, updated_at=T0)
+    titled = store.update_thread("r1", "t1", title="Trip", updated_at=T0, expected_title="")
+    assert titled.title == "Trip", "another field's write does not make a title compare-and-set fail"
+    with pytest.raises(Conflict) as err:
+        store.update_thread("r1", "t1", title="Other", updated_at=T0, expected_title="")
+    assert err.value.field == "title"
+    assert store.get_thread("r1", "t1").title == "Trip"  # type: ignore[union-attr]
+
+
+def test_given_saves_when_read_then_the_thread_knows_its_last_seq(store: MemoryStore) -> None:
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2")], create=thread())
+    store.save_messages("r1", "t1", [msg("m1", text="edited")])
+    assert store.get_thread("r1", "t1").last_seq == 2  # type: ignore[union-attr]
+    store.delete_messages("r1", ["m2"])
+    assert store.get_thread("r1", "t1").last_seq == 2  # type: ignore[union-attr]
+
+
+def test_given_an_expected_last_seq_when_the_thread_moved_then_conflict_and_nothing_written(
+    store: MemoryStore,
+) -> None:
+    store.save_messages("r1", "t1", [msg("m1")], create=thread(), expected_last_seq=0)
+    with pytest.raises(Conflict) as err:
+        store.save_messages("r1", "t1", [msg("m2")], expected_last_seq=0)
+    assert err.value.field == "expected_last_seq"
+    store.save_messages("r1", "t1", [msg("m3")], expected_last_seq=1)
+    assert [m.id for m in store.list_messages("r1", "t1", limit=10)] == ["m1", "m3"]
+
+
+def test_given_an_expected_last_seq_on_a_batch_over_one_transaction_then_it_is_checked_before_writing(
+    store: MemoryStore,
+) -> None:
+    store.save_messages("r1", "t1", [msg("m0")], create=thread())
+    batch = [msg(f"b{i}") for i in range(120)]
+    with pytest.raises(Conflict):
+        store.save_messages("r1", "t1", batch, expected_last_seq=0)
+    assert len(store.list_messages("r1", "t1", limit=500)) == 1
+    saved = store.save_messages("r1", "t1", batch, expected_last_seq=1)
+    assert [m.seq for m in saved] == list(range(2, 122))
+
+
 # observation records (spec §2.9.2) ------------------------------------------------------------------
 
 
@@ -891,3 +933,11 @@ def test_given_a_pending_observation_record_when_deleted_then_it_leaves_the_work
         ("r2", None),
     }
     assert store.put_observation_record(obs(tid), expected_version=0).version == 1
+
+
+def test_given_a_new_thread_and_a_nonzero_expected_last_seq_when_saved_then_conflict_and_no_thread(
+    store: MemoryStore,
+) -> None:
+    with pytest.raises(Conflict):
+        store.save_messages("r1", "t1", [msg("m1")], create=thread(), expected_last_seq=3)
+    assert store.get_thread("r1", "t1") is None

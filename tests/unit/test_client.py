@@ -31,6 +31,7 @@ from memstack.api import AuthConfig, create_app, handle_http
 from memstack.client import MemstackClient, SigV4Auth, error_from_response
 from memstack.errors import UnsupportedMediaType
 from tests.sigv4_support import expected_signature
+from tests.working_memory_support import update_call
 
 BASE = "http://memstack.test"
 FAKE = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "session-token-example")
@@ -533,13 +534,13 @@ def test_given_an_observed_thread_when_observations_and_recall_are_asked_then_li
     )
     assert isinstance(result, Message) and result.role == "tool"
     part = result.parts[0]
-    assert [m["id"] for m in part.result["messages"]] == ["m2", "m3"]  # type: ignore[union-attr]
+    assert [m["id"] for m in part.result["messages"]] == ["m2", "m3"]
     as_part = observing.apply_recall_tool(
         thread_id="t1",
         tool_call=ToolCallPart(id="c2", name="recall", args={"cursor": "m2", "limit": 1}),
         options={"observational_memory": OM},
     )
-    assert as_part.parts[0].tool_call_id == "c2"  # type: ignore[union-attr]
+    assert as_part.parts[0].tool_call_id == "c2"
 
 
 def test_given_the_recall_route_when_misused_then_library_errors(observing: MemstackClient) -> None:
@@ -550,3 +551,29 @@ def test_given_the_recall_route_when_misused_then_library_errors(observing: Mems
     with pytest.raises(InvalidInput) as raised:
         observing.apply_recall_tool(thread_id="t1", tool_call=wrong, options={"observational_memory": OM})
     assert (raised.value.field, raised.value.status) == ("tool_call.function.name", 400)
+
+
+def test_given_the_client_when_a_turn_is_stale_then_the_save_and_the_tool_call_are_refused_as_in_the_library(
+    local: MemstackClient,
+) -> None:
+    options = {"working_memory": {"enabled": True}}
+    ctx = local.context(thread_id="t1", message="hi", options=options)
+    other = local.context(thread_id="t1", message="hi", options=options)
+    assert ctx.last_seq == 0 and ctx.working_memory_version is not None
+
+    local.save_messages(thread_id="t1", messages=["one"], expected_last_seq=ctx.last_seq)
+    with pytest.raises(Conflict):
+        local.save_messages(thread_id="t1", messages=["two"], expected_last_seq=ctx.last_seq)
+
+    first = local.apply_tool_call(
+        thread_id="t1", tool_call=update_call("a", "- tea"), options=options, context=ctx
+    )
+    refused = local.apply_tool_call(
+        thread_id="t1", tool_call=update_call("b", "- Oslo"), options=options, context=other
+    )
+    assert first.parts[0].result["success"] is True
+    assert refused.parts[0].result["current_memory"] == "- tea"
+    redo = local.apply_tool_call(
+        thread_id="t1", tool_call=update_call("c", "- tea\n- Oslo"), options=options, context=other
+    )
+    assert redo.parts[0].result["success"] is True

@@ -95,3 +95,36 @@ def test_given_a_pydantic_style_ref_schema_when_stripped_then_refs_and_nullable_
 
 def test_given_a_schema_when_skeleton_then_every_field_has_an_empty_value() -> None:
     assert skeleton(SCHEMA) == {"name": "", "city": "", "prefs": {"tea": "", "diet": ""}, "tags": []}
+
+
+def test_given_defaults_booleans_and_nested_objects_when_skeleton_then_the_record_honours_the_schema() -> (
+    None
+):
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "language": {"type": "string", "default": "en"},
+            "newsletter": {"type": "boolean"},
+            "verified": {"type": "boolean", "default": True},
+            "age": {"type": "integer"},
+            "limits": {"type": "object", "properties": {"daily": {"type": "integer", "default": 3}}},
+            "address": {
+                "anyOf": [{"$ref": "#/$defs/Address"}, {"type": "null"}],
+                "default": None,
+            },
+        },
+        "$defs": {
+            "Address": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "primary": {"type": "boolean"}},
+            }
+        },
+    }
+    assert skeleton(schema) == {
+        "language": "en",
+        "newsletter": False,
+        "verified": True,
+        "age": None,
+        "limits": {"daily": 3},
+        "address": {"city": "", "primary": False},
+    }

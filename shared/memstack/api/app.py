@@ -19,7 +19,9 @@ Request pipeline (``MemstackResolver.resolve``), in order:
 from __future__ import annotations
 
 import base64
+import json
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, get_origin
@@ -110,7 +112,11 @@ class MemstackResolver(APIGatewayRestResolver):
         auth: Callable[[], AuthConfig],
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
-        super().__init__(enable_validation=True, response_validation_error_http_code=500)
+        super().__init__(
+            enable_validation=True,
+            response_validation_error_http_code=500,
+            json_body_deserializer=load_json_body,
+        )
         self._memory_provider = memory
         self._auth_provider = auth
         self.max_body_bytes = max_body_bytes
@@ -154,6 +160,7 @@ class MemstackResolver(APIGatewayRestResolver):
     def _precheck(self, event: Mapping[str, Any]) -> Response[Any] | None:
         try:
             _check_body(event, self.max_body_bytes)
+            _check_text_of_request(event)
             path = str(event.get("path") or "/")
             health = path.rstrip("/") == HEALTH_PATH  # liveness: no resource, no auth, any query
             resource_id = None if health else _single_query_value(event, "resource_id")
@@ -231,6 +238,62 @@ def _check_query(event: Mapping[str, Any], declared: Mapping[str, bool]) -> None
         values = multi.get(name)
         if not declared[name] and isinstance(values, list) and len(values) > 1:
             raise InvalidInput(f"{name} must be given once", field=name)
+
+
+def load_json_body(text: str) -> Any:
+    """The request body parsed as JSON: Powertools' body deserializer.
+
+    Syntax errors stay ``json.JSONDecodeError`` (Powertools answers them 400 ``body``); a body the parser
+    cannot hold — nested deeper than Python's recursion limit, or an integer of more than 4,300 digits
+    (CPython's int-conversion limit, CVE-2020-10735) — is refused the same way instead of failing the
+    request with 500.
+
+    Raises:
+        json.JSONDecodeError: not JSON. InvalidInput: too deeply nested, or an integer too long (field
+            ``body``).
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise InvalidInput("the request body is nested too deeply", field="body") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise InvalidInput(
+            "the request body holds an integer with more digits than the limit of "
+            f"{sys.get_int_max_str_digits()}",
+            field="body",
+        ) from None
+
+
+def _check_text_of_request(event: Mapping[str, Any]) -> None:
+    """Refuse a path or query that is not UTF-8 text: bytes that did not decode arrive as lone surrogates
+    (``memstack.api.http`` decodes with ``surrogateescape``), so no two byte strings alias one id.
+
+    Raises:
+        InvalidInput: naming the query parameter (or ``path``).
+    """
+    if not _is_text(event.get("path")):
+        raise InvalidInput("the request path is not UTF-8", field="path")
+    multi = event.get("multiValueQueryStringParameters") or {}
+    single = event.get("queryStringParameters") or {}
+    for name, values in [*multi.items(), *((k, [v]) for k, v in single.items())]:
+        if not _is_text(name) or not all(_is_text(v) for v in values or ()):
+            raise InvalidInput(f"query parameter {_shown(name)} is not UTF-8 text", field=_shown(name))
+
+
+def _is_text(value: object) -> bool:
+    if not isinstance(value, str):
+        return value is None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(name: object) -> str:
+    return str(name).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _json_content_type(event: Mapping[str, Any]) -> Mapping[str, Any]:

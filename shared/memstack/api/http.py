@@ -39,7 +39,9 @@ def _query_lists(query: Query) -> dict[str, list[str]]:
     if query is None:
         return {}
     if isinstance(query, str):
-        return parse_qs(query.lstrip("?"), keep_blank_values=True)
+        # bytes that are not UTF-8 become lone surrogates, which the resolver refuses (400), rather than
+        # U+FFFD, which would make "%FF", "%C0" and "%EF%BF%BD" name one resource
+        return parse_qs(query.lstrip("?"), keep_blank_values=True, errors="surrogateescape")
     return {k: [v] if isinstance(v, str) else list(v) for k, v in query.items()}
 
 
@@ -86,7 +88,7 @@ def to_event(
             text = body.decode("utf-8")
         except UnicodeDecodeError:
             text, encoded = base64.b64encode(body).decode("ascii"), True
-    path = unquote(path.split("?", 1)[0]) or "/"
+    path = unquote(path.split("?", 1)[0], errors="surrogateescape") or "/"
     now = time.time()
     request_context: dict[str, Any] = {
         "accountId": "123456789012",

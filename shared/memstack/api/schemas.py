@@ -181,6 +181,12 @@ class SaveMessagesBody(_Request):
     messages: list[MessageInput] = Field(
         description="Message objects (or plain strings: user text messages), in order; at most 1000 (413)."
     )
+    expected_last_seq: int | None = Field(
+        None,
+        ge=0,
+        description="Save only if the thread's last seq is still this (the context answer's last_seq; 0 "
+        "for a new thread), else 409 conflict (field expected_last_seq). The If-Match header does the same.",
+    )
 
 
 class DeleteMessagesBody(_Request):
@@ -243,6 +249,12 @@ class ToolCallBody(_Request):
 
     tool_call: ToolCall
     options: Options = None
+    working_memory_version: str | None = Field(
+        None,
+        max_length=64,
+        description="The working_memory_version of the context the model was shown (or of the last tool "
+        "answer): a markdown update made from an older document is refused with the current one.",
+    )
 
 
 class RecallToolBody(_Request):
@@ -344,6 +356,13 @@ class ContextOut(BaseModel):
     )
     history_ids: list[str]
     recalled_ids: list[str]
+    last_seq: int = Field(
+        description="The thread's last seq when read (0: no message yet): expected_last_seq of a save."
+    )
+    working_memory_version: str | None = Field(
+        description="The version of the working memory shown (null: not shown): pass it with the model's "
+        "updateWorkingMemory call."
+    )
 
 
 class WorkingMemoryOut(BaseModel):
@@ -358,6 +377,11 @@ class ToolCallOut(BaseModel):
 
     message: Message
     messages: list[dict[str, Any]]
+    working_memory_version: str | None = Field(
+        None,
+        description="The version of the working memory the model has seen once it reads the result: pass "
+        "it with its next updateWorkingMemory call.",
+    )
 
 
 class ObservationSummary(BaseModel):

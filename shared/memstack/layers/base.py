@@ -120,6 +120,8 @@ class Contribution:
             de-duplicated by id; the token budget trims them oldest first.
         recalled: messages semantic recall brought in (``ModelContext.recalled``).
         marker: builds a message shown right before the new one (temporal gap markers).
+        versions: what this layer showed, as versions a later write checks against (by name, e.g.
+            ``working_memory``); they reach ``ModelContext.versions``.
     """
 
     system: list[SystemMessage] = field(default_factory=list)
@@ -129,6 +131,7 @@ class Contribution:
     conversation: list[Message] = field(default_factory=list)
     recalled: list[Message] = field(default_factory=list)
     marker: MarkerFactory | None = None
+    versions: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1383,7 +1383,8 @@ class ObservationEngine:
         """Title an untitled thread from its first messages once it has a user message (spec §2.6).
 
         Returns the title set, or ``None`` (not due, no user message yet, or the title was set meanwhile:
-        the write is a compare-and-set on the thread's version, so a title a user set wins).
+        the write is a compare-and-set on the title alone — set only while it is still ``""`` — so a title
+        a user set wins, and an unrelated write meanwhile, such as working memory, does not drop it).
 
         Raises:
             InvalidInput: no chat model. Unavailable: the model failed or returned no title.
@@ -1407,7 +1408,7 @@ class ObservationEngine:
                 thread.id,
                 title=title,
                 updated_at=self.clock.now(),
-                expected_version=thread.version,
+                expected_title="",
             )
         except (Conflict, NotFound):
             return None

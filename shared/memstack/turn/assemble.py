@@ -26,12 +26,15 @@ def assemble(
     instructions: Sequence[str],
     contributions: Sequence[Contribution],
     tokenizer: Tokenizer,
+    *,
+    last_seq: int = 0,
 ) -> ModelContext:
     """Build the turn's ``ModelContext`` from the layers' contributions, in layer order.
 
     Args:
         instructions: the caller's system texts (validated, blank ones dropped), shown first.
         contributions: one per layer, in the facade's layer order.
+        last_seq: the thread's last ``seq`` as read for this turn (``ModelContext.last_seq``).
 
     Returns:
         The context, within ``message_history.max_tokens`` where trimming can get it there.
@@ -56,6 +59,7 @@ def assemble(
     recalled_ids = {m.id for m in recalled}
     history_ids = [m.id for m in conversation if m.id not in recalled_ids]
     tools = [t for c in contributions for t in c.tools]
+    versions = {name: v for c in contributions for name, v in c.versions.items()}
     head = [SystemMessage(t, "instructions") for t in instructions]
 
     def build(shown: list[Message]) -> ModelContext:
@@ -72,6 +76,8 @@ def assemble(
             tokenizer=tokenizer,
             recalled=[m for m in recalled if m.id in visible],
             history_ids=[i for i in history_ids if i in visible],
+            last_seq=last_seq,
+            versions=versions,
         )
 
     ctx = build(messages)

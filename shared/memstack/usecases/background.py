@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from memstack.ports import ObservationJob, ObservationScheduler
 from memstack.scope import Scope
 from memstack.usecases.checks import MAX_TITLE_CHARS, check_limit
 from memstack.usecases.core import Core
+from memstack.usecases.messages import Messages
 from memstack.working_memory.tools import parse_tool_call
 
 logger = logging.getLogger(__name__)
@@ -160,7 +161,7 @@ class Background:
                 thread.id,
                 title=title[:MAX_TITLE_CHARS],
                 updated_at=core.clock.now(),
-                expected_version=thread.version,
+                expected_title="",
             )
         except MemstackError:
             return None
@@ -276,14 +277,28 @@ class Background:
 @traced
 class BackgroundWork:
     """The background-work part of ``Memory``'s API: what the stream indexer, the Step Functions tasks, the
-    sweep and the model's ``recall`` tool call. ``Memory`` inherits it; ``_background`` is its use case."""
+    sweep and the model's ``recall`` tool call. ``Memory`` inherits it; ``_background`` and ``_messages``
+    are its use cases."""
 
     _background: Background
+    _messages: Messages
 
     @property
     def scheduler(self) -> ObservationScheduler:
         """The background-job scheduler (an ``InProcessScheduler`` made on first use unless one was given)."""
         return self._background.scheduler
+
+    def index_saved(self, *, resource_id: str, thread_id: str, message_ids: Sequence[str]) -> int:
+        """Index saved messages once each (a stream indexer's work); returns the chunks written."""
+        return self._messages.index_saved(Scope.of(resource_id, thread_id), message_ids)
+
+    def reconcile_index(self, *, limit: int = 1_000) -> int:
+        """Index what a crash left saved but unindexed; returns the chunks written (``usecases.messages``)."""
+        return self._messages.reconcile_index(limit)
+
+    def index_removed(self, *, resource_id: str, message_ids: Sequence[str]) -> None:
+        """Remove deleted messages from the index (a stream indexer's REMOVE records; idempotent)."""
+        self._messages.index_removed(Scope.resource(resource_id), message_ids)
 
     def settled(self, timeout: float | None = None) -> bool:
         """Wait for in-process background work to finish; ``False`` if ``timeout`` seconds passed first."""

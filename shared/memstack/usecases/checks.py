@@ -25,6 +25,9 @@ MAX_INCLUDE = 100
 MAX_TITLE_CHARS = 1_000
 """Longest thread title, in characters."""
 
+MAX_SEQ = 2**63 - 1
+"""The largest ``seq`` a caller may name (``expected_last_seq``): SQLite's largest integer."""
+
 _METADATA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _FORBIDDEN_KEYS = {"__proto__", "constructor", "prototype"}
 

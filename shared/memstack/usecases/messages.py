@@ -14,7 +14,7 @@ from memstack.inputs import coerce_message
 from memstack.model import Message, MessagePage, Thread, ToolCallPart, ToolResultPart, check_id
 from memstack.ports import MessageWindow, UnindexedMessages
 from memstack.scope import Scope
-from memstack.usecases.checks import MAX_BATCH, MAX_INCLUDE, MAX_PAGE, check_batch, check_limit
+from memstack.usecases.checks import MAX_BATCH, MAX_INCLUDE, MAX_PAGE, MAX_SEQ, check_batch, check_limit
 from memstack.usecases.core import Core, follow_up
 
 logger = logging.getLogger(__name__)
@@ -35,10 +35,18 @@ class Messages:
     def __init__(self, core: Core) -> None:
         self.core = core
 
-    def save(self, scope: Scope, messages: Sequence[Message | dict[str, Any] | str]) -> list[Message]:
+    def save(
+        self,
+        scope: Scope,
+        messages: Sequence[Message | dict[str, Any] | str],
+        *,
+        expected_last_seq: int | None = None,
+    ) -> list[Message]:
         """See ``Memory.save_messages``."""
         core = self.core
         check_batch(messages, "messages")
+        if expected_last_seq is not None:
+            check_limit(expected_last_seq, "expected_last_seq", MAX_SEQ, minimum=0)
         now = core.clock.now()
         parsed = [
             coerce_message(
@@ -58,10 +66,13 @@ class Messages:
             batch = layer.before_save(thread, core.options, batch)
         if not batch:
             return []
-        if stored is None:
-            saved = core.store.save_messages(scope.resource_id, scope.thread, batch, create=thread)
-        else:
-            saved = core.store.save_messages(scope.resource_id, scope.thread, batch)
+        saved = core.store.save_messages(
+            scope.resource_id,
+            scope.thread,
+            batch,
+            create=thread if stored is None else None,
+            expected_last_seq=expected_last_seq,
+        )
         logger.debug("saved messages", extra={"thread_id": scope.thread, "count": len(saved)})
         follow_up(core, thread, saved)
         return saved

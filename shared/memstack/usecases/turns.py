@@ -69,7 +69,8 @@ class Turns:
             needs = merge_needs(layer.needs(turn, prepared[layer.name]) for layer in core.layers)
             reads = read_turn(core.store, core.recall, turn, needs, prepared, self._submit())
         contributions = [layer.contribute(turn, reads) for layer in core.layers]
-        return assemble(turn, texts, contributions, core.tokenizer)
+        last_seq = reads.thread.last_seq if reads.thread is not None else 0
+        return assemble(turn, texts, contributions, core.tokenizer, last_seq=last_seq)
 
     def _turn(
         self,

@@ -18,7 +18,13 @@ from memstack.working_memory import service
 from memstack.working_memory.schema import MemorySchema
 from memstack.working_memory.service import Slot
 from memstack.working_memory.tools import TOOL_NAME, ToolCall, parse_tool_call
-from memstack.working_memory.updates import Outcome, json_merge, markdown_replace, vnext_update
+from memstack.working_memory.updates import (
+    Outcome,
+    json_merge,
+    markdown_replace,
+    stale,
+    vnext_update,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +78,34 @@ class WorkingMemoryActions:
         return outcome
 
     def apply_tool_call(
-        self, opts: MemoryOptions, resource_id: str, thread_id: str, tool_call: object
+        self,
+        opts: MemoryOptions,
+        resource_id: str,
+        thread_id: str,
+        tool_call: object,
+        *,
+        seen_version: str | None = None,
+        versions: dict[str, str] | None = None,
     ) -> Message:
         """Run a model's ``updateWorkingMemory`` call and return the tool-result message to show it.
 
         A missing thread is created for ``resource_id``. What the model got wrong (bad JSON, a schema
         violation, the bare template, a size cap, read-only) comes back as the result, never raised.
+
+        A markdown update replaces the whole document, so it is checked against ``seen_version`` (the
+        ``document_version`` of the document the model was shown): when the stored document has moved on
+        since, nothing is written and the error result carries the current document for the model to redo
+        its change on — never a silent overwrite of what another writer added. The check and the write are
+        one compare-and-set, so of N calls made from one read exactly one succeeds and the others are told.
+        Without ``seen_version`` the update replaces whatever is stored (the caller opted out).
+
+        The returned message's ``metadata["working_memory_version"]`` is the version the model has seen
+        once it reads the result (the document it wrote, or the current one an error result shows it).
+
+        Args:
+            seen_version: the version the model was shown; ``None``: read from ``versions``.
+            versions: a turn's ``ModelContext.versions``: read for the seen version when ``seen_version``
+                is ``None``, and updated with the version the model has seen once it reads the result.
 
         Raises:
             InvalidInput: not an ``updateWorkingMemory`` call, or malformed; working memory disabled.
@@ -92,16 +120,27 @@ class WorkingMemoryActions:
         if not opts.working_memory.enabled:
             raise InvalidInput("working memory is not enabled", field="working_memory")
         self._own_thread(resource_id, thread_id)
+        if seen_version is None and versions is not None:
+            seen_version = versions.get("working_memory")
         try:
-            outcome = self._tool_outcome(opts, resource_id, thread_id, call)
+            outcome = self._tool_outcome(opts, resource_id, thread_id, call, seen_version)
         except (Forbidden, PayloadTooLarge, InvalidInput) as exc:
             outcome = Outcome(False, f"Not saved: {exc.message}", is_error=True)
         except RecursionError:
             outcome = Outcome(False, "Not saved: the memory is nested too deeply.", is_error=True)
+        if outcome.current is not None:
+            now_seen: str | None = service.document_version(outcome.current)
+        elif outcome.success and outcome.document is not None:
+            now_seen = service.document_version(outcome.document)
+        else:
+            now_seen = seen_version
+        if versions is not None and now_seen is not None:
+            versions["working_memory"] = now_seen
         return Message(
             id=new_id(),
             thread_id=thread_id,
             resource_id=resource_id,
+            metadata={"working_memory_version": now_seen} if now_seen is not None else {},
             role="tool",
             parts=(
                 ToolResultPart(
@@ -114,11 +153,13 @@ class WorkingMemoryActions:
             created_at=self.clock.now(),
         )
 
-    def _tool_outcome(self, opts: MemoryOptions, resource_id: str, thread_id: str, call: ToolCall) -> Outcome:
+    def _tool_outcome(
+        self, opts: MemoryOptions, resource_id: str, thread_id: str, call: ToolCall, seen: str | None
+    ) -> Outcome:
         wm = self._writable(opts)
         if call.arguments is None:
             return Outcome(False, f"Not saved: {call.error}.", is_error=True)
-        return self._run(wm, resource_id, thread_id, call.arguments, guard=True)
+        return self._run(wm, resource_id, thread_id, call.arguments, guard=True, seen=seen)
 
     def _run(
         self,
@@ -128,6 +169,7 @@ class WorkingMemoryActions:
         args: dict[str, Any],
         *,
         guard: bool,
+        seen: str | None = None,
     ) -> Outcome:
         slot = self.slot(wm, resource_id, thread_id)
 
@@ -178,14 +220,15 @@ class WorkingMemoryActions:
             )
         check_text(memory, "working_memory")
         template = wm.effective_template
-        return service.apply(
-            slot,
-            (lambda cur: markdown_replace(cur, memory, template))
-            if guard
-            else (lambda cur: Outcome(True, "Working memory saved.", document=memory)),
-            attempts=service.MARKDOWN_ATTEMPTS,
-            check=check,
-        )
+
+        def replace(cur: str | None) -> Outcome:
+            if seen is not None and service.document_version(cur) != seen:
+                return stale(cur)
+            if guard:
+                return markdown_replace(cur, memory, template)
+            return Outcome(True, "Working memory saved.", document=memory)
+
+        return service.apply(slot, replace, attempts=service.MARKDOWN_ATTEMPTS, check=check)
 
     @staticmethod
     def _writable(opts: MemoryOptions) -> WorkingMemoryOptions:
@@ -216,7 +259,9 @@ class WorkingMemoryActions:
             return thread
 
     def check_seed(self, opts: MemoryOptions, metadata: dict[str, Any]) -> None:
-        """Size checks of initial working memory given in thread metadata, before anything is written.
+        """Size checks of initial working memory given in thread metadata, before anything is written —
+        whether or not working memory is enabled in ``opts`` (a call may enable it), with the limits of
+        every other path (``service.check_size``: characters, then ``max_tokens``).
 
         Raises:
             PayloadTooLarge: over the input, character or token limits.
@@ -225,11 +270,13 @@ class WorkingMemoryActions:
         """
         wm = opts.working_memory
         value = metadata.get(service.THREAD_METADATA_KEY)
-        if not wm.enabled or not isinstance(value, str):
+        if not isinstance(value, str):
             return
+        # sized even while working memory is off in the configured options: a call may enable it, and
+        # then this document is shown and written back, so it must fit the same limits as any other path
         service.check_input_size(value)
         document = value
-        if wm.json_schema is not None:
+        if wm.enabled and wm.json_schema is not None:
             try:
                 outcome = json_merge(None, value, MemorySchema.of(wm.json_schema))
             except RecursionError:

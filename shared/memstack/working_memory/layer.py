@@ -13,7 +13,7 @@ from memstack.model import Message, Thread
 from memstack.ports import MemoryStore
 from memstack.scope import Scope
 from memstack.working_memory.instructions import system_message
-from memstack.working_memory.service import THREAD_METADATA_KEY
+from memstack.working_memory.service import THREAD_METADATA_KEY, document_version
 from memstack.working_memory.strip import strip_batch
 from memstack.working_memory.tools import tool_definition
 
@@ -55,6 +55,7 @@ class WorkingMemoryLayer(LayerBase):
         return Contribution(
             system=[SystemMessage(system_message(wm, data, read_only=opts.read_only), "working_memory")],
             tools=[] if opts.read_only else [tool_definition(wm)],
+            versions={"working_memory": document_version(data)},
         )
 
     def before_save(self, thread: Thread, options: MemoryOptions, messages: list[Message]) -> list[Message]:

@@ -18,6 +18,7 @@ required fields (then validation says what is missing) and keys the schema does 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from memstack.working_memory.schema import branch_for, resolve
@@ -81,25 +82,37 @@ def strip_padding_nulls(value: Any, schema: dict[str, Any], root: dict[str, Any]
 
 
 def skeleton(schema: dict[str, Any], root: dict[str, Any] | None = None, depth: int = 0) -> Any:
-    """An empty document of the schema's shape, shown to the model: objects with every described
-    property, ``""`` for strings, ``[]`` for arrays, ``null`` for other scalars."""
+    """An empty document of the schema's shape, shown to the model: a node's ``default`` (or ``const``)
+    where it has a non-null one, else objects with every described property (nested objects in full), ``""`` for
+    strings, ``[]`` for arrays, ``false`` for booleans and ``null`` for numbers (no number is a safe
+    "unknown")."""
     root = schema if root is None else root
     node = resolve(schema, root)
+    if (given := _given(node)) is not None:
+        return given
     branches = node.get("anyOf") or node.get("oneOf")
     if isinstance(branches, list):
         non_null = [b for b in (resolve(b, root) for b in branches) if b.get("type") != "null"]
         node = non_null[0] if non_null else node
+        if (given := _given(node)) is not None:
+            return given
     kind = node.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), None)
     properties = node.get("properties")
     if (kind == "object" or isinstance(properties, dict)) and depth < 8:
         props = properties if isinstance(properties, dict) else {}
-        return {key: skeleton(sub, root, depth + 1) for key, sub in props.items()}
-    if kind == "object":
-        return {}
-    if kind == "array":
-        return []
-    if kind == "string":
-        return ""
+        return {key: skeleton(sub, root, depth + 1) for key, sub in props.items() if isinstance(sub, dict)}
+    return copy.deepcopy(_EMPTY.get(kind)) if isinstance(kind, str) else None
+
+
+def _given(node: dict[str, Any]) -> Any:
+    """A node's ``const`` or ``default`` (a copy); ``None`` when it has neither or it is ``null`` — a null
+    default says nothing of the shape, so an optional nested object is still shown in full."""
+    for key in ("const", "default"):
+        if node.get(key) is not None:
+            return copy.deepcopy(node[key])
     return None
+
+
+_EMPTY: dict[str, Any] = {"object": {}, "array": [], "string": "", "boolean": False}

@@ -12,6 +12,7 @@ thread's ``version`` (``MemoryStore.update_thread(expected_version=...)``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import time
@@ -40,6 +41,14 @@ here; with 10 attempts and linear waits they did, about one run in eight."""
 
 MARKDOWN_ATTEMPTS = 3
 """Compare-and-set attempts of a markdown update before ``Conflict``."""
+
+
+def document_version(document: str | None) -> str:
+    """The version of a working-memory document as the model saw it: 16 hex digits of the SHA-256 of its
+    text (``""`` for no document). It names the document's content, not the record holding it, so writes
+    to other fields of the record (a thread's title, other metadata) never make a model's view stale."""
+    digest = hashlib.sha256((document or "").encode("utf-8", "surrogatepass")).hexdigest()
+    return digest[:16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +119,8 @@ def check_size(document: str, tokenizer: Tokenizer, max_tokens: int) -> None:
     check_text(document, "working_memory")
     if len(document) > MAX_WORKING_MEMORY_CHARS:
         raise PayloadTooLarge(
-            f"working_memory is longer than the limit of {MAX_WORKING_MEMORY_CHARS} characters",
+            f"working_memory has {len(document)} characters, over the limit of {MAX_WORKING_MEMORY_CHARS} "
+            "characters",
             field="working_memory",
         )
     tokens = tokenizer.count(document)
@@ -128,8 +138,11 @@ def check_input_size(raw: str, field: str = "working_memory") -> None:
     Raises:
         PayloadTooLarge: naming the limit.
     """
-    if len(raw) > MAX_INPUT_BYTES or len(raw.encode("utf-8", "surrogatepass")) > MAX_INPUT_BYTES:
-        raise PayloadTooLarge(f"{field} is larger than the limit of {MAX_INPUT_BYTES} bytes", field=field)
+    if len(raw) > MAX_INPUT_BYTES or (size := len(raw.encode("utf-8", "surrogatepass"))) > MAX_INPUT_BYTES:
+        shown = f"{len(raw)} characters" if len(raw) > MAX_INPUT_BYTES else f"{size} bytes"
+        raise PayloadTooLarge(
+            f"{field} is {shown}, larger than the limit of {MAX_INPUT_BYTES} bytes", field=field
+        )
 
 
 def backoff(attempt: int) -> float:

@@ -13,7 +13,7 @@ from typing import Any
 
 from memstack.config import WorkingMemoryOptions
 from memstack.errors import InvalidInput
-from memstack.model import ToolCallPart
+from memstack.model import ToolCallPart, check_text
 from memstack.working_memory.schema import MemorySchema
 from memstack.working_memory.service import check_input_size
 from memstack.working_memory.updates import UPDATE_REASONS
@@ -125,10 +125,12 @@ def parse_tool_call(tool_call: object) -> ToolCall:
     for the model to read.
 
     Raises:
-        InvalidInput: the call itself is malformed (no id, no name) or of none of these shapes.
+        InvalidInput: the call itself is malformed (no id, no name, a lone surrogate in either) or of none of
+            these shapes.
         PayloadTooLarge: the arguments are larger than ``MAX_INPUT_BYTES``; refused before parsing.
     """
     if isinstance(tool_call, ToolCallPart):
+        check_text(tool_call.id, "tool_call.id")
         check_input_size(json.dumps(tool_call.args, ensure_ascii=False), "tool_call.args")
         return ToolCall(tool_call.id, tool_call.name, dict(tool_call.args))
     if not isinstance(tool_call, dict):
@@ -197,9 +199,12 @@ def _parse_openai(tool_call: dict[str, Any]) -> ToolCall:
     call_id, function = tool_call.get("id"), tool_call.get("function")
     if not isinstance(call_id, str) or not call_id or not isinstance(function, dict):
         raise InvalidInput("tool_call needs an id and a function", field="tool_call")
+    # the id goes back to the model in the tool result: it must be text that can be sent
+    check_text(call_id, "tool_call.id")
     name = function.get("name")
     if not isinstance(name, str):
         raise InvalidInput("tool_call.function.name must be a string", field="tool_call.function.name")
+    check_text(name, "tool_call.function.name")
     raw = function.get("arguments", "{}")
     if isinstance(raw, dict):
         return ToolCall(call_id, name, raw)

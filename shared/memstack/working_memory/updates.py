@@ -32,16 +32,36 @@ class Outcome:
         message: what the model is told.
         document: the new document to store; ``None`` means nothing to write.
         is_error: the input was wrong (bad JSON, schema violation); the model should correct it.
+        current: the stored document when it moved on since the model read it (``stale``): shown to the
+            model so it redoes its change on it.
     """
 
     success: bool
     message: str
     document: str | None = None
     is_error: bool = False
+    current: str | None = None
 
     def as_result(self) -> dict[str, Any]:
-        """The tool result shown to the model: ``{"success", "message"}``."""
-        return {"success": self.success, "message": self.message}
+        """The tool result shown to the model: ``{"success", "message"}``, plus ``"current_memory"`` (the
+        stored document) when the update was refused because the document moved on."""
+        result: dict[str, Any] = {"success": self.success, "message": self.message}
+        if self.current is not None:
+            result["current_memory"] = self.current
+        return result
+
+
+def stale(current: str | None) -> Outcome:
+    """The refusal of a whole-document update computed from a document that has since changed: the
+    model's copy lacks what another writer added, so writing it would silently drop that (issue 13)."""
+    return Outcome(
+        False,
+        "Not saved: the working memory changed since you read it (another conversation updated it). "
+        "current_memory holds the document as it is now: apply your change to it and call "
+        "updateWorkingMemory again with the complete document.",
+        is_error=True,
+        current=current or "",
+    )
 
 
 def _normalised(text: str) -> str:

@@ -81,6 +81,7 @@ def thread_from(item: Item) -> Thread:
         created_at=dt(item.created_at or ""),
         updated_at=dt(item.updated_at or ""),
         version=int(item.version or 0),
+        last_seq=int(item.last_seq or 0),
     )
 
 

@@ -66,9 +66,9 @@ from memstack.adapters.dynamodb.items import (
     thread_key,
     thread_pk,
 )
-from memstack.adapters.stored import dt, dumps, ts
+from memstack.adapters.stored import check_last_seq, dt, dumps, ts
 from memstack.cursors import decode_cursor, encode_cursor
-from memstack.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, Unavailable
+from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, PayloadTooLarge, Unavailable
 from memstack.model import (
     Message,
     ObservationRecord,
@@ -123,6 +123,7 @@ class _Plan:
     read_last_seq: int
     last_seq: int
     updated_at: str
+    reserved: bool
     writes: list[tuple[Item, Item, Condition]] = field(default_factory=list)
     saved: list[Message] = field(default_factory=list)
     uploads: list[tuple[BodyRef, bytes]] = field(default_factory=list)
@@ -266,14 +267,16 @@ class DynamoDBMemoryStore:
         metadata: dict[str, Any] | None = None,
         updated_at: datetime,
         expected_version: int | None = None,
+        expected_title: str | None = None,
     ) -> Thread:
         """GetItem, then UpdateItem with the condition ``resource_id`` and ``version`` unchanged (the
         metadata merge is computed from what was read; a lost race is re-read and retried unless
-        ``expected_version`` is given).
+        ``expected_version`` is given; ``expected_title`` is checked again on every re-read).
 
         Raises:
             NotFound: the thread is missing or another resource's.
-            Conflict: the stored version differs from ``expected_version`` (nothing is written).
+            Conflict: the stored version differs from ``expected_version``, or the stored title from
+                ``expected_title`` (nothing is written).
         """
         for attempt in range(self._max_attempts):
             item = self._get(thread_key(resource_id, thread_id))
@@ -285,6 +288,8 @@ class DynamoDBMemoryStore:
                     f"thread {thread_id!r} changed (version {current.version}, expected {expected_version})",
                     field="version",
                 )
+            if expected_title is not None and current.title != expected_title:
+                raise Conflict(f"thread {thread_id!r} title changed", field="title")
             merged = {**current.metadata, **metadata} if metadata is not None else current.metadata
             new_title = current.title if title is None else title
             stamp = ts(updated_at)
@@ -379,36 +384,120 @@ class DynamoDBMemoryStore:
     # messages ------------------------------------------------------------------------------------
 
     def save_messages(
-        self, resource_id: str, thread_id: str, messages: Sequence[Message], *, create: Thread | None = None
+        self,
+        resource_id: str,
+        thread_id: str,
+        messages: Sequence[Message],
+        *,
+        create: Thread | None = None,
+        expected_last_seq: int | None = None,
     ) -> list[Message]:
         """One BatchGetItem (thread meta + id pointers, consistent) and one TransactWriteItems (meta
         update conditioned on ``last_seq`` and owner, each message, each id pointer) per batch of up to
         49 messages / ~4 MB; a lost race is re-read and retried with jittered backoff.
 
-        A batch over one transaction is written as consecutive transactions in order, each atomic:
-        a failure can leave a prefix saved, and saving the same batch again is safe (saves upsert by id).
-        Validation of the whole batch happens before anything is written.
+        A batch over one transaction first reserves its ``seq`` range: one conditional UpdateItem moves
+        the meta's ``last_seq`` past every new message of the batch (or the PutItem that creates the
+        thread sets it there), so no other writer's message can land inside the range. The batch is
+        then written as consecutive transactions in order, each atomic, into the reserved seqs. What a
+        reader may see meanwhile is a prefix of the batch, in order, never another writer's message
+        between two of its messages; a later writer's messages may already show after the range. A seq
+        reserved for a message that is never written (the save failed, or the id was saved meanwhile by
+        another writer and so kept its seq) stays a gap, as a deleted message's does. Saving the same
+        batch again is safe (saves upsert by id) and completes a failed one, in new seqs for what was
+        missing. Validation of the whole batch happens before anything is written.
 
         Raises:
             NotFound: the thread is missing (and ``create`` is ``None``) or another resource's.
-            Conflict: an id belongs to a message of another thread, or the thread kept changing.
+            Conflict: an id belongs to a message of another thread, the thread kept changing, or the
+                thread's last seq is not ``expected_last_seq``.
             PayloadTooLarge: a body is over ``MAX_INLINE_BODY_BYTES`` and no bucket is configured.
             InvalidInput: ``create`` is a thread with another id.
+            MemstackError: a multi-transaction save that failed part way raises the error of the failed
+                transaction with ``saved_ids`` and ``unsaved_ids`` set on it, and its message naming them.
         """
         if create is not None and create.id != thread_id:
             raise InvalidInput("create must be the thread being saved into", field="create")
         prepared = [self._prepare(resource_id, thread_id, i, m) for i, m in enumerate(messages)]
         chunks = _chunks(resource_id, thread_id, prepared)
         with self._locks[hash((resource_id, thread_id)) % _LOCK_STRIPES]:
-            if len(chunks) > 1:
-                self._validate(resource_id, thread_id, [p.message.id for p in prepared], create)
-            saved: list[Message] = []
-            for number, chunk in enumerate(chunks):
-                saved += self._save_chunk(resource_id, thread_id, chunk, create if number == 0 else None)
+            if len(chunks) == 1:
+                saved = self._save_chunk(resource_id, thread_id, chunks[0], create, expected_last_seq)
+            else:
+                reserved = self._reserve(resource_id, thread_id, prepared, create, expected_last_seq)
+                saved = self._save_reserved(resource_id, thread_id, chunks, reserved)
         log.debug(
             "messages saved",
             extra={"thread_id": thread_id, "messages": len(saved), "transactions": len(chunks)},
         )
+        return saved
+
+    def _reserve(
+        self,
+        resource_id: str,
+        thread_id: str,
+        prepared: list[_Prepared],
+        create: Thread | None,
+        expected_last_seq: int | None,
+    ) -> dict[str, int]:
+        """Check a multi-transaction batch and reserve the seqs of its new messages: message id → seq.
+
+        Raises:
+            NotFound, Conflict: as ``save_messages`` (nothing is written).
+        """
+        ids = list(dict.fromkeys(p.message.id for p in prepared))
+        m = self._model
+        for attempt in range(self._max_attempts):
+            meta, pointers = self._read_for_save(resource_id, thread_id, ids)
+            owner = meta.resource_id if meta is not None else (create.resource_id if create else None)
+            if owner != resource_id:
+                raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
+            for mid, pointer in pointers.items():
+                if pointer.thread_id != thread_id:
+                    raise Conflict(f"message {mid!r} belongs to another thread", field="messages.id")
+            read_last = int(meta.last_seq or 0) if meta is not None else 0
+            check_last_seq(thread_id, read_last, expected_last_seq)
+            new = [i for i in ids if i not in pointers]
+            last = read_last + len(new)
+            # activity time: when the messages were saved, as a single-transaction save sets it
+            updated = max(meta.updated_at or "" if meta is not None else "", ts(utcnow()))
+            try:
+                with translated("reserve message seqs"):
+                    if meta is None:
+                        assert create is not None
+                        item = thread_item(m, create, updated_at=updated, last_seq=last)
+                        item.save(condition=m.pk.does_not_exist())
+                    else:
+                        meta.update(
+                            [
+                                m.last_seq.set(last),
+                                m.updated_at.set(updated),
+                                m.updated_key.set(listing_key(updated, thread_id)),
+                            ],
+                            condition=(m.last_seq == read_last) & (m.resource_id == resource_id),
+                        )
+            except Conflict:
+                log.debug(
+                    "seq reservation lost a race", extra={"thread_id": thread_id, "attempt": attempt + 1}
+                )
+                self._pause(attempt)
+                continue
+            return {mid: read_last + 1 + n for n, mid in enumerate(new)}
+        raise Conflict(
+            f"thread {thread_id!r} kept changing; gave up saving after {self._max_attempts} attempts",
+            field="thread_id",
+        )
+
+    def _save_reserved(
+        self, resource_id: str, thread_id: str, chunks: list[list[_Prepared]], reserved: dict[str, int]
+    ) -> list[Message]:
+        """Write the chunks in order into their reserved seqs; a failure names what was and was not saved."""
+        saved: list[Message] = []
+        for number, chunk in enumerate(chunks):
+            try:
+                saved += self._save_chunk(resource_id, thread_id, chunk, None, None, reserved)
+            except MemstackError as exc:
+                raise _partial(exc, saved, [p.message.id for c in chunks[number:] for p in c]) from exc
         return saved
 
     def _prepare(self, resource_id: str, thread_id: str, index: int, message: Message) -> _Prepared:
@@ -424,16 +513,6 @@ class DynamoDBMemoryStore:
             )
         return _Prepared(message, body, data, BodyStore.ref_for(resource_id, thread_id, message.id, data))
 
-    def _validate(self, resource_id: str, thread_id: str, ids: list[str], create: Thread | None) -> None:
-        """The checks of a batch that spans several transactions, made before the first is written."""
-        meta, pointers = self._read_for_save(resource_id, thread_id, list(dict.fromkeys(ids)))
-        owner = meta.resource_id if meta is not None else (create.resource_id if create else None)
-        if owner != resource_id:
-            raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
-        for mid, pointer in pointers.items():
-            if pointer.thread_id != thread_id:
-                raise Conflict(f"message {mid!r} belongs to another thread", field="messages.id")
-
     def _read_for_save(
         self, resource_id: str, thread_id: str, ids: list[str]
     ) -> tuple[Item | None, dict[str, Item]]:
@@ -445,7 +524,13 @@ class DynamoDBMemoryStore:
         return got.get(meta_key), pointers
 
     def _save_chunk(
-        self, resource_id: str, thread_id: str, chunk: list[_Prepared], create: Thread | None
+        self,
+        resource_id: str,
+        thread_id: str,
+        chunk: list[_Prepared],
+        create: Thread | None,
+        expected_last_seq: int | None,
+        reserved: dict[str, int] | None = None,
     ) -> list[Message]:
         # A body uploaded for a save that then fails stays in S3 unreferenced (harmless, content-addressed):
         # deleting it could race with a concurrent save of the same content that did commit.
@@ -453,7 +538,8 @@ class DynamoDBMemoryStore:
         uploaded: set[str] = set()
         for attempt in range(self._max_attempts):
             meta, pointers = self._read_for_save(resource_id, thread_id, ids)
-            plan = self._plan(resource_id, thread_id, chunk, meta, pointers, create)
+            plan = self._plan(resource_id, thread_id, chunk, meta, pointers, create, reserved)
+            check_last_seq(thread_id, plan.read_last_seq, expected_last_seq)
             self._upload(plan, uploaded)
             try:
                 self._commit(plan)
@@ -479,7 +565,10 @@ class DynamoDBMemoryStore:
         meta: Item | None,
         pointers: dict[str, Item],
         create: Thread | None,
+        reserved: dict[str, int] | None = None,
     ) -> _Plan:
+        """The writes of one transaction. New ids take the next seqs after the meta's ``last_seq``, or,
+        with ``reserved``, the seqs reserved for them (the meta's ``last_seq`` is then left alone)."""
         m = self._model
         if meta is None:
             if create is None or create.resource_id != resource_id:
@@ -506,16 +595,35 @@ class DynamoDBMemoryStore:
                 seq, created = state[message.id]
                 saved.append(message.model_copy(update={"seq": seq, "created_at": dt(created)}))
             else:
-                last += 1
-                state[message.id] = (last, ts(message.created_at))
-                saved.append(message.model_copy(update={"seq": last}))
+                if reserved is not None:
+                    if message.id not in reserved:  # it existed when the range was reserved
+                        raise Conflict(
+                            f"message {message.id!r} was deleted while the batch was being saved",
+                            field="messages.id",
+                        )
+                    seq = reserved[message.id]
+                else:
+                    last += 1
+                    seq = last
+                state[message.id] = (seq, ts(message.created_at))
+                saved.append(message.model_copy(update={"seq": seq}))
             final[message.id] = p
         if creating := meta is None:
             assert create is not None
             meta_item = thread_item(m, create, updated_at=updated, last_seq=last)
         else:
             meta_item = m(*thread_key(resource_id, thread_id))
-        plan = _Plan(creating, resource_id, thread_id, meta_item, read_last, last, updated, saved=saved)
+        plan = _Plan(
+            creating,
+            resource_id,
+            thread_id,
+            meta_item,
+            read_last,
+            last,
+            updated,
+            reserved is not None,
+            saved=saved,
+        )
         expires = int(time.time()) + self._ttl if self._ttl else None
         for mid, p in final.items():
             seq, created = state[mid]
@@ -589,6 +697,14 @@ class DynamoDBMemoryStore:
                 tx.save(pointer_item, condition=condition)
             if plan.creating:
                 tx.save(plan.meta, condition=m.pk.does_not_exist())
+            elif plan.reserved:
+                # the reservation moved last_seq and updated_at already; the meta is only checked (still
+                # there, still the resource's), so writers of later turns never fail these transactions
+                tx.condition_check(
+                    m,
+                    *thread_key(plan.resource_id, plan.thread_id),
+                    condition=m.resource_id == plan.resource_id,
+                )
             else:
                 tx.update(
                     plan.meta,
@@ -1092,6 +1208,27 @@ def _chunks(resource_id: str, thread_id: str, prepared: list[_Prepared]) -> list
         ids.add(p.message.id)
         size += cost
     return chunks
+
+
+def _partial(exc: MemstackError, saved: list[Message], unsaved: list[str]) -> MemstackError:
+    """``exc`` of a multi-transaction save that failed part way, naming what was and was not saved (the
+    saved ids are a prefix of the batch: its transactions are written in order)."""
+    saved_ids = list(dict.fromkeys(m.id for m in saved))
+    unsaved_ids = [i for i in dict.fromkeys(unsaved) if i not in set(saved_ids)]
+    named = type(exc)(
+        f"{exc.message}; saved {len(saved_ids)} messages ({_id_span(saved_ids)}), not saved "
+        f"{len(unsaved_ids)} ({_id_span(unsaved_ids)}); saving the same batch again completes it",
+        field=exc.field,
+        code=exc.code,
+    )
+    named.saved_ids, named.unsaved_ids = saved_ids, unsaved_ids
+    return named
+
+
+def _id_span(ids: list[str]) -> str:
+    if not ids:
+        return "none"
+    return ", ".join(ids) if len(ids) <= 3 else f"{ids[0]} … {ids[-1]}"
 
 
 def _utc_ts(value: datetime) -> str:

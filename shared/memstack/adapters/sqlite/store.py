@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memstack.adapters.sqlite.db import SqliteDatabase
+from memstack.adapters.stored import check_last_seq
 from memstack.adapters.stored import dt as _dt
 from memstack.adapters.stored import dumps as _dumps
 from memstack.adapters.stored import ts as _ts
@@ -120,6 +121,7 @@ _SCHEMA = (
 
 _MSG_COLS = "id, thread_id, resource_id, seq, role, parts, metadata, author, created_at"
 _THREAD_COLS = "id, resource_id, title, metadata, created_at, updated_at, version"
+_THREAD_READ = f"{_THREAD_COLS}, next_seq - 1"
 
 
 def _thread(row: Sequence[Any]) -> Thread:
@@ -131,6 +133,7 @@ def _thread(row: Sequence[Any]) -> Thread:
         created_at=_dt(row[4]),
         updated_at=_dt(row[5]),
         version=row[6],
+        last_seq=row[7] if len(row) > 7 else 0,
     )
 
 
@@ -201,7 +204,7 @@ class SqliteMemoryStore:
 
     def get_thread(self, resource_id: str, thread_id: str) -> Thread | None:
         rows = self.db.query(
-            f"SELECT {_THREAD_COLS} FROM threads WHERE resource_id = ? AND id = ?", (resource_id, thread_id)
+            f"SELECT {_THREAD_READ} FROM threads WHERE resource_id = ? AND id = ?", (resource_id, thread_id)
         )
         return _thread(rows[0]) if rows else None
 
@@ -230,7 +233,7 @@ class SqliteMemoryStore:
             )
             params += [_json_path(key), json.dumps(_json_types(value)), _json_path(key), _sql_scalar(value)]
         rows = self.db.query(
-            f"SELECT {_THREAD_COLS} FROM threads WHERE {' AND '.join(where)} "
+            f"SELECT {_THREAD_READ} FROM threads WHERE {' AND '.join(where)} "
             f"ORDER BY {column} {order}, id {order} LIMIT ?",
             (*params, limit + 1),
         )
@@ -250,10 +253,11 @@ class SqliteMemoryStore:
         metadata: dict[str, Any] | None = None,
         updated_at: datetime,
         expected_version: int | None = None,
+        expected_title: str | None = None,
     ) -> Thread:
         with self.db.transaction() as conn:
             row = conn.execute(
-                f"SELECT {_THREAD_COLS} FROM threads WHERE resource_id = ? AND id = ?",
+                f"SELECT {_THREAD_READ} FROM threads WHERE resource_id = ? AND id = ?",
                 (resource_id, thread_id),
             ).fetchone()
             if row is None:
@@ -264,6 +268,8 @@ class SqliteMemoryStore:
                     f"thread {thread_id!r} changed (version {current.version}, expected {expected_version})",
                     field="version",
                 )
+            if expected_title is not None and current.title != expected_title:
+                raise Conflict(f"thread {thread_id!r} title changed", field="title")
             merged = {**current.metadata, **metadata} if metadata is not None else current.metadata
             new_title = current.title if title is None else title
             conn.execute(
@@ -302,25 +308,18 @@ class SqliteMemoryStore:
     # messages ------------------------------------------------------------------------------------
 
     def save_messages(
-        self, resource_id: str, thread_id: str, messages: Sequence[Message], *, create: Thread | None = None
+        self,
+        resource_id: str,
+        thread_id: str,
+        messages: Sequence[Message],
+        *,
+        create: Thread | None = None,
+        expected_last_seq: int | None = None,
     ) -> list[Message]:
         saved: list[Message] = []
         with self.db.transaction() as conn:
-            row = conn.execute(
-                "SELECT next_seq, updated_at FROM threads WHERE resource_id = ? AND id = ?",
-                (resource_id, thread_id),
-            ).fetchone()
-            if (
-                row is None
-                and create is not None
-                and (create.resource_id, create.id) == (resource_id, thread_id)
-            ):
-                self._insert_thread(conn, create)
-                row = (1, _ts(create.updated_at))
-            if row is None:
-                raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
-            next_seq: int = row[0]
-            latest: str = row[1]
+            next_seq, latest = self._thread_for_save(conn, resource_id, thread_id, create)
+            check_last_seq(thread_id, next_seq - 1, expected_last_seq)
             ids = [m.id for m in messages]
             existing: dict[str, tuple[str, int, str]] = {}
             for chunk_start in range(0, len(ids), 500):
@@ -377,6 +376,26 @@ class SqliteMemoryStore:
                 (next_seq, latest, resource_id, thread_id),
             )
         return saved
+
+    def _thread_for_save(
+        self, conn: Any, resource_id: str, thread_id: str, create: Thread | None
+    ) -> tuple[int, str]:
+        """The thread's ``next_seq`` and ``updated_at``, inside the save's transaction; the thread is
+        inserted first when it is missing and ``create`` is it.
+
+        Raises:
+            NotFound: the thread is missing (and not ``create``) or another resource's.
+        """
+        row = conn.execute(
+            "SELECT next_seq, updated_at FROM threads WHERE resource_id = ? AND id = ?",
+            (resource_id, thread_id),
+        ).fetchone()
+        if row is None and create is not None and (create.resource_id, create.id) == (resource_id, thread_id):
+            self._insert_thread(conn, create)
+            row = (1, _ts(create.updated_at))
+        if row is None:
+            raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
+        return int(row[0]), str(row[1])
 
     def list_messages(
         self,

@@ -43,6 +43,8 @@ def context(thread_id: str, body: ContextBody, query: Annotated[ResourceQuery, Q
         conversation=ctx.messages,
         history_ids=ctx.history_ids,
         recalled_ids=[m.id for m in ctx.recalled],
+        last_seq=ctx.last_seq,
+        working_memory_version=ctx.working_memory_version,
     )
     logger.info(
         "context",

@@ -111,6 +111,12 @@ def apply_tool_call(
         resource_id=query.resource_id,
         tool_call=body.tool_call.model_dump(),
         options=body.options,
+        working_memory_version=body.working_memory_version,
     )
     add_metric(TOOL_CALLS)
-    return ToolCallOut(message=message, messages=tool_messages(message))
+    version = message.metadata.get("working_memory_version")
+    return ToolCallOut(
+        message=message,
+        messages=tool_messages(message),
+        working_memory_version=version if isinstance(version, str) else None,
+    )
