@@ -192,6 +192,31 @@ def test_given_a_slow_embedder_when_context_recalls_on_the_pool_then_the_turn_is
         emb.delay = 0.0
 
 
+def test_given_a_slow_embedder_when_context_recalls_inline_then_the_turn_is_answered_without_recall(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    emb = SlowEmbedder()
+    memory = om_memory(
+        None, embedder=emb, semantic_recall={"top_k": 2, "mode": "vector"}, context_timeout_ms=500
+    )
+    assert memory.parallel_recall is False  # the embedded default
+    with memory:
+        save(memory, 30)
+        emb.delay = 3.0
+        started = time.monotonic()
+        with caplog.at_level("WARNING"):
+            ctx = memory.context(thread_id=T, resource_id=R, message="hiking near the lake")
+        elapsed = time.monotonic() - started
+        assert elapsed < 0.5 + MARGIN_S, f"context() took {elapsed:.1f}s"
+        assert [m.id for m in ctx.messages][-2:] == ["m30", ctx.messages[-1].id]
+        assert any("DeadlineExceeded" in r.getMessage() for r in caplog.records)
+        emb.delay = 0.0
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            memory.context(thread_id=T, resource_id=R, message="hiking near the lake")
+        assert not any("semantic recall failed" in r.getMessage() for r in caplog.records)
+
+
 def test_given_nested_deadlines_when_read_then_the_sooner_one_wins_and_pool_work_sees_it() -> None:
     assert deadline.remaining() is None
     with deadline.within(10):

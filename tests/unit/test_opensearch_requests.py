@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from memstack import deadline
 from memstack.adapters.opensearch import OpenSearchIndex, index_body, make_client
 from memstack.adapters.opensearch.client import describe
 from memstack.adapters.opensearch.index import chunk_id
@@ -656,6 +658,59 @@ def test_given_default_timeouts_when_searching_and_writing_then_10_and_30_second
     index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0], text="note")
 
     assert seen == [("bulk", 30.0), ("delete_by_query", 30.0), ("search", 10.0), ("msearch", 10.0)]
+
+
+def test_given_a_turn_deadline_sooner_than_the_search_timeout_when_searching_then_the_time_left_is_passed(
+    managed: OpenSearchDouble, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = open_index(managed)
+    seen: list[tuple[str, Any]] = []
+    for method in ("search", "msearch"):
+        original = getattr(index._client, method)
+
+        def spy(*args: Any, _name: str = method, _original: Any = original, **kwargs: Any) -> Any:
+            seen.append((_name, kwargs.get("request_timeout")))
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(index._client, method, spy)
+
+    with deadline.within(2.0):
+        index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0])
+        index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0], text="note")
+    with deadline.within(60.0):
+        index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0])
+
+    assert [name for name, _ in seen] == ["search", "msearch", "search"]
+    assert all(0.0 < t <= 2.0 for _, t in seen[:2]), seen
+    assert seen[2][1] == 10.0  # a later deadline never lengthens search_timeout
+
+
+def test_given_a_slow_cluster_under_a_turn_deadline_when_searching_then_it_fails_at_the_deadline(
+    managed: OpenSearchDouble,
+) -> None:
+    client = make_client(managed.url, service="none", max_retries=2)
+    index = OpenSearchIndex(client, dimension=4, model_id="hash-4")  # search_timeout 10 s
+    managed.clear_requests()
+    managed.delay_next_requests(2.0, count=1)
+
+    started = time.monotonic()
+    with deadline.within(0.3), pytest.raises(Unavailable) as err:
+        index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0])
+
+    assert time.monotonic() - started < 1.5
+    assert "timeout" in err.value.message and NAME in err.value.message
+    assert calls(managed) == [("POST", f"/{NAME}/_search")]
+
+
+def test_given_a_passed_turn_deadline_when_searching_then_nothing_is_sent(managed: OpenSearchDouble) -> None:
+    index = open_index(managed)
+    managed.clear_requests()
+
+    with deadline.within(0.0), pytest.raises(Unavailable) as err:
+        index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0])
+
+    assert "deadline" in err.value.message and NAME in err.value.message
+    assert calls(managed) == []
 
 
 def test_given_a_503_when_the_client_may_retry_then_the_request_is_retried(managed: OpenSearchDouble) -> None:

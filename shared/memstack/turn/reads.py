@@ -15,7 +15,10 @@ A turn on AWS therefore costs 2 DynamoDB requests + 1 OpenSearch ``_msearch`` + 
 (``tests/unit/test_context_reads.py``, ``benchmarks/aws_requests.py``). Recall failures never fail the
 turn: they are logged and the turn goes on without recall. Recall on the pool is waited for only until
 the turn's deadline (``memstack.deadline``): a slow embedder or index then costs the turn its recall, not
-its answer. Inline, a network embedder is bounded by the same deadline inside its adapter.
+its answer. Without ``parallel_recall`` recall still runs on a pool thread, but is waited for before the
+history read (``run_waited``), so the reads stay one after another while the wait stops at the deadline;
+a network adapter also bounds its own requests by it (the OpenAI connection, the OpenSearch client's
+``request_timeout``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import suppress
 from functools import partial
 from typing import Any
 
@@ -47,6 +51,23 @@ def run_now(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     except Exception as exc:
         done.set_exception(exc)
     return done
+
+
+def run_waited(submit: Submit, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """``fn(*args)`` run through ``submit`` and waited for here, until the turn's deadline at most.
+
+    The caller's reads stay one after another (as with ``run_now``), but work that outlives the deadline
+    (a slow embedder or index) no longer holds the turn: the returned future is then still running, and the
+    caller's ``result(timeout=deadline.remaining())`` times out at once. The late work finishes on its
+    pool thread and its result is dropped. Without a deadline this is ``run_now``.
+    """
+    if deadline.remaining() is None:
+        return run_now(fn, *args)
+    future = submit(fn, *args)
+    # an error stays in the future: the caller's result() raises it again (or times out) and logs it
+    with suppress(Exception):
+        future.result(timeout=deadline.remaining())
+    return future
 
 
 def merge_needs(needs: Iterable[Needs]) -> Needs:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from memstack import deadline
@@ -17,7 +18,7 @@ from memstack.model import Message, check_text
 from memstack.recall import RecallResult
 from memstack.scope import Scope
 from memstack.turn.assemble import assemble
-from memstack.turn.reads import Submit, merge_needs, read_turn, run_now
+from memstack.turn.reads import Submit, merge_needs, read_turn, run_waited
 from memstack.usecases.checks import as_texts, check_batch
 from memstack.usecases.core import Core
 
@@ -26,7 +27,10 @@ class Turns:
     """Context assembly and recall over the core.
 
     Args:
-        parallel_recall: run recall on a worker thread beside the store reads (network backends).
+        parallel_recall: run recall on a worker thread beside the store reads (network backends);
+            otherwise recall runs on a worker thread before them and is waited for until the turn's
+            deadline (``run_waited``), so a slow embedder or index costs the turn its recall, not its
+            answer, on both paths.
     """
 
     def __init__(self, core: Core, *, parallel_recall: bool = False) -> None:
@@ -36,12 +40,11 @@ class Turns:
         self._lock = threading.Lock()
 
     def _submit(self) -> Submit:
-        if not self.parallel_recall:
-            return run_now
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memstack-recall")
-            return self._executor.submit
+            submit: Submit = self._executor.submit
+        return submit if self.parallel_recall else partial(run_waited, submit)
 
     def close(self) -> None:
         """Stop the recall pool (if one was made)."""

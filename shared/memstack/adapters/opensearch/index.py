@@ -18,7 +18,8 @@ A ``_bulk`` answer with item errors is never ignored: items refused with 429 or 
 with backoff), and what still fails raises ``Unavailable`` naming the count, the index and the first item's
 error type and reason (at most 200 characters, never document text).
 
-Timeouts: each search passes ``request_timeout=search_timeout`` (10 s by default) and each write
+Timeouts: each search passes ``request_timeout=search_timeout`` (10 s by default; under a turn's deadline,
+the time the turn has left if that is sooner) and each write
 ``request_timeout=write_timeout`` (30 s); a timeout is not retried (see ``client``) and raises
 ``Unavailable`` naming the timeout.
 
@@ -42,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memstack import deadline
 from memstack.adapters.index_input import MAX_TOP_K, check_entry, check_top_k
 from memstack.adapters.opensearch.client import (
     SEARCH_TIMEOUT_SECONDS,
@@ -595,17 +597,33 @@ class OpenSearchIndex:
             keyword=None if text is None else results.get("keyword", []),
         )
 
+    def _search_budget(self) -> float:
+        """The ``request_timeout`` of a search, in seconds: ``search_timeout``, cut to the time the turn has
+        left when it runs under a deadline (``memstack.deadline``, set by ``context()``), so a slow cluster
+        costs the turn its recall, not its answer.
+
+        Raises:
+            Unavailable: the turn's deadline has already passed (the request is not sent).
+        """
+        left = deadline.remaining()
+        if left is None:
+            return self._search_timeout
+        if left <= 0.0:
+            raise Unavailable(f"the turn's deadline passed before the search on index {self.name} (not sent)")
+        return min(self._search_timeout, left)
+
     def _run(self, bodies: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """One ``_search`` for one body, one ``_msearch`` for several; each answer checked."""
         if not bodies:
             return {}
+        timeout = self._search_budget()
         if len(bodies) == 1:
             ((name, body),) = bodies.items()
             response = call(
                 "search",
-                lambda: self._client.search(index=self.name, body=body, request_timeout=self._search_timeout),
+                lambda: self._client.search(index=self.name, body=body, request_timeout=timeout),
                 index=self.name,
-                timeout=self._search_timeout,
+                timeout=timeout,
             )
             _check_shards(response, "search")
             return {name: response}
@@ -614,9 +632,9 @@ class OpenSearchIndex:
             lines.extend(({"index": self.name}, body))
         answer = call(
             "search",
-            lambda: self._client.msearch(body=lines, request_timeout=self._search_timeout),
+            lambda: self._client.msearch(body=lines, request_timeout=timeout),
             index=self.name,
-            timeout=self._search_timeout,
+            timeout=timeout,
         )
         responses = answer.get("responses", [])
         if len(responses) != len(bodies):
