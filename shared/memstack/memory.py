@@ -38,7 +38,7 @@ from memstack.ports import (
 from memstack.recall import EmbeddingCache, RecallResult
 from memstack.scope import Scope
 from memstack.usecases.background import Background, BackgroundWork
-from memstack.usecases.core import SystemClock, build_core
+from memstack.usecases.core import SystemClock, build_core, flush_all_usage
 from memstack.usecases.messages import Include, Messages
 from memstack.usecases.threads import CloneResult, Threads
 from memstack.usecases.turns import Turns
@@ -179,9 +179,11 @@ class Memory(BackgroundWork):
         self._core.index_on_save = value
 
     def close(self) -> None:
-        """Finish in-process background work, then close the store and the index."""
+        """Finish in-process background work, write the usage still pending (``flush_all_usage``), then
+        close the store and the index."""
         self._background.close()
         self._turns.close()
+        flush_all_usage(self._core)
         self._core.store.close()
         self._core.index.close()
 

@@ -366,12 +366,16 @@ MAX_HINT_CHARS = 16_000
 
 
 class ModelUsage(_Frozen):
-    """Model calls made for an observation record and the tokens the endpoint reported for them, by agent
-    (what a thread — or, in resource scope, a resource — costs in Observer, Reflector and title calls).
+    """Model calls made for an observation record and the tokens spent on them, by agent (what a thread —
+    or, in resource scope, a resource — costs in Observer, Reflector, title and embedding calls).
 
-    Every call counts, also one whose answer was refused (empty, degenerate, a bad reflection): those are
-    paid for too. Tokens are the endpoint's own counts (``ChatResult.input_tokens``/``output_tokens``; 0
-    when it reports none).
+    Every chat call counts, also one whose answer was refused (empty, degenerate, a bad reflection): those
+    are paid for too. Chat tokens are the endpoint's own counts (``ChatResult.input_tokens``/
+    ``output_tokens``; 0 when it reports none). Embedding calls are the embedder requests semantic recall
+    made for the thread (indexing its messages, embedding its turns' queries; cache hits cost nothing and
+    are not counted); ``embedding_texts`` the texts (chunks, queries) sent, ``embedding_tokens`` their
+    tokens by Memstack's tokenizer (the context's, ``o200k_base`` by default): an estimate of what the
+    embedding endpoint bills, since the ``Embedder`` port reports no usage.
     """
 
     observer_calls: int = Field(0, ge=0)
@@ -383,6 +387,14 @@ class ModelUsage(_Frozen):
     title_calls: int = Field(0, ge=0)
     title_input_tokens: int = Field(0, ge=0)
     title_output_tokens: int = Field(0, ge=0)
+    embedding_calls: int = Field(0, ge=0)
+    embedding_texts: int = Field(0, ge=0)
+    embedding_tokens: int = Field(0, ge=0)
+
+    @property
+    def calls(self) -> int:
+        """Every call counted, chat and embedding."""
+        return self.observer_calls + self.reflector_calls + self.title_calls + self.embedding_calls
 
     def plus(self, other: ModelUsage) -> ModelUsage:
         """Field-by-field sum."""

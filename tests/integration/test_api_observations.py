@@ -130,7 +130,7 @@ def test_given_a_model_that_reports_tokens_and_a_refused_answer_when_observation
 def test_given_a_thread_below_the_threshold_when_observations_are_read_then_record_is_null(api: Api) -> None:
     save_turns(api, 3)
     reply = api.get(f"/v1/threads/{T}/observations")
-    assert (reply.status, reply.body) == (200, {"record": None})
+    assert (reply.status, reply.body) == (200, {"record": None, "resource_usage": None})
 
 
 def test_given_another_resources_thread_when_its_observations_are_read_then_404_like_a_missing_one(

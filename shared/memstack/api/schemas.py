@@ -415,16 +415,42 @@ class ObservationSummary(BaseModel):
     )
     updated_at: datetime | None = Field(description="When the record was last written.")
     usage: ModelUsage = Field(
-        description="Observer, Reflector and title calls made for this record and the tokens the model "
-        "endpoint reported for them (the thread's cost in thread scope, the resource's in resource scope)."
+        description="Observer, Reflector, title and embedding calls made for this record and their tokens "
+        "(chat: as the endpoint reported them; embeddings: by Memstack's tokenizer) — the thread's cost in "
+        "thread scope, the resource's in resource scope. Kept when observational memory is off."
+    )
+
+
+class ObservationsQuery(ResourceQuery):
+    """The query of ``GET /v1/threads/{thread_id}/observations``."""
+
+    resource_usage: bool = Field(
+        False,
+        description="Also sum what the resource's threads cost (resource_usage): one record read per "
+        "thread in thread scope, at most 1,000 threads.",
+    )
+
+
+class ResourceUsageOut(BaseModel):
+    """What a resource's threads cost: their records' usage summed."""
+
+    usage: ModelUsage = Field(description="The sum of the records' usage.")
+    records: int = Field(description="Records summed.")
+    complete: bool = Field(
+        description="False when the resource has more than 1,000 threads and only the newest 1,000 were "
+        "summed."
     )
 
 
 class ObservationsOut(BaseModel):
     """``GET /v1/threads/{thread_id}/observations``: the summary, or ``record: null`` when nothing has been
-    observed or buffered for the thread yet (or observational memory is off)."""
+    observed, buffered or metered for the thread yet; with ``resource_usage=true`` also the resource's
+    total."""
 
     record: ObservationSummary | None
+    resource_usage: ResourceUsageOut | None = Field(
+        None, description="What the resource's threads cost, when asked for (resource_usage=true)."
+    )
 
 
 class RecallHit(BaseModel):

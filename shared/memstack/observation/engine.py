@@ -53,7 +53,7 @@ from memstack.observation.recall_tool import split_range
 from memstack.observation.requirements import missing_chat_model
 from memstack.observation.thresholds import Thresholds, activation_count, resolve, should_buffer
 from memstack.observation.transcript import count_message_tokens, transcript_batches
-from memstack.observation.usage import MeteredChat, UsageMeter
+from memstack.observation.usage import FLUSH_CALLS, MeteredChat, UsageMeter
 from memstack.ports import ChatModel, Clock, MemoryStore, ObservationJob, Tokenizer
 
 if TYPE_CHECKING:
@@ -252,6 +252,8 @@ class ObservationEngine:
         clock: time source.
         working_memory: writes the Observer's ``<working-memory>`` (``manage_working_memory``).
         read_working_memory: reads the current working memory shown to the Observer for that.
+        usage: where model and embedding calls are metered until a record write takes them (shared
+            with semantic recall, which meters embeddings into it); a new one if omitted.
     """
 
     def __init__(
@@ -263,6 +265,7 @@ class ObservationEngine:
         clock: Clock,
         working_memory: WorkingMemoryWriter | None = None,
         read_working_memory: WorkingMemoryReader | None = None,
+        usage: UsageMeter | None = None,
     ) -> None:
         self.store = store
         self.tokenizer = tokenizer
@@ -274,7 +277,7 @@ class ObservationEngine:
         self._token_cache: OrderedDict[tuple[str, int, int], int] = OrderedDict()
         self._pending: OrderedDict[tuple[str, str], tuple[int, int, int]] = OrderedDict()
         self._pending_lock = threading.Lock()
-        self.usage = UsageMeter()
+        self.usage = usage if usage is not None else UsageMeter()
 
     # reading -------------------------------------------------------------------------------------
 
@@ -1357,6 +1360,36 @@ class ObservationEngine:
                 return
         raise Conflict(f"recording the failure of thread {thread_id} lost the write race; retry")
 
+    def flush_usage(
+        self, om: ObservationalMemoryOptions, resource_id: str, thread_id: str, *, force: bool = False
+    ) -> bool:
+        """Write the usage pending for the thread onto its record (its resource's in resource scope) as
+        the write's only change, when ``force`` or once ``FLUSH_CALLS`` calls are pending for the thread;
+        otherwise leave it for the record's next write. A record that does not exist yet is created
+        holding only its usage: that is where a thread's title and embedding costs live when
+        observational memory is off (or before its first observation).
+
+        Returns:
+            Whether a record was written.
+
+        Raises:
+            Unavailable: store failure (the totals are kept for the next write).
+        """
+        key = (resource_id, self.owner(om, thread_id))
+        if not force and self.usage.pending_calls(key) < FLUSH_CALLS:
+            return False
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            if self.usage.pending_calls(key) == 0:
+                return False
+            rec = self.get_record(om, resource_id, thread_id) or self._fresh(om, resource_id, thread_id)
+            try:
+                if self._write(rec, rec):
+                    return True
+            except NotFound:  # the thread is gone: so is what it cost
+                self.usage.take(key)
+                return False
+        return False
+
     def work(self, opts: MemoryOptions, *, idle_seconds: int, limit: int) -> list[ObservationJob]:
         """Jobs for records due at least ``idle_seconds`` ago (``MemoryStore.list_observation_work``)."""
         due = self.clock.now() - timedelta(seconds=idle_seconds)
@@ -1399,8 +1432,7 @@ class ObservationEngine:
             or len(messages) < opts.generate_title.min_messages
         ):
             return None
-        owner = self.owner(opts.observational_memory, thread.id)
-        chat = MeteredChat(self._chat(), self.usage, (thread.resource_id, owner), "title")
+        chat = MeteredChat(self._chat(), self.usage, (thread.resource_id, thread.id), "title")
         title = generate_title(chat, messages, instructions=opts.generate_title.instructions)
         try:
             self.store.update_thread(

@@ -1,10 +1,15 @@
 """Accounting of the model calls made for an observation record (``ModelUsage`` on the record).
 
-Calls are metered as they are made (``MeteredChat``) into a per-process ``UsageMeter`` keyed by the record
-(resource, owner thread), and the pending totals are added to the record by its next compare-and-set
-write — the write that commits the answer, or the one that records its failure — so counting costs no
-extra store request. A lost write puts the totals back for the next one. Totals of a process that stops
-before any write of the record (a Lambda killed mid-call) are lost: the figures are a floor.
+Calls are metered as they are made — chat calls by ``MeteredChat``, embedding calls by semantic recall
+through ``UsageMeter.add_embedding`` — into a per-process ``UsageMeter`` keyed by ``(resource, thread)``,
+and the pending totals are added to the record by its next compare-and-set write (the write that commits
+an answer, or the one that records its failure), so counting costs no extra store request. A thread-scope
+record takes its thread's totals, a resource-scope record every thread's of its resource. Totals that
+no such write comes for are written on their own, as the record's only change, once they reach
+``FLUSH_CALLS`` calls, after a title when observational memory is off, and when ``Memory`` closes
+(``ObservationEngine.flush_usage``). A lost write puts the totals back for the next one. Totals of a
+process that stops before any write of the record (a Lambda reclaimed mid-way) are lost: the figures are
+a floor.
 """
 
 from __future__ import annotations
@@ -17,11 +22,16 @@ from typing import Any, Literal
 from memstack.model import ModelUsage
 from memstack.ports import ChatModel, ChatResult
 
-__all__ = ["Agent", "MeteredChat", "RecordKey", "UsageMeter"]
+__all__ = ["FLUSH_CALLS", "Agent", "MeteredChat", "RecordKey", "UsageMeter"]
 
 Agent = Literal["observer", "reflector", "title"]
 RecordKey = tuple[str, str | None]
-"""``(resource_id, thread_id or None)``: the record a call is made for (``None``: resource scope)."""
+"""``(resource_id, thread_id)``: the thread a call is made for (``thread_id`` ``None``: for the resource
+as a whole, counted into its resource-scope record)."""
+
+FLUSH_CALLS = 32
+"""Pending calls of one thread at which they are written on their own (``flush_usage``) rather than wait
+for the record's next write: one small write per this many calls at most."""
 
 MAX_PENDING_RECORDS = 10_000
 """Records with unwritten totals one process keeps; the oldest are dropped past it."""
@@ -45,10 +55,39 @@ class UsageMeter:
         )
         self.restore(key, usage)
 
+    def add_embedding(self, key: RecordKey, texts: int, tokens: int) -> None:
+        """Count one embedder request of ``texts`` texts holding ``tokens`` tokens for the thread ``key``."""
+        usage = ModelUsage(embedding_calls=1, embedding_texts=max(0, texts), embedding_tokens=max(0, tokens))
+        self.restore(key, usage)
+
     def take(self, key: RecordKey) -> ModelUsage | None:
-        """The pending totals of ``key``, removed (``None`` when there are none)."""
+        """The pending totals of the record ``key``, removed (``None`` when there are none): the thread's
+        for a thread-scope record, every thread's of the resource (and the resource's own) for a
+        resource-scope one (``thread_id`` ``None``)."""
+        resource_id, thread_id = key
         with self._lock:
-            return self._pending.pop(key, None)
+            if thread_id is not None:
+                return self._pending.pop(key, None)
+            keys = [k for k in self._pending if k[0] == resource_id]
+            total: ModelUsage | None = None
+            for k in keys:
+                usage = self._pending.pop(k)
+                total = usage if total is None else total.plus(usage)
+            return total
+
+    def pending_calls(self, key: RecordKey) -> int:
+        """Calls pending for the record ``key`` (what ``take`` would take), 0 when none."""
+        resource_id, thread_id = key
+        with self._lock:
+            if thread_id is not None:
+                usage = self._pending.get(key)
+                return 0 if usage is None else usage.calls
+            return sum(u.calls for k, u in self._pending.items() if k[0] == resource_id)
+
+    def pending_keys(self) -> list[RecordKey]:
+        """Every key with pending totals, oldest first."""
+        with self._lock:
+            return list(self._pending)
 
     def restore(self, key: RecordKey, usage: ModelUsage) -> None:
         """Add ``usage`` to the pending totals of ``key`` (a write that lost puts its totals back)."""

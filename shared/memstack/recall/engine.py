@@ -6,7 +6,9 @@
 * search: ``vector``, ``keyword`` or ``hybrid`` (weighted fusion in the core, ``memstack.fusion``), the
   scope and the user's filter applied inside the search;
 * an embedding cache shared by queries and documents (a query's embedding is reused when the same text is
-  saved, for symmetric embedders).
+  saved, for symmetric embedders);
+* every embedder request made for a thread is reported to an ``EmbeddingMeter`` (cost accounting,
+  ``ModelUsage.embedding_*``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +45,12 @@ logger = logging.getLogger(__name__)
 _BACKFILL_ROUNDS = 3
 """How many times recall searches again to replace hits whose messages are gone from the store."""
 
+
+EmbeddingMeter = Callable[[str, str, Sequence[str]], None]
+"""Told of each embedder request made for a thread: ``(resource_id, thread_id, texts sent)``."""
+
+ThreadKey = tuple[str, str]
+"""``(resource_id, thread_id)``: the thread an embedding is made for."""
 
 INDEX_EXCLUDED_THREAD_KEYS = frozenset({THREAD_METADATA_KEY, "clone"})
 """Thread metadata keys not copied into index entries: working memory and clone bookkeeping are not
@@ -118,6 +126,7 @@ class SemanticRecall:
         index: the vector + keyword index.
         embedder: turns text into vectors.
         cache: the embedding cache (a new one if omitted).
+        meter: told of every embedder request made for a thread (cache hits make none).
     """
 
     def __init__(
@@ -126,16 +135,19 @@ class SemanticRecall:
         index: SearchIndex,
         embedder: Embedder,
         cache: EmbeddingCache | None = None,
+        meter: EmbeddingMeter | None = None,
     ) -> None:
         self.store = store
         self.index = index
         self.embedder = embedder
         self.cache = cache or EmbeddingCache()
+        self.meter = meter
 
     # embedding -----------------------------------------------------------------------------------
 
-    def embed_query(self, text: str) -> Vector:
-        """The query vector of ``text``, through the cache.
+    def embed_query(self, text: str, *, thread: ThreadKey | None = None) -> Vector:
+        """The query vector of ``text``, through the cache; an embedder request is metered for ``thread``
+        when given (answered requests count, a malformed answer too).
 
         Raises:
             Unavailable: the embedder answered a malformed vector (``valid_vector``); nothing is cached.
@@ -144,12 +156,15 @@ class SemanticRecall:
         key = self.cache.key(self.embedder, "q", text)
         vector = self.cache.get(key)
         if vector is None:
-            vector = self.valid_vector(self.embedder.embed_query(text))
+            answer = self.embedder.embed_query(text)
+            self._metered(thread, [text])
+            vector = self.valid_vector(answer)
             self.cache.put(key, vector)
         return vector
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
-        """Document vectors of ``texts``, embedding only cache misses, in one batch.
+    def embed_documents(self, texts: Sequence[str], *, thread: ThreadKey | None = None) -> list[Vector]:
+        """Document vectors of ``texts``, embedding only cache misses, in one batch (metered for
+        ``thread`` when given).
 
         Raises:
             Unavailable: the embedder answered another number of vectors than texts, or a malformed vector
@@ -160,7 +175,9 @@ class SemanticRecall:
         out: list[Vector | None] = [self.cache.get(k) for k in keys]
         missing = [i for i, v in enumerate(out) if v is None]
         if missing:
-            vectors = self.embedder.embed_documents([texts[i] for i in missing])
+            sent = [texts[i] for i in missing]
+            vectors = self.embedder.embed_documents(sent)
+            self._metered(thread, sent)
             if len(vectors) != len(missing):
                 raise Unavailable(
                     f"the embedder ({self.embedder.model_id}) answered {len(vectors)} vectors for "
@@ -171,6 +188,10 @@ class SemanticRecall:
                 out[i] = vec
                 self.cache.put(keys[i], vec)
         return [v for v in out if v is not None]
+
+    def _metered(self, thread: ThreadKey | None, texts: Sequence[str]) -> None:
+        if self.meter is not None and thread is not None:
+            self.meter(thread[0], thread[1], texts)
 
     def valid_vector(self, vector: Vector) -> Vector:
         """``vector`` if it is ``embedder.dimension`` finite numbers; a malformed answer is treated as a
@@ -247,7 +268,9 @@ class SemanticRecall:
         entries_meta = [(m, n, chunk) for m, chunks, _ in planned for n, chunk in enumerate(chunks)]
         if not entries_meta:
             return []
-        vectors = self.embed_documents([c for _, _, c in entries_meta])
+        vectors = self.embed_documents(
+            [c for _, _, c in entries_meta], thread=(thread.resource_id, thread.id)
+        )
         return [
             IndexEntry(
                 message_id=m.id,
@@ -327,7 +350,7 @@ class SemanticRecall:
         want_vector = options.mode in ("vector", "hybrid")
         want_keyword = options.mode in ("keyword", "hybrid")
         per_list = top_k * options.hybrid.candidates if options.mode == "hybrid" else top_k
-        vector = self.embed_query(query) if want_vector else None
+        vector = self.embed_query(query, thread=(resource_id, thread_id)) if want_vector else None
         if vector is not None and not any(vector):
             vector = None  # text without words (only emoji, punctuation): no direction to search by
         results = self.index.search(

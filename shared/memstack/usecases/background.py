@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstack.errors import InvalidInput, MemstackError, NotFound
-from memstack.model import Message, ObservationRecord, Thread, ToolResultPart, new_id
+from memstack.model import Message, ModelUsage, ObservationRecord, Thread, ToolResultPart, new_id
 from memstack.observability import traced
 from memstack.observation.engine import ObserveResult, ReflectResult
 from memstack.observation.layer import failure_text
@@ -23,7 +23,7 @@ from memstack.observation.scheduler import InProcessScheduler
 from memstack.ports import ObservationJob, ObservationScheduler
 from memstack.scope import Scope
 from memstack.usecases.checks import MAX_TITLE_CHARS, check_limit
-from memstack.usecases.core import Core
+from memstack.usecases.core import Core, flush_usage
 from memstack.usecases.messages import Messages
 from memstack.working_memory.tools import parse_tool_call
 
@@ -37,6 +37,26 @@ class SweepResult:
     due: int
     started: int
     failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceUsage:
+    """What a resource's threads cost (``Memory.resource_usage``).
+
+    Attributes:
+        usage: the sum of the records' ``usage`` (the resource's own record in resource scope).
+        records: how many records were summed.
+        complete: ``False`` when the resource has more than ``MAX_USAGE_THREADS`` threads and only the
+            newest ``MAX_USAGE_THREADS`` were summed.
+    """
+
+    usage: ModelUsage
+    records: int
+    complete: bool
+
+
+MAX_USAGE_THREADS = 1_000
+"""Threads whose records one ``resource_usage`` sums (one record read each) at most."""
 
 
 class Background:
@@ -110,9 +130,12 @@ class Background:
         thread = core.store.get_thread(scope.resource_id, scope.thread)
         if thread is None:
             return ObserveResult()
-        title = self._title(thread)
         if not opts.observational_memory.enabled:
-            return ObserveResult(title=title)
+            try:
+                return ObserveResult(title=self._title(thread))
+            finally:  # no record write comes for this thread: its title's cost is written now
+                flush_usage(core, scope.resource_id, scope.thread, force=True)
+        title = self._title(thread)
         deadline = None if time_budget is None else time.monotonic() + max(0.0, time_budget)
         try:
             result = core.observation.step(
@@ -230,6 +253,26 @@ class Background:
             except Exception as again:
                 logger.warning("recording the failure failed (%s)", type(again).__name__)
 
+    def resource_usage(self, resource_id: str) -> ResourceUsage:
+        """See ``Memory.resource_usage``."""
+        store = self.core.store
+        if self.core.options.observational_memory.scope == "resource":
+            rec = store.get_observation_record(resource_id, None)
+            return ResourceUsage(rec.usage if rec is not None else ModelUsage(), int(rec is not None), True)
+        total, records, seen, cursor = ModelUsage(), 0, 0, None
+        while True:
+            page = store.list_threads(resource_id, limit=100, cursor=cursor)
+            for thread in page.threads:
+                if seen >= MAX_USAGE_THREADS:
+                    return ResourceUsage(total, records, False)
+                seen += 1
+                rec = store.get_observation_record(resource_id, thread.id)
+                if rec is not None:
+                    total, records = total.plus(rec.usage), records + 1
+            if page.next_cursor is None:
+                return ResourceUsage(total, records, True)
+            cursor = page.next_cursor
+
     def record(self, scope: Scope) -> ObservationRecord | None:
         """See ``Memory.get_observation_record``."""
         return self.core.observation.get_record(
@@ -345,6 +388,13 @@ class BackgroundWork:
     def run_observation_job(self, job: ObservationJob) -> None:
         """Run one job as the state machine does; a failure goes on the record, never raised."""
         self._background.run(job)
+
+    def resource_usage(self, *, resource_id: str) -> ResourceUsage:
+        """What the resource's threads cost: the ``usage`` of its observation records summed — its own
+        record in resource scope; in thread scope every thread's record, one read per thread, the newest
+        ``MAX_USAGE_THREADS`` threads at most (``complete`` says whether that was all of them). Usage not
+        yet written (pending in a process) is not included."""
+        return self._background.resource_usage(Scope.resource(resource_id).resource_id)
 
     def get_observation_record(self, *, resource_id: str, thread_id: str) -> ObservationRecord | None:
         """The observation record serving this thread (its own, or its resource's in resource scope)."""

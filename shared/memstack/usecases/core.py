@@ -3,6 +3,7 @@ share — built once by the ``Memory`` facade."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,10 +15,13 @@ from memstack.layers.base import Layer
 from memstack.model import Message, Thread, utcnow
 from memstack.observation.engine import ObservationEngine
 from memstack.observation.requirements import require_chat_model
+from memstack.observation.usage import UsageMeter
 from memstack.ports import ChatModel, Clock, Embedder, MemoryStore, SearchIndex, Tokenizer
 from memstack.recall import EmbeddingCache, SemanticRecall
 from memstack.usecases.checks import MAX_BATCH
 from memstack.working_memory.actions import WorkingMemoryActions
+
+logger = logging.getLogger(__name__)
 
 
 class SystemClock:
@@ -73,9 +77,34 @@ def store_batches(core: Core, thread: Thread, messages: Sequence[Message]) -> li
 
 def follow_up(core: Core, thread: Thread, saved: Sequence[Message]) -> None:
     """Every layer's ``after_save`` on a stored batch, in layer order (recall indexes, observation
-    schedules). Raises what a layer raises (``Unavailable`` when indexing failed)."""
+    schedules), then the thread's usage written if enough is pending (``flush_usage``). Raises what a
+    layer raises (``Unavailable`` when indexing failed)."""
     for layer in core.layers:
         layer.after_save(thread, core.options, saved)
+    flush_usage(core, thread.resource_id, thread.id)
+
+
+def flush_usage(core: Core, resource_id: str, thread_id: str, *, force: bool = False) -> None:
+    """``ObservationEngine.flush_usage`` for the thread under the core's options; a failure is logged
+    (ids and the error class) and leaves the totals pending: accounting never fails the work it counts."""
+    try:
+        core.observation.flush_usage(core.options.observational_memory, resource_id, thread_id, force=force)
+    except Exception as exc:
+        logger.warning(
+            "writing usage failed (%s) for thread %s; kept for the record's next write",
+            type(exc).__name__,
+            thread_id,
+            extra={"thread_id": thread_id, "error": type(exc).__name__},
+        )
+
+
+def flush_all_usage(core: Core) -> None:
+    """Write every thread's pending usage (``Memory.close``)."""
+    if core.options.read_only:
+        return
+    for resource_id, thread_id in core.observation.usage.pending_keys():
+        if thread_id is not None:
+            flush_usage(core, resource_id, thread_id, force=True)
 
 
 def build_core(
@@ -113,6 +142,11 @@ def build_core(
         if merged.working_memory.enabled and not merged.read_only:
             wm.update(merged, resource_id, thread_id, text)
 
+    meter = UsageMeter()
+
+    def meter_embedding(resource_id: str, thread_id: str, texts: Sequence[str]) -> None:
+        meter.add_embedding((resource_id, thread_id), len(texts), sum(tokenizer.count(t) for t in texts))
+
     engine = ObservationEngine(
         store=store,
         tokenizer=tokenizer,
@@ -120,8 +154,9 @@ def build_core(
         clock=clock,
         working_memory=write_working_memory,
         read_working_memory=read_working_memory,
+        usage=meter,
     )
-    recall = SemanticRecall(store, index, embedder, embedding_cache)
+    recall = SemanticRecall(store, index, embedder, embedding_cache, meter=meter_embedding)
     built.append(
         Core(
             store,

@@ -15,7 +15,7 @@ from memstack.model import Message, MessagePage, Thread, ToolCallPart, ToolResul
 from memstack.ports import MessageWindow, UnindexedMessages
 from memstack.scope import Scope
 from memstack.usecases.checks import MAX_BATCH, MAX_INCLUDE, MAX_PAGE, MAX_SEQ, check_batch, check_limit
-from memstack.usecases.core import Core, follow_up
+from memstack.usecases.core import Core, flush_usage, follow_up
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class Messages:
             m for m in self.core.store.get_messages(scope.resource_id, ids) if m.thread_id == scope.thread
         ]
         written = self.core.recall.index_messages(thread, found, recall, once=True)
+        flush_usage(self.core, scope.resource_id, scope.thread)
         logger.debug(
             "indexed saved messages",
             extra={"thread_id": scope.thread, "messages": len(found), "chunks": written},

@@ -13,9 +13,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from memstack.api.deps import API_PREFIX, current_memory, new_router
 from memstack.api.schemas import (
     ObservationsOut,
+    ObservationsQuery,
     ObservationSummary,
     RecallToolBody,
     ResourceQuery,
+    ResourceUsageOut,
     ToolCallOut,
 )
 from memstack.context import tool_messages
@@ -53,14 +55,20 @@ router = new_router()
 @router.get(
     f"{API_PREFIX}/threads/<thread_id>/observations",
     tags=TAGS,
-    summary="The thread's observation record ({record: null} before anything is observed; 404 for a "
-    "missing or another resource's thread)",
+    summary="The thread's observation record ({record: null} before anything is observed or metered; "
+    "404 for a missing or another resource's thread); resource_usage=true adds the resource's cost",
 )
-def get_observations(thread_id: str, query: Annotated[ResourceQuery, Query()]) -> ObservationsOut:
+def get_observations(thread_id: str, query: Annotated[ObservationsQuery, Query()]) -> ObservationsOut:
     memory = current_memory()
     memory.get_thread(thread_id=thread_id, resource_id=query.resource_id)  # 404 unless the owner's
     record = memory.get_observation_record(resource_id=query.resource_id, thread_id=thread_id)
-    return ObservationsOut(record=None if record is None else summary(record, thread_id))
+    total = None
+    if query.resource_usage:
+        found = memory.resource_usage(resource_id=query.resource_id)
+        total = ResourceUsageOut(usage=found.usage, records=found.records, complete=found.complete)
+    return ObservationsOut(
+        record=None if record is None else summary(record, thread_id), resource_usage=total
+    )
 
 
 @router.post(
