@@ -58,7 +58,8 @@ class Memory(BackgroundWork):
         options: ``MemoryOptions`` or a dict of them (Mastra's names in snake_case).
         clock: time source. embedding_cache: shared by queries and documents (a new one if omitted).
         parallel_recall: run recall on a worker thread beside the store reads of ``context()`` — for
-            network backends; the embedded SQLite default is faster inline (measured, bootstrap.py).
+            network backends; the embedded SQLite default runs it before them (measured faster,
+            bootstrap.py), also on a worker thread waited for only until the turn's deadline.
         index_on_save: index saved messages and schedule background observation in ``save_messages``
             (default). ``False`` when a stream indexer does both (AWS: DynamoDB stream → ``index_saved``
             and ``schedule_observation``), so a save is one store write.

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from memstack.model import ModelUsage
-from memstack.ports import ChatModel, ChatResult
+from memstack.ports import ChatModel, ChatResult, Tokenizer
 
 __all__ = ["FLUSH_CALLS", "Agent", "MeteredChat", "RecordKey", "UsageMeter"]
 
@@ -36,12 +36,23 @@ for the record's next write: one small write per this many calls at most."""
 MAX_PENDING_RECORDS = 10_000
 """Records with unwritten totals one process keeps; the oldest are dropped past it."""
 
+MAX_UNCOUNTED_CHARS = 256 * 1024
+"""Characters of embedded text one key keeps uncounted; past it they are counted at once."""
+
 
 class UsageMeter:
-    """Pending usage per record, thread-safe."""
+    """Pending usage per record, thread-safe.
 
-    def __init__(self) -> None:
+    Args:
+        tokenizer: counts the tokens of embedded texts. They are counted when the totals are taken for a
+            write, not when the embedding is made, so metering adds no token counting to a turn (a key
+            holding more than ``MAX_UNCOUNTED_CHARS`` counts at once). ``None``: embedding tokens stay 0.
+    """
+
+    def __init__(self, tokenizer: Tokenizer | None = None) -> None:
+        self.tokenizer = tokenizer
         self._pending: OrderedDict[RecordKey, ModelUsage] = OrderedDict()
+        self._uncounted: dict[RecordKey, list[str]] = {}
         self._lock = threading.Lock()
 
     def add(self, key: RecordKey, agent: Agent, result: ChatResult) -> None:
@@ -55,25 +66,38 @@ class UsageMeter:
         )
         self.restore(key, usage)
 
-    def add_embedding(self, key: RecordKey, texts: int, tokens: int) -> None:
-        """Count one embedder request of ``texts`` texts holding ``tokens`` tokens for the thread ``key``."""
-        usage = ModelUsage(embedding_calls=1, embedding_texts=max(0, texts), embedding_tokens=max(0, tokens))
-        self.restore(key, usage)
+    def add_embedding(self, key: RecordKey, texts: Sequence[str]) -> None:
+        """Count one embedder request sending ``texts`` for the thread ``key`` (their tokens are counted
+        when the totals are taken)."""
+        self.restore(key, ModelUsage(embedding_calls=1, embedding_texts=len(texts)))
+        if self.tokenizer is None or not texts:
+            return
+        with self._lock:
+            held = self._uncounted.setdefault(key, [])
+            held.extend(texts)
+            over = sum(len(t) for t in held) > MAX_UNCOUNTED_CHARS
+            if over:
+                del self._uncounted[key]
+        if over:
+            self.restore(key, ModelUsage(embedding_tokens=self._count(held)))
 
     def take(self, key: RecordKey) -> ModelUsage | None:
         """The pending totals of the record ``key``, removed (``None`` when there are none): the thread's
         for a thread-scope record, every thread's of the resource (and the resource's own) for a
-        resource-scope one (``thread_id`` ``None``)."""
+        resource-scope one (``thread_id`` ``None``). Embedded texts not yet counted are counted here."""
         resource_id, thread_id = key
         with self._lock:
-            if thread_id is not None:
-                return self._pending.pop(key, None)
-            keys = [k for k in self._pending if k[0] == resource_id]
+            keys = [key] if thread_id is not None else [k for k in self._pending if k[0] == resource_id]
             total: ModelUsage | None = None
+            texts: list[str] = []
             for k in keys:
-                usage = self._pending.pop(k)
-                total = usage if total is None else total.plus(usage)
-            return total
+                usage = self._pending.pop(k, None)
+                texts += self._uncounted.pop(k, [])
+                if usage is not None:
+                    total = usage if total is None else total.plus(usage)
+        if total is not None and texts:
+            total = total.plus(ModelUsage(embedding_tokens=self._count(texts)))
+        return total
 
     def pending_calls(self, key: RecordKey) -> int:
         """Calls pending for the record ``key`` (what ``take`` would take), 0 when none."""
@@ -96,7 +120,12 @@ class UsageMeter:
             self._pending[key] = usage if current is None else current.plus(usage)
             self._pending.move_to_end(key)
             while len(self._pending) > MAX_PENDING_RECORDS:
-                self._pending.popitem(last=False)
+                dropped, _ = self._pending.popitem(last=False)
+                self._uncounted.pop(dropped, None)
+
+    def _count(self, texts: Sequence[str]) -> int:
+        tokenizer = self.tokenizer
+        return 0 if tokenizer is None else sum(tokenizer.count(t) for t in texts)
 
 
 class MeteredChat:

@@ -142,10 +142,10 @@ def build_core(
         if merged.working_memory.enabled and not merged.read_only:
             wm.update(merged, resource_id, thread_id, text)
 
-    meter = UsageMeter()
+    meter = UsageMeter(tokenizer)
 
     def meter_embedding(resource_id: str, thread_id: str, texts: Sequence[str]) -> None:
-        meter.add_embedding((resource_id, thread_id), len(texts), sum(tokenizer.count(t) for t in texts))
+        meter.add_embedding((resource_id, thread_id), texts)
 
     engine = ObservationEngine(
         store=store,
