@@ -38,6 +38,19 @@ def sentence(i: int) -> str:
     return f"Message {i}: I went hiking near lake number {i} with my sister and we talked about painting classes."
 
 
+def save_sentences(memory: Any, resource_id: str, thread_id: str, start: int, count: int) -> None:
+    """Save ``count`` messages of ``sentence`` one per call (each save may schedule observation), ids
+    ``<thread>-m<i>`` from ``start``, alternating user (odd) and assistant."""
+    for i in range(start, start + count):
+        memory.save_messages(
+            thread_id=thread_id,
+            resource_id=resource_id,
+            messages=[
+                {"id": f"{thread_id}-m{i}", "role": "user" if i % 2 else "assistant", "content": sentence(i)}
+            ],
+        )
+
+
 def om_memory(
     chat: Any,
     *,

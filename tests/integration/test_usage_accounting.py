@@ -15,7 +15,7 @@ from memstack.observation.usage import FLUSH_CALLS
 from memstack.ports import Vector
 from memstack.tokens import default_tokenizer
 from tests.integration.events import Api
-from tests.observation_support import om_memory
+from tests.observation_support import om_memory, save_sentences
 
 R = "user-a"
 OM: dict[str, Any] = {"observation": {"message_tokens": 1_000, "buffer_tokens": False}}
@@ -48,19 +48,8 @@ def embedding(usage: ModelUsage) -> tuple[int, int, int]:
     return usage.embedding_calls, usage.embedding_texts, usage.embedding_tokens
 
 
-def sentence(i: int) -> str:
-    return f"Message {i}: I went hiking near lake number {i} with my sister and we talked about painting classes."
-
-
 def save(memory: Any, thread_id: str, count: int, start: int = 1) -> None:
-    for i in range(start, start + count):
-        memory.save_messages(
-            thread_id=thread_id,
-            resource_id=R,
-            messages=[
-                {"id": f"{thread_id}-m{i}", "role": "user" if i % 2 else "assistant", "content": sentence(i)}
-            ],
-        )
+    save_sentences(memory, R, thread_id, start, count)
 
 
 def test_given_recall_and_observation_when_a_thread_is_used_then_every_embedding_is_on_its_record(

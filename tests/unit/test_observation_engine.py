@@ -15,7 +15,7 @@ import pytest
 from memstack.adapters.testing import DEGENERATE, ChatCall, RecordingScheduler, ScriptedChatModel
 from memstack.errors import InvalidInput
 from memstack.observation.engine import BOUNDARY, ObservationFailed, split_log
-from tests.observation_support import om_memory
+from tests.observation_support import om_memory, save_sentences, sentence
 
 R, T = "res-1", "thread-1"
 
@@ -29,19 +29,8 @@ NO_BUFFER: dict[str, Any] = {
 }
 
 
-def sentence(i: int) -> str:
-    return f"Message {i}: I went hiking near lake number {i} with my sister and we talked about painting classes."
-
-
 def save(memory: Any, start: int, count: int, thread: str = T) -> None:
-    for i in range(start, start + count):
-        memory.save_messages(
-            thread_id=thread,
-            resource_id=R,
-            messages=[
-                {"id": f"{thread}-m{i}", "role": "user" if i % 2 else "assistant", "content": sentence(i)}
-            ],
-        )
+    save_sentences(memory, R, thread, start, count)
 
 
 def observed_lines(text: str) -> list[str]:
