@@ -38,7 +38,7 @@ from memstack.ports import (
 from memstack.recall import EmbeddingCache, RecallResult
 from memstack.scope import Scope
 from memstack.usecases.background import Background, BackgroundWork
-from memstack.usecases.core import SystemClock, build_core, flush_all_usage
+from memstack.usecases.core import SystemClock, build_core
 from memstack.usecases.messages import Include, Messages
 from memstack.usecases.threads import CloneResult, Threads
 from memstack.usecases.turns import Turns
@@ -58,8 +58,7 @@ class Memory(BackgroundWork):
         options: ``MemoryOptions`` or a dict of them (Mastra's names in snake_case).
         clock: time source. embedding_cache: shared by queries and documents (a new one if omitted).
         parallel_recall: run recall on a worker thread beside the store reads of ``context()`` — for
-            network backends; the embedded SQLite default runs it before them (measured faster,
-            bootstrap.py), also on a worker thread waited for only until the turn's deadline.
+            network backends; else before them (measured faster on SQLite), waited for until the deadline.
         index_on_save: index saved messages and schedule background observation in ``save_messages``
             (default). ``False`` when a stream indexer does both (AWS: DynamoDB stream → ``index_saved``
             and ``schedule_observation``), so a save is one store write.
@@ -180,11 +179,9 @@ class Memory(BackgroundWork):
         self._core.index_on_save = value
 
     def close(self) -> None:
-        """Finish in-process background work, write the usage still pending (``flush_all_usage``), then
-        close the store and the index."""
-        self._background.close()
+        """Finish in-process work, write the usage still pending, then close the store and the index."""
         self._turns.close()
-        flush_all_usage(self._core)
+        self._background.close()
         self._core.store.close()
         self._core.index.close()
 

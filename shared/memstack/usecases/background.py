@@ -23,7 +23,7 @@ from memstack.observation.scheduler import InProcessScheduler
 from memstack.ports import ObservationJob, ObservationScheduler
 from memstack.scope import Scope
 from memstack.usecases.checks import MAX_TITLE_CHARS, check_limit
-from memstack.usecases.core import Core, flush_usage
+from memstack.usecases.core import Core, flush_all_usage, flush_usage
 from memstack.usecases.messages import Messages
 from memstack.working_memory.tools import parse_tool_call
 
@@ -95,9 +95,10 @@ class Background:
         return scheduler.settled(timeout) if isinstance(scheduler, InProcessScheduler) else True
 
     def close(self) -> None:
-        """Finish in-process jobs."""
+        """Finish in-process jobs, then write every thread's usage still pending (``flush_all_usage``)."""
         if isinstance(self._scheduler, InProcessScheduler):
             self._scheduler.close()
+        flush_all_usage(self.core)
 
     def schedule(self, scope: Scope) -> ObservationJob | None:
         """See ``Memory.schedule_observation``."""
