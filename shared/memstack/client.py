@@ -53,6 +53,7 @@ from memstack.model import (
     EraseReceipt,
     Message,
     MessagePage,
+    ModelUsage,
     Thread,
     ThreadPage,
     ToolCallPart,
@@ -156,6 +157,7 @@ class RemoteObservations:
         current_task, suggested_response: the Observer's latest hints (``None`` if none).
         failure_count, last_error: consecutive failed background runs and the last error (no message text).
         updated_at: when the record was last written (aware UTC), if known.
+        usage: the model and embedding calls made for the record and their tokens (``ModelUsage``).
     """
 
     scope: str
@@ -171,6 +173,7 @@ class RemoteObservations:
     failure_count: int = 0
     last_error: str | None = None
     updated_at: datetime | None = None
+    usage: ModelUsage = field(default_factory=ModelUsage)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RemoteObservations:
@@ -194,6 +197,7 @@ class RemoteObservations:
             failure_count=int(data.get("failure_count") or 0),
             last_error=_opt_str(data.get("last_error")),
             updated_at=datetime.fromisoformat(_str(updated)) if updated is not None else None,
+            usage=ModelUsage.model_validate(data.get("usage") or {}),
         )
 
 

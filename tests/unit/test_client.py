@@ -529,6 +529,7 @@ def test_given_an_observed_thread_when_observations_and_recall_are_asked_then_li
     assert record.scope == "thread" and record.origin_type == "initial"
     assert record.observed_seq > 0 and record.observation_tokens > 0 and record.active_observations
     assert record.updated_at is not None and record.updated_at.tzinfo is not None
+    assert record.usage.observer_calls >= 1, "what the thread cost comes back too"
     result = observing.apply_recall_tool(
         thread_id="t1", tool_call=recall_call(cursor="m2", limit=2), options={"observational_memory": OM}
     )
