@@ -289,14 +289,20 @@ class MemoryStore(Protocol):
 
 @runtime_checkable
 class UnindexedMessages(Protocol):
-    """A store that can list messages saved but never marked as indexed — the ones a crash between the
-    store's commit and inline indexing left unsearchable. Optional: on DynamoDB indexing follows the
-    table's stream, whose records Lambda retries until they are indexed (then a dead-letter queue keeps
-    them), so the stream is the reconciler there."""
+    """A store that can list messages saved but never marked as indexed: the ones a crash between the
+    store's commit and inline indexing left unsearchable, or whose stream records the indexer gave up on
+    (its dead-letter queue). ``Memory.reconcile_index`` indexes them. SQLite and DynamoDB both implement
+    it (the store conformance suite checks it on each); a store without it is simply not reconciled."""
 
     def list_unindexed(self, *, limit: int) -> list[tuple[str, str, str]]:
-        """Up to ``limit`` ``(resource_id, thread_id, message_id)`` of messages without an index mark, by
-        resource, thread and ``seq``; backed by an index of the unmarked rows (no scan)."""
+        """Up to ``limit`` ``(resource_id, thread_id, message_id)`` of messages without an index mark, each
+        once, across resources (ids only, never content); ``[]`` for ``limit <= 0``.
+
+        A save puts a message on the list (a save clears its mark), ``set_index_marks`` takes it off, a
+        deletion (of the message, its thread or by TTL) removes it. The order is the adapter's: SQLite
+        lists by resource, thread and ``seq``, DynamoDB oldest save first. Backed by an index of the
+        unmarked rows (a partial index, a sparse GSI), never a scan; on DynamoDB the index is eventually
+        consistent, so a message saved or marked a moment ago may still be missing or listed."""
         ...
 
 

@@ -24,7 +24,7 @@ from memstack.model import (
     ToolCallPart,
     ToolResultPart,
 )
-from memstack.ports import IndexState, MemoryStore, MessageWindow
+from memstack.ports import IndexState, MemoryStore, MessageWindow, UnindexedMessages
 
 from .conftest import STORE_FACTORIES
 
@@ -439,6 +439,81 @@ def test_given_a_marked_message_when_saved_again_or_deleted_then_its_mark_is_gon
     store.delete_messages("r1", ["m2"])
     store.save_messages("r1", "t1", [msg("m2")])
     assert store.get_index_marks("r1", ["m1", "m2"]) == {}
+
+
+def unindexed(store: MemoryStore, limit: int = 100) -> list[tuple[str, str, str]]:
+    assert isinstance(store, UnindexedMessages), "every store lists its unindexed messages"
+    return store.list_unindexed(limit=limit)
+
+
+def test_given_saved_messages_of_two_resources_when_listing_unindexed_then_each_unmarked_one_once(
+    store: MemoryStore,
+) -> None:
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2")], create=thread())
+    store.save_messages("r2", "t1", [msg("m1", rid="r2")], create=thread(rid="r2"))
+    store.set_index_marks("r1", {"m2": "fp-2"})
+
+    listed = unindexed(store)
+
+    assert sorted(listed) == [("r1", "t1", "m1"), ("r2", "t1", "m1")]
+
+
+def test_given_an_unindexed_message_when_marked_saved_again_or_deleted_then_the_list_follows(
+    store: MemoryStore,
+) -> None:
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2"), msg("m3")], create=thread())
+    store.save_messages("r1", "t2", [msg("x1", tid="t2")], create=thread("t2"))
+    store.set_index_marks("r1", {"m1": "fp-1", "m2": "fp-2", "m3": "fp-3", "x1": "fp-x"})
+    assert unindexed(store) == []
+
+    store.save_messages("r1", "t1", [msg("m1", text="edited")])
+    store.delete_messages("r1", ["m2"])
+    assert unindexed(store) == [("r1", "t1", "m1")]
+
+    store.erase_thread("r1", "t1")
+    store.save_messages("r1", "t2", [msg("x1", tid="t2", text="edited")])
+    assert unindexed(store) == [("r1", "t2", "x1")]
+
+
+def test_given_a_mark_lost_to_another_indexer_when_listing_unindexed_then_only_the_winner_counts(
+    store: MemoryStore,
+) -> None:
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2")], create=thread())
+    store.set_index_marks("r1", {"m1": "fp-a"}, expected={"m1": None})
+
+    missed = store.set_index_marks("r1", {"m1": "fp-b", "m2": "fp-b"}, expected={"m1": None, "m2": "fp-0"})
+
+    assert sorted(missed) == ["m1", "m2"]
+    assert unindexed(store) == [("r1", "t1", "m2")]
+
+
+def test_given_more_unindexed_messages_than_the_limit_when_listed_then_the_limit_distinct_ones(
+    store: MemoryStore,
+) -> None:
+    store.save_messages("r1", "t1", [msg(f"m{n}") for n in range(7)], create=thread())
+
+    three = unindexed(store, limit=3)
+
+    assert len(three) == len(set(three)) == 3
+    assert set(three) <= {("r1", "t1", f"m{n}") for n in range(7)}
+    assert unindexed(store, limit=0) == []
+    assert len(unindexed(store, limit=1_000)) == 7
+
+
+def test_given_more_marks_than_one_transaction_holds_when_set_then_every_one_is_written(
+    store: MemoryStore,
+) -> None:
+    ids = [f"m{n:03d}" for n in range(130)]
+    for start in range(0, len(ids), 40):
+        store.save_messages("r1", "t1", [msg(i) for i in ids[start : start + 40]], create=thread())
+
+    missed = store.set_index_marks(
+        "r1", {i: f"fp-{i}" for i in [*ids, "ghost"]}, documents={i: [f"{i}-0"] for i in ids}
+    )
+
+    assert missed == ["ghost"]
+    assert store.get_index_state("r1", ids) == {i: IndexState(f"fp-{i}", (f"{i}-0",)) for i in ids}
+    assert unindexed(store, limit=1_000) == []
 
 
 # resources ----------------------------------------------------------------------------------------

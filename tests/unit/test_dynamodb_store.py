@@ -537,3 +537,94 @@ def test_given_a_store_with_a_bucket_when_only_small_messages_pass_then_no_s3_cl
         s.save_messages("r1", "t1", [msg("m2", text="x" * 500_000)])
         assert s._bodies._made is not None
         s.close()
+
+
+# index marks and the unindexed messages (the sparse index by_unindexed) -------------------------------
+
+
+def test_given_a_saved_turn_when_its_messages_are_marked_then_one_transaction_writes_every_mark(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    store.save_messages("r1", "t1", [msg("u"), msg("a", role="assistant")], create=thread())
+    calls.reset()
+    missed = store.set_index_marks("r1", {"u": "fp-u", "a": "fp-a"}, documents={"u": ["d1"], "a": ["d2"]})
+    assert missed == []
+    assert calls.dynamodb() == ["TransactWriteItems"]
+
+
+def test_given_250_marks_when_set_then_three_transactions_of_at_most_100(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    ids = [f"m{n}" for n in range(250)]
+    for start in range(0, len(ids), 45):
+        store.save_messages("r1", "t1", [msg(i) for i in ids[start : start + 45]], create=thread())
+    calls.reset()
+    assert store.set_index_marks("r1", {i: "fp" for i in ids}) == []
+    assert calls.dynamodb() == ["TransactWriteItems"] * 3
+
+
+def test_given_a_mark_whose_condition_fails_when_batched_then_the_rest_are_written_in_a_second_transaction(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2"), msg("m3")], create=thread())
+    calls.reset()
+    missed = store.set_index_marks("r1", {"m1": "fp", "gone": "fp", "m3": "fp"})
+    assert missed == ["gone"]
+    assert calls.dynamodb() == ["TransactWriteItems", "TransactWriteItems"]
+    assert store.get_index_marks("r1", ["m1", "m2", "m3"]) == {"m1": "fp", "m3": "fp"}
+
+
+def test_given_unindexed_messages_when_listed_then_one_query_per_shard_and_the_oldest_save_first(
+    store: DynamoDBMemoryStore, calls: Calls
+) -> None:
+    from memstack.adapters.dynamodb.items import UNINDEXED_SHARDS
+
+    store.save_messages("r1", "t1", [msg("m1")], create=thread())
+    store.save_messages("r2", "t9", [msg("m1", tid="t9", rid="r2")], create=thread("t9", rid="r2"))
+    store.save_messages("r1", "t1", [msg("m0")])
+    calls.reset()
+    # limit 64: pages of 4 a shard, so three items need no second page in any shard
+    assert store.list_unindexed(limit=64) == [("r1", "t1", "m1"), ("r2", "t9", "m1"), ("r1", "t1", "m0")]
+    assert calls.dynamodb() == ["Query"] * UNINDEXED_SHARDS
+    assert store.list_unindexed(limit=2) == [("r1", "t1", "m1"), ("r2", "t9", "m1")]
+
+
+def test_given_a_message_when_saved_then_marked_then_its_pointer_enters_and_leaves_by_unindexed(
+    store: DynamoDBMemoryStore,
+) -> None:
+    from memstack.adapters.dynamodb.items import UNINDEXED_PREFIX, pointer_key
+
+    store.save_messages("r1", "t1", [msg("m1")], create=thread())
+    item = store._get(pointer_key("r1", "m1"))
+    assert item is not None and (item.unindexed_pk or "").startswith(UNINDEXED_PREFIX)
+    assert (item.unindexed_sk or "").endswith(f"#{item.pk}")
+    store.set_index_marks("r1", {"m1": "fp"}, documents={"m1": ["d1"]})
+    item = store._get(pointer_key("r1", "m1"))
+    assert item is not None and (item.unindexed_pk, item.unindexed_sk) == (None, None)
+
+
+def test_given_an_indexer_marks_between_a_saves_read_and_commit_then_the_new_document_ids_are_kept(
+    store: DynamoDBMemoryStore,
+) -> None:
+    # The save reads the pointer (documents d-old), then an indexer of the previous content marks it with
+    # d-new (and deletes d-old from the search index), then the save commits. Only d-new is in the index
+    # now, so the pointer must still name it for the next indexer to delete it.
+    store.save_messages("r1", "t1", [msg("m1", text="first")], create=thread())
+    store.set_index_marks("r1", {"m1": "fp-1"}, documents={"m1": ["d-old"]})
+    real_commit = store._commit
+    interleaved: list[bool] = []
+
+    def commit_after_an_indexer(plan: Any) -> None:
+        if not interleaved:
+            interleaved.append(True)
+            assert store.set_index_marks("r1", {"m1": "fp-2"}, documents={"m1": ["d-new"]}) == []
+        real_commit(plan)
+
+    store._commit = commit_after_an_indexer  # type: ignore[method-assign]
+    store.save_messages("r1", "t1", [msg("m1", text="third")])
+
+    assert interleaved
+    state = store.get_index_state("r1", ["m1"])["m1"]
+    assert state.documents == ("d-new",)
+    assert state.fingerprint is None  # the save still clears the mark: its content is not indexed yet
+    assert store.list_unindexed(limit=10) == [("r1", "t1", "m1")]

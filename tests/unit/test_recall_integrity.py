@@ -151,3 +151,81 @@ def test_given_messages_stored_but_never_indexed_when_the_database_is_opened_the
         found = memory.recall(thread_id=T, resource_id=R, query="lighthouse", options=KEYWORD)
         assert len(found.hits) == 1
         assert memory.reconcile_index() == 0  # healed once: nothing is left to reconcile
+
+
+class PickyEmbedder(HashEmbedder):
+    """Refuses any batch with a text containing ``refuse`` (``InvalidInput``) and, while ``down``, any with
+    ``outage`` (``Unavailable``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if any("refuse" in t for t in texts):
+            raise InvalidInput("input rejected by the model")
+        if self.down and any("outage" in t for t in texts):
+            raise Unavailable("the embedding endpoint timed out")
+        return super().embed_documents(texts)
+
+
+def test_given_messages_saved_but_never_indexed_when_reconciled_then_searchable_once_on_every_backend(
+    backend: Backend,
+) -> None:
+    memory = backend.memory
+    memory.index_on_save = False  # a crash after the store's commit, or stream records given up on
+    memory.save_messages(thread_id=T, resource_id=R, messages=["the lighthouse keeper is named Ada"])
+    memory.save_messages(thread_id="t2", resource_id="r2", messages=["the lighthouse is red"])
+    assert memory.recall(thread_id=T, resource_id=R, query="lighthouse", options=KEYWORD).hits == []
+
+    assert memory.reconcile_index() > 0
+
+    for rid, tid in ((R, T), ("r2", "t2")):
+        assert (
+            len(memory.recall(thread_id=tid, resource_id=rid, query="lighthouse", options=KEYWORD).hits) == 1
+        )
+    assert memory.reconcile_index() == 0
+    if backend.double is not None:
+        texts = sorted(d["text"] for d in backend.double.documents(memory.index.name).values())  # type: ignore[attr-defined]
+        assert texts == ["the lighthouse is red", "the lighthouse keeper is named Ada"]
+
+
+def test_given_a_thread_the_embedder_refuses_when_reconciled_then_the_other_threads_are_indexed(
+    tmp_path: Path,
+) -> None:
+    for name in BACKENDS:
+        with open_backend(name, tmp_path / name, PickyEmbedder()) as backend:
+            memory = backend.memory
+            memory.index_on_save = False
+            memory.save_messages(thread_id="t1", resource_id=R, messages=["please refuse this"])
+            memory.save_messages(thread_id="t2", resource_id=R, messages=["the harbour is quiet"])
+
+            assert memory.reconcile_index() == 1
+
+            found = memory.recall(thread_id="t2", resource_id=R, query="harbour", options=KEYWORD)
+            assert len(found.hits) == 1, name
+
+
+def test_given_the_embedder_down_for_one_thread_when_reconciled_then_unavailable_and_the_next_run_heals_it(
+    tmp_path: Path,
+) -> None:
+    embedder = PickyEmbedder()
+    with open_backend("aws-serverless", tmp_path, embedder) as backend:
+        memory = backend.memory
+        memory.index_on_save = False
+        memory.save_messages(thread_id="t1", resource_id=R, messages=["an outage at the harbour"])
+        memory.save_messages(thread_id="t2", resource_id=R, messages=["the harbour is quiet"])
+
+        with pytest.raises(Unavailable, match="1 unindexed messages of 1 threads"):
+            memory.reconcile_index()
+        assert len(memory.recall(thread_id="t2", resource_id=R, query="quiet", options=KEYWORD).hits) == 1
+
+        embedder.down = False
+        assert memory.reconcile_index() == 1
+        assert len(memory.recall(thread_id="t1", resource_id=R, query="outage", options=KEYWORD).hits) == 1
+
+
+def test_given_a_limit_out_of_range_when_reconciling_then_invalid_input_naming_it(backend: Backend) -> None:
+    for limit in (0, 10_001, True):
+        with pytest.raises(InvalidInput, match="limit must be an integer from 1 to 10000"):
+            backend.memory.reconcile_index(limit=limit)

@@ -22,7 +22,7 @@ from memstack.observation.requirements import needs_chat_model
 from memstack.observation.scheduler import InProcessScheduler
 from memstack.ports import ObservationJob, ObservationScheduler
 from memstack.scope import Scope
-from memstack.usecases.checks import MAX_TITLE_CHARS, check_limit
+from memstack.usecases.checks import MAX_RECONCILE, MAX_TITLE_CHARS, check_limit
 from memstack.usecases.core import Core, flush_all_usage, flush_usage
 from memstack.usecases.messages import Messages
 from memstack.working_memory.tools import parse_tool_call
@@ -337,8 +337,10 @@ class BackgroundWork:
         return self._messages.index_saved(Scope.of(resource_id, thread_id), message_ids)
 
     def reconcile_index(self, *, limit: int = 1_000) -> int:
-        """Index what a crash left saved but unindexed; returns the chunks written (``usecases.messages``)."""
-        return self._messages.reconcile_index(limit)
+        """Index up to ``limit`` (1..``MAX_RECONCILE``) messages saved but never indexed; returns the chunks
+        written (``usecases.messages``). Raises ``InvalidInput`` (``limit``), ``Unavailable`` (some threads
+        could not be indexed; the others were)."""
+        return self._messages.reconcile_index(check_limit(limit, "limit", MAX_RECONCILE))
 
     def index_removed(self, *, resource_id: str, message_ids: Sequence[str]) -> None:
         """Remove deleted messages from the index (a stream indexer's REMOVE records; idempotent)."""

@@ -25,6 +25,10 @@ MAX_INCLUDE = 100
 MAX_TITLE_CHARS = 1_000
 """Longest thread title, in characters."""
 
+MAX_RECONCILE = 10_000
+"""Most unindexed messages one ``reconcile_index`` call takes on (a scheduled run finishes well within a
+Lambda's timeout; the next run takes the rest)."""
+
 MAX_SEQ = 2**63 - 1
 """The largest ``seq`` a caller may name (``expected_last_seq``): SQLite's largest integer."""
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstack.cursors import decode_cursor, encode_cursor
-from memstack.errors import InvalidInput, PayloadTooLarge
+from memstack.errors import InvalidInput, PayloadTooLarge, Unavailable
 from memstack.inputs import coerce_message
 from memstack.model import Message, MessagePage, Thread, ToolCallPart, ToolResultPart, check_id
 from memstack.ports import MessageWindow, UnindexedMessages
@@ -98,16 +98,21 @@ class Messages:
         return written
 
     def reconcile_index(self, limit: int) -> int:
-        """``Memory.reconcile_index``: index up to ``limit`` messages saved but never indexed (a crash
-        between the store's commit and inline indexing), once each (``index_saved``). ``Memory.local`` runs
-        it at start-up. Only stores that can list them take part (``ports.UnindexedMessages``: SQLite; on
-        AWS the stream indexer's retries are the reconciler).
+        """``Memory.reconcile_index``: index up to ``limit`` messages saved but never indexed, once each
+        (``index_saved``): a crash between the store's commit and inline indexing, or stream records the
+        indexer gave up on. ``Memory.local`` runs it at start-up, the ``reconcile`` function on AWS on a
+        schedule. Only stores that can list them take part (``ports.UnindexedMessages``).
+
+        Each thread is indexed on its own: a thread whose text the embedder or index refuses
+        (``InvalidInput``/``PayloadTooLarge``, which no retry can change) is logged and skipped, and a thread
+        that fails otherwise does not stop the others.
 
         Returns:
             The chunks written (0 with semantic recall off or a store that cannot list them).
 
         Raises:
-            Unavailable: the embedder or index failed (what indexing raises).
+            Unavailable: indexing failed for some threads (after trying every thread); the next run retries
+                them. Its message names how many threads and messages were left.
         """
         store = self.core.store
         if not self.core.options.semantic_recall.enabled or not isinstance(store, UnindexedMessages):
@@ -115,10 +120,19 @@ class Messages:
         by_thread: dict[tuple[str, str], list[str]] = {}
         for resource_id, thread_id, message_id in store.list_unindexed(limit=limit):
             by_thread.setdefault((resource_id, thread_id), []).append(message_id)
-        written = 0
+        written = refused = 0
+        failed: dict[tuple[str, str], int] = {}
         for (resource_id, thread_id), ids in by_thread.items():
             for start in range(0, len(ids), MAX_BATCH):
-                written += self.index_saved(Scope.of(resource_id, thread_id), ids[start : start + MAX_BATCH])
+                part = ids[start : start + MAX_BATCH]
+                try:
+                    written += self.index_saved(Scope.of(resource_id, thread_id), part)
+                except (InvalidInput, PayloadTooLarge) as exc:
+                    refused += len(part)
+                    _log_skipped("refused", exc, resource_id, thread_id, len(part))
+                except Unavailable as exc:
+                    failed[(resource_id, thread_id)] = failed.get((resource_id, thread_id), 0) + len(part)
+                    _log_skipped("failed", exc, resource_id, thread_id, len(part))
         if by_thread:
             logger.info(
                 "reconciled the index",
@@ -126,7 +140,14 @@ class Messages:
                     "threads": len(by_thread),
                     "messages": sum(map(len, by_thread.values())),
                     "chunks": written,
+                    "refused": refused,
+                    "failed": sum(failed.values()),
                 },
+            )
+        if failed:
+            raise Unavailable(
+                f"could not index {sum(failed.values())} unindexed messages of {len(failed)} threads; "
+                "the next reconcile retries them"
             )
         return written
 
@@ -190,6 +211,16 @@ class Messages:
         ids = check_ids(message_ids)
         self.core.index.delete_messages(scope.resource_id, ids)
         return len(self.core.store.delete_messages(scope.resource_id, ids))
+
+
+def _log_skipped(what: str, exc: Exception, resource_id: str, thread_id: str, count: int) -> None:
+    logger.warning(
+        "reconcile %s for %d message(s) (%s)",
+        what,
+        count,
+        type(exc).__name__,
+        extra={"resource_id": resource_id, "thread_id": thread_id, "error": type(exc).__name__},
+    )
 
 
 def check_ids(message_ids: Sequence[str]) -> list[str]:

@@ -23,6 +23,12 @@ Observation records carry the keys of the sparse index ``by_pending`` only while
 ``pending_since`` is set: ``pending_pk = PENDING#{shard}`` (``shard`` in ``0 … PENDING_SHARDS - 1``, from
 a SHA-256 of the item's ``pk``) and ``pending_sk = {pending_since}#{pk}`` (``listing_key``). The
 background sweep queries each shard for ``pending_sk`` at or before a time and merges them.
+
+Id pointers carry the keys of the sparse index ``by_unindexed`` only while their message has no index
+mark: every save writes ``unindexed_pk = UNINDEXED#{shard}`` (``shard`` in ``0 … UNINDEXED_SHARDS - 1``,
+from a SHA-256 of the pointer's ``pk``) and ``unindexed_sk = {saved_at}#{pk}``; the indexer's mark removes
+them. The index projects ``thread_id``, so the reconciler reads ``(resource, thread, message)`` from it
+alone.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from __future__ import annotations
 import hashlib
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, IncludeProjection, KeysOnlyProjection
 from pynamodb.models import Model
 
 from memstack.errors import InvalidInput
@@ -54,6 +60,13 @@ PENDING_PREFIX = "PENDING#"
 PENDING_SHARDS = 4
 """Partitions of ``by_pending``: records with work pending spread over this many index keys, so no one
 key takes every write of the records entering and leaving the index; the sweep queries each."""
+
+BY_UNINDEXED = "by_unindexed"
+UNINDEXED_PREFIX = "UNINDEXED#"
+UNINDEXED_SHARDS = 16
+"""Partitions of ``by_unindexed``. Every save writes its pointers into the index, so the shards spread
+those writes: DynamoDB takes about 1,000 write units a second per index partition key, and an index that
+cannot keep up throttles the table's writes."""
 
 Key = tuple[str, str]
 
@@ -159,8 +172,7 @@ def listing_key(timestamp: str, thread_id: str) -> str:
 def pending_pk(pk: str) -> str:
     """The ``by_pending`` partition of the observation record with this ``pk``: ``PENDING#{shard}``, the
     shard a stable hash of the key (the same record always lands in the same shard)."""
-    digest = hashlib.sha256(pk.encode("utf-8", "surrogatepass")).digest()
-    return f"{PENDING_PREFIX}{int.from_bytes(digest[:8], 'big') % PENDING_SHARDS}"
+    return _shard(PENDING_PREFIX, pk, PENDING_SHARDS)
 
 
 def pending_shards() -> list[str]:
@@ -178,6 +190,23 @@ def pending_bound(timestamp: str) -> str:
     """The exclusive upper bound of ``pending_sk`` values at or before ``timestamp``: every
     ``{timestamp}#…`` sorts below ``{timestamp}$`` (``#`` is 0x23, ``$`` 0x24), every later time above."""
     return f"{timestamp}$"
+
+
+def unindexed_pk(pk: str) -> str:
+    """The ``by_unindexed`` partition of the id pointer with this ``pk``: ``UNINDEXED#{shard}``, a stable
+    hash of the key (a pointer saved again stays in its shard)."""
+    return _shard(UNINDEXED_PREFIX, pk, UNINDEXED_SHARDS)
+
+
+def unindexed_shards() -> list[str]:
+    """Every ``by_unindexed`` partition key."""
+    return [f"{UNINDEXED_PREFIX}{shard}" for shard in range(UNINDEXED_SHARDS)]
+
+
+def _shard(prefix: str, pk: str, shards: int) -> str:
+    """``{prefix}{n}``, ``n`` in ``0 … shards - 1`` from a SHA-256 of ``pk`` (stable across processes)."""
+    digest = hashlib.sha256(pk.encode("utf-8", "surrogatepass")).digest()
+    return f"{prefix}{int.from_bytes(digest[:8], 'big') % shards}"
 
 
 def observation_owner(pk: str) -> tuple[str, str | None] | None:
@@ -224,6 +253,19 @@ class ByPending(GlobalSecondaryIndex["Item"]):  # type: ignore[no-untyped-call]
     pending_sk = UnicodeAttribute(range_key=True)
 
 
+class ByUnindexed(GlobalSecondaryIndex["Item"]):  # type: ignore[no-untyped-call]
+    """Id pointers of messages saved and not marked as indexed, by ``(saved_at, pk)`` within a shard
+    (sparse: a save writes the keys, the index mark removes them). Projects ``thread_id`` besides the keys:
+    the resource and message ids are parsed from ``pk``."""
+
+    class Meta:
+        index_name = BY_UNINDEXED
+        projection = IncludeProjection(["thread_id"])
+
+    unindexed_pk = UnicodeAttribute(hash_key=True)
+    unindexed_sk = UnicodeAttribute(range_key=True)
+
+
 class Item(Model):
     """Any item of the table; which attributes are set depends on the kind (told by ``sk``)."""
 
@@ -251,6 +293,8 @@ class Item(Model):
     expires_at = NumberAttribute(null=True)
     indexed = UnicodeAttribute(null=True)  # id pointers: fingerprint of the content last indexed
     index_docs = UnicodeAttribute(null=True)  # id pointers: JSON list of the chunks' search-index ids
+    unindexed_pk = UnicodeAttribute(null=True)  # id pointers: keys of by_unindexed while unmarked
+    unindexed_sk = UnicodeAttribute(null=True)
     # id pointer
     thread_id = UnicodeAttribute(null=True)
     # resource
@@ -265,6 +309,7 @@ class Item(Model):
     by_created = ByCreated()
     by_updated = ByUpdated()
     by_pending = ByPending()
+    by_unindexed = ByUnindexed()
 
 
 def item_model(table_name: str, *, region: str | None, host: str | None) -> type[Item]:

@@ -8,9 +8,9 @@ sorts after the messages), message ids are found through pointer items (``MID#{n
 (``R#{resource_id}``).
 
 No operation scans: every read is a GetItem, a Query of one partition or index key
-(``list_observation_work``: one per shard of the sparse ``by_pending`` index), or a BatchGetItem of exact
-keys; writes are conditional PutItem/UpdateItem/DeleteItem, TransactWriteItems, and BatchWriteItem for
-bulk deletes. Every write of a thread carries a condition on the thread's owner.
+(``list_observation_work`` and ``list_unindexed``: one per shard of the sparse ``by_pending`` and
+``by_unindexed`` indexes), or a BatchGetItem of exact keys; writes are conditional
+PutItem/UpdateItem/DeleteItem, TransactWriteItems, and BatchWriteItem for bulk deletes. Every write of a thread carries a condition on the thread's owner.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,12 +42,20 @@ from memstack.adapters.dynamodb.codec import (
     thread_from,
     thread_item,
 )
-from memstack.adapters.dynamodb.errors import lost_race, translate, translated
+from memstack.adapters.dynamodb.errors import (
+    cancellation_codes,
+    error_code,
+    lost_race,
+    translate,
+    translated,
+)
 from memstack.adapters.dynamodb.items import (
     MAX_SEQ,
     MESSAGE_PREFIX,
     PENDING_SHARDS,
+    POINTER_PREFIX,
     THREAD_SK,
+    UNINDEXED_SHARDS,
     Item,
     Key,
     item_model,
@@ -56,6 +64,7 @@ from memstack.adapters.dynamodb.items import (
     message_sk,
     observation_key,
     observation_owner,
+    parse_scoped_pk,
     pending_bound,
     pending_pk,
     pending_shards,
@@ -65,6 +74,8 @@ from memstack.adapters.dynamodb.items import (
     thread_id_of,
     thread_key,
     thread_pk,
+    unindexed_pk,
+    unindexed_shards,
 )
 from memstack.adapters.stored import check_last_seq, dt, dumps, ts
 from memstack.cursors import decode_cursor, encode_cursor
@@ -113,6 +124,17 @@ class _Prepared:
 
 
 @dataclass(slots=True)
+class _Mark:
+    """One index mark to write: the pointer's update, its condition and its size in a transaction."""
+
+    message_id: str
+    item: Item
+    actions: list[Action]
+    condition: Condition
+    size: int
+
+
+@dataclass(slots=True)
 class _Plan:
     """What one transaction of ``save_messages`` writes, and what it returns."""
 
@@ -124,7 +146,8 @@ class _Plan:
     last_seq: int
     updated_at: str
     reserved: bool
-    writes: list[tuple[Item, Item, Condition]] = field(default_factory=list)
+    saved_at: str
+    writes: list[tuple[Item, Item, list[Action], Condition]] = field(default_factory=list)
     saved: list[Message] = field(default_factory=list)
     uploads: list[tuple[BodyRef, bytes]] = field(default_factory=list)
     stale_keys: list[str] = field(default_factory=list)
@@ -622,6 +645,7 @@ class DynamoDBMemoryStore:
             last,
             updated,
             reserved is not None,
+            ts(utcnow()),
             saved=saved,
         )
         expires = int(time.time()) + self._ttl if self._ttl else None
@@ -639,10 +663,16 @@ class DynamoDBMemoryStore:
         pointer: Item | None,
         expires: int | None,
     ) -> None:
-        """Add the message item, its pointer and the write's condition to ``plan`` (and the body upload).
+        """Add the message item, its pointer's update and the update's condition to ``plan`` (and the body
+        upload).
 
         ``pointer`` is the message's pointer as read before the write, ``None`` for a new message: a new
-        id must still be free, an existing one still this thread's with the body it had when read."""
+        id must still be free, an existing one still this thread's with the body it had when read.
+
+        The pointer is updated, not put: a save clears the index mark (and enters ``by_unindexed``) but
+        never writes ``index_docs``, which only the indexer's mark sets. Copying the ids read here would
+        lose the ones an indexer marks between this read and the commit, leaving their documents in the
+        search index with nothing naming them."""
         m = self._model
         mid, thread_id, resource_id, ref = p.message.id, plan.thread_id, plan.resource_id, p.ref
         message_item = m(
@@ -658,17 +688,19 @@ class DynamoDBMemoryStore:
             body_sha256=ref.sha256 if ref else None,
             expires_at=expires,
         )
-        pointer_item = m(
-            *pointer_key(resource_id, mid),
-            thread_id=thread_id,
-            resource_id=resource_id,
-            seq=seq,
-            created_at=created,
-            body_s3=ref.key if ref else None,
-            expires_at=expires,
-            # a save clears the index mark but keeps the documents' ids: the next indexer deletes them
-            index_docs=pointer.index_docs if pointer is not None else None,
-        )
+        key = pointer_key(resource_id, mid)
+        pointer_item = m(*key)
+        pointer_actions: list[Action] = [
+            m.thread_id.set(thread_id),
+            m.resource_id.set(resource_id),
+            m.seq.set(seq),
+            m.created_at.set(created),
+            m.body_s3.set(ref.key) if ref else m.body_s3.remove(),
+            m.expires_at.set(expires) if expires is not None else m.expires_at.remove(),
+            m.indexed.remove(),
+            m.unindexed_pk.set(unindexed_pk(key[0])),
+            m.unindexed_sk.set(listing_key(plan.saved_at, key[0])),
+        ]
         if pointer is not None:
             # still there, still ours (not deleted meanwhile), body unchanged since it was read
             old = pointer.body_s3
@@ -678,7 +710,7 @@ class DynamoDBMemoryStore:
                 plan.stale_keys.append(old)
         else:
             condition = m.pk.does_not_exist()  # nobody took the id meanwhile
-        plan.writes.append((message_item, pointer_item, condition))
+        plan.writes.append((message_item, pointer_item, pointer_actions, condition))
         if ref is not None:
             plan.uploads.append((ref, p.data))
 
@@ -692,9 +724,9 @@ class DynamoDBMemoryStore:
     def _commit(self, plan: _Plan) -> None:
         m = self._model
         with TransactWrite(connection=self._table.connection) as tx:
-            for message_item, pointer_item, condition in plan.writes:
+            for message_item, pointer_item, pointer_actions, condition in plan.writes:
                 tx.save(message_item)
-                tx.save(pointer_item, condition=condition)
+                tx.update(pointer_item, pointer_actions, condition=condition)
             if plan.creating:
                 tx.save(plan.meta, condition=m.pk.does_not_exist())
             elif plan.reserved:
@@ -934,26 +966,91 @@ class DynamoDBMemoryStore:
         documents: Mapping[str, Sequence[str]] | None = None,
         expected: Mapping[str, str | None] | None = None,
     ) -> list[str]:
-        """One conditional UpdateItem per pointer (it must exist, be this resource's and, with
-        ``expected``, still carry the expected mark); a failed condition is a message not marked."""
+        """One TransactWriteItems of conditional updates of the id pointers per 100 marks (and ~4 MB of
+        document ids), a lone mark one UpdateItem: each pointer must exist, be this resource's and, with
+        ``expected``, still carry the expected mark. A mark also takes its pointer out of
+        ``by_unindexed``.
+
+        A transaction is all or nothing, so one cancelled for failed conditions is sent again without
+        those pointers (they are the messages not marked); one cancelled by a concurrent save of the same
+        pointers is retried with backoff.
+
+        Raises:
+            Conflict: the pointers kept changing under concurrent saves (``max_attempts`` tries).
+        """
         m = self._model
-        missed: list[str] = []
+        writes: list[_Mark] = []
         for mid, fingerprint in marks.items():
-            item = m(*pointer_key(resource_id, mid))
-            actions: list[Any] = [m.indexed.set(fingerprint)]
+            actions: list[Action] = [
+                m.indexed.set(fingerprint),
+                m.unindexed_pk.remove(),
+                m.unindexed_sk.remove(),
+            ]
+            size = len(mid.encode()) + len(fingerprint) + _ITEM_OVERHEAD
             if documents is not None and mid in documents:
-                actions.append(m.index_docs.set(json.dumps(list(documents[mid]))))
+                docs = json.dumps(list(documents[mid]))
+                actions.append(m.index_docs.set(docs))
+                size += len(docs.encode())
             condition = m.pk.exists() & (m.resource_id == resource_id)
             if expected is not None:
                 was = expected.get(mid)
                 condition &= m.indexed.does_not_exist() if was is None else (m.indexed == was)
+            writes.append(_Mark(mid, m(*pointer_key(resource_id, mid)), actions, condition, size))
+        missed: list[str] = []
+        for batch in _mark_batches(writes):
+            missed += self._mark(batch)
+        return missed
+
+    def _mark(self, batch: list[_Mark]) -> list[str]:
+        """Write one batch of marks; returns the ids whose condition failed."""
+        missed: list[str] = []
+        for attempt in range(self._max_attempts):
+            if not batch:
+                return missed
             try:
-                item.update(actions, condition=condition)
-            except UpdateError as exc:
+                if len(batch) == 1:
+                    batch[0].item.update(batch[0].actions, condition=batch[0].condition)
+                else:
+                    with TransactWrite(connection=self._table.connection) as tx:
+                        for mark in batch:
+                            tx.update(mark.item, mark.actions, condition=mark.condition)
+                return missed
+            except (UpdateError, TransactWriteError) as exc:
                 if not lost_race(exc):
                     raise translate(exc, "mark indexed") from exc
-                missed.append(mid)
-        return missed
+                codes = cancellation_codes(exc) or [
+                    "TransactionConflict"
+                    if error_code(exc) == "TransactionConflictException"
+                    else "ConditionalCheckFailed"
+                ]
+                failed = {n for n, code in enumerate(codes) if code == "ConditionalCheckFailed"}
+                missed += [mark.message_id for n, mark in enumerate(batch) if n in failed]
+                batch = [mark for n, mark in enumerate(batch) if n not in failed]
+                if not failed:  # only a concurrent transaction on these pointers: wait, then again
+                    self._pause(attempt)
+        if not batch:
+            return missed
+        raise Conflict(f"index marks kept colliding with saves; gave up after {self._max_attempts} attempts")
+
+    def list_unindexed(self, *, limit: int) -> list[tuple[str, str, str]]:
+        """``UnindexedMessages``: a Query of each ``by_unindexed`` shard (ascending, eventually
+        consistent), merged oldest save first and cut at ``limit``; resource and message ids are parsed
+        from the pointer's ``pk``, the thread id is projected. Shards are read lazily in pages of
+        ``⌈limit / UNINDEXED_SHARDS⌉``. Never a Scan; crosses resources on purpose (the reconciler's sweep)."""
+        if limit <= 0:
+            return []
+        m = self._model
+        page = -(-limit // UNINDEXED_SHARDS)
+        with translated("list unindexed messages"):
+            shards = [
+                m.by_unindexed.query(shard, limit=limit, page_size=page) for shard in unindexed_shards()
+            ]
+            items = list(itertools.islice(heapq.merge(*shards, key=lambda i: i.unindexed_sk or ""), limit))
+        return [
+            (owner[0], i.thread_id, owner[1])
+            for i in items
+            if (owner := parse_scoped_pk(POINTER_PREFIX, i.pk)) is not None and i.thread_id
+        ]
 
     def get_resource(self, resource_id: str) -> Resource | None:
         """One GetItem (strongly consistent)."""
@@ -1208,6 +1305,20 @@ def _chunks(resource_id: str, thread_id: str, prepared: list[_Prepared]) -> list
         ids.add(p.message.id)
         size += cost
     return chunks
+
+
+def _mark_batches(writes: list[_Mark]) -> Iterator[list[_Mark]]:
+    """``writes`` in transactions of at most 100 items and ~4 MB (``index_docs`` lists can be long)."""
+    batch: list[_Mark] = []
+    size = 0
+    for mark in writes:
+        if batch and (len(batch) == TRANSACTION_MAX_ITEMS or size + mark.size > _TRANSACTION_BUDGET):
+            yield batch
+            batch, size = [], 0
+        batch.append(mark)
+        size += mark.size
+    if batch:
+        yield batch
 
 
 def _partial(exc: MemstackError, saved: list[Message], unsaved: list[str]) -> MemstackError:
