@@ -73,7 +73,19 @@ ASSUMED: dict[str, float] = {
 }
 """Modelled inputs (module docstring): change them here, the report prints them."""
 
-LAMBDA_MEMORY_GB = {"context": 1769 / 1024, "api": 1024 / 1024, "indexer": 1024 / 1024, "sweep": 1024 / 1024}
+LAMBDA_MEMORY_GB = {
+    "context": 1769 / 1024,
+    "api": 1024 / 1024,
+    "indexer": 1024 / 1024,
+    "sweep": 1024 / 1024,
+    "reconcile": 1024 / 1024,
+}
+UNINDEXED_INDEX_WRITES_PER_TURN = 4.0
+"""Writes of the sparse index ``by_unindexed`` per turn (1 WRU each): the save puts both id pointers in it,
+the indexer's marks take them out. Index writes do not show in the requests aws_requests.py counts."""
+RECONCILE_QUERIES = 16
+"""Queries of one reconcile run over an empty ``by_unindexed`` (one per shard; 0.5 RRU each, eventually
+consistent)."""
 """The functions' memory sizes in infra/functions.py."""
 
 WORKLOADS = {"hobby app": 300, "team product": 10_000, "busy service": 300_000}
@@ -103,7 +115,8 @@ def load_prices(path: Path = PRICES) -> tuple[dict[str, float], dict[str, Any]]:
 def measured_turn(requests: Path) -> dict[str, float]:
     """Per-turn figures from aws_requests.json (the Mastra-defaults run): DynamoDB units, OpenSearch
     requests, embedding calls and embedded text bytes, of the context and of the save (inline indexing, which
-    the deployed indexer does instead; its own DynamoDB marks are added in ``turn_cost``).
+    the deployed indexer does instead: the inline save's reads of the marks and its marks' transaction are the
+    indexer's).
 
     Raises:
         SystemExit: the file is missing or has no request units (run aws_requests.py first).
@@ -226,9 +239,10 @@ def turn_cost(
         + save_s * LAMBDA_MEMORY_GB["api"]
         + indexer_s * LAMBDA_MEMORY_GB["indexer"] * indexer_invocations
     )
-    # the indexer reads the two pointers' marks (BatchGetItem) and sets one mark per message (UpdateItem)
-    rru = m["context_rru"] + m["save_rru"] + 2.0
-    wru = m["save_wru"] + 2.0
+    # the measured save indexes inline, so it holds the indexer's DynamoDB work: the BatchGetItem of the two
+    # pointers' marks and the marks' TransactWriteItems; the sparse index's writes come on top
+    rru = m["context_rru"] + m["save_rru"]
+    wru = m["save_wru"] + UNINDEXED_INDEX_WRITES_PER_TURN
     embed_tokens = m["embedded_bytes"] / 4  # ~4 bytes of English per token
     sampled = ASSUMED["xray_sampled_share_busy"] if busy else 1.0
     return {
@@ -264,20 +278,25 @@ def fixed_monthly(
     p: dict[str, float], variant: Variant, stored_messages: float, stored_bytes: float
 ) -> dict[str, float]:
     """Dollars per month that do not scale with this month's turns: search capacity and storage, DynamoDB
-    storage and backups, the sweep schedule, the secret, alarms and the dashboard."""
+    storage and backups, the sweep and reconcile schedules, the secret, alarms and the dashboard."""
     indexing, search = search_ocus(stored_messages, variant)
     index_gb = stored_messages * (4 * variant.dimensions + ASSUMED["index_bytes_per_message_text"]) / 1e9
     table_gb = stored_bytes / 1e9
     sweeps = 30.42 * 24 * 12  # every 5 minutes
     sweep_gb_s = sweeps * 0.3 * LAMBDA_MEMORY_GB["sweep"]
+    reconciles = 30.42 * 24 * 4  # every 15 minutes
+    reconcile_gb_s = reconciles * 0.3 * LAMBDA_MEMORY_GB["reconcile"]
     return {
         "OpenSearch OCUs": (indexing + search) * HOURS_PER_MONTH * p["aoss_ocu_hour"],
         "OpenSearch storage": index_gb * p["aoss_storage_gb_month"],
         "DynamoDB storage + PITR": table_gb * (p["dynamodb_storage_gb_month"] + p["dynamodb_pitr_gb_month"]),
         "sweep (every 5 min)": sweeps * (p["lambda_request"] + p["xray_trace"])
         + sweep_gb_s * p["lambda_arm_gb_second"],
+        "reconcile (every 15 min)": reconciles
+        * (p["lambda_request"] + p["xray_trace"] + RECONCILE_QUERIES * 0.5 * p["dynamodb_rru"])
+        + reconcile_gb_s * p["lambda_arm_gb_second"],
         "secret": p["secret_month"],
-        "alarms (18) + dashboard": 18 * p["cloudwatch_alarm_month"] + p["cloudwatch_dashboard_month"],
+        "alarms (20) + dashboard": 20 * p["cloudwatch_alarm_month"] + p["cloudwatch_dashboard_month"],
     }
 
 

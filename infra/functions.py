@@ -2,7 +2,9 @@
 ``indexer`` (the table's stream → embeddings → the search index), and the background observation path
 (spec §2.9; ``infra/observation.py`` wires them): ``observe`` (the state machine's Observe and
 RecordFailure tasks), ``reflect`` (its Reflect task) and ``sweep`` (the schedule that restarts idle work;
-``functions/observe``, handler ``app.sweep``). Python 3.12 on arm64.
+``functions/observe``, handler ``app.sweep``), and ``reconcile`` (a schedule that indexes messages saved
+but never marked as indexed — stream records the indexer gave up on; ``functions/indexer``, handler
+``app.reconcile``). Python 3.12 on arm64.
 
 Each function has a role of its own with only what it uses (docs/dynamodb.md lists the operations):
 
@@ -11,6 +13,7 @@ Each function has a role of its own with only what it uses (docs/dynamodb.md lis
 | api | Get/BatchGet/Query, Put/Update/Delete/BatchWrite (transactions need no more) | get, put, delete | read/write | read |
 | context | Get/BatchGet/Query, Put/Update + ConditionCheck (observation above ``block_after``) | get | read (+ delete of orphans: write) | read |
 | indexer | Get/BatchGet/Query, UpdateItem (index marks); the stream | get | read/write | read |
+| reconcile | Get/BatchGet/Query (the ``by_unindexed`` index), UpdateItem (index marks) | get | read/write | read |
 | observe, reflect | Get/BatchGet/Query, Put/Update + ConditionCheck (the observation record's transaction, titles) | get | read/write | read |
 | sweep | Get/BatchGet/Query (the ``by_pending`` index) | — | read/write | read |
 
@@ -28,6 +31,8 @@ from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
@@ -91,9 +96,18 @@ SPECS = (
                  Duration.minutes(5), TABLE_READ + OBSERVATION_WRITE, ("s3:GetObject",)),
     FunctionSpec("sweep", "Memstack: every 5 minutes, restart observation work that went idle.", 1024,
                  Duration.minutes(1), TABLE_READ, (), handler="app.sweep", folder="observe"),
+    FunctionSpec("reconcile", "Memstack: every 15 minutes, index messages the stream indexer gave up on.", 1024,
+                 Duration.minutes(10), TABLE_READ + INDEX_MARKS, ("s3:GetObject",), handler="app.reconcile",
+                 folder="indexer"),
 )  # fmt: skip
 BACKGROUND = frozenset({"observe", "reflect", "sweep"})
 """The background observation functions (``infra/observation.py``)."""
+
+RECONCILE_MINUTES = 15
+"""How often the ``reconcile`` function runs: a message the stream indexer gave up on (after its retries,
+into the dead-letter queue) or missed is searchable at most this long after the failure has cleared."""
+RECONCILE_LIMIT = 1_000
+"""Unindexed messages one ``reconcile`` run takes on (the next run takes the rest)."""
 
 STREAM_BATCH_SIZE = 100
 STREAM_RETRY_ATTEMPTS = 5
@@ -110,8 +124,8 @@ class Functions(Construct):
             (``app.py``; handler ``app.handler``, the sweep's ``app.sweep``).
 
     Attributes:
-        api, context, indexer, observe, reflect, sweep: the functions; by_name: the same by name;
-        dead_letter_queue; stream_mapping.
+        api, context, indexer, observe, reflect, sweep, reconcile: the functions; by_name: the same by
+        name; dead_letter_queue; stream_mapping; reconcile_rule (the schedule of ``reconcile``).
     """
 
     def __init__(
@@ -189,7 +203,7 @@ class Functions(Construct):
                 secret.grant_read(role)
             else:
                 role.add_to_policy(invoke_statement([config.embedding_model_name, config.chat_model_name]))
-            if spec.name == "indexer":
+            if spec.name in ("indexer", "reconcile"):
                 own = memstack_environment(indexing="inline")
             elif spec.name in BACKGROUND:
                 own = memstack_environment(indexing="stream")
@@ -249,6 +263,7 @@ class Functions(Construct):
         self.observe = self.by_name["observe"]
         self.reflect = self.by_name["reflect"]
         self.sweep = self.by_name["sweep"]
+        self.reconcile = self.by_name["reconcile"]
 
         self.dead_letter_queue = sqs.Queue(
             self,
@@ -286,6 +301,25 @@ class Functions(Construct):
             ],
         )
         self.indexer.add_event_source(self.stream_mapping)
+
+        self.reconcile_rule = events.Rule(
+            self,
+            "ReconcileSchedule",
+            description="Memstack: index messages saved but never indexed.",
+            schedule=events.Schedule.rate(Duration.minutes(RECONCILE_MINUTES)),
+            targets=[
+                targets.LambdaFunction(
+                    self.reconcile,
+                    event=events.RuleTargetInput.from_object({"limit": RECONCILE_LIMIT}),
+                    retry_attempts=2,
+                    max_event_age=Duration.minutes(RECONCILE_MINUTES),
+                )
+            ],
+        )
+        # A failed run is not retried asynchronously: the next scheduled run takes the same messages.
+        self.reconcile.configure_async_invoke(
+            retry_attempts=0, max_event_age=Duration.minutes(RECONCILE_MINUTES)
+        )
 
     @property
     def roles(self) -> list[iam.IRole]:

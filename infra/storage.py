@@ -3,7 +3,8 @@
 The table mirrors ``memstack.adapters.dynamodb.create_table`` exactly — key schema ``pk``/``sk`` (strings),
 the sparse listing indexes ``by_created`` and ``by_updated`` on ``gsi1pk`` (projection ALL), the sparse
 index ``by_pending`` of observation records with work pending (``pending_pk``/``pending_sk``, keys only),
-on-demand, TTL on ``expires_at`` — plus what production needs: point-in-time recovery, a NEW_AND_OLD_IMAGES stream
+the sparse index ``by_unindexed`` of messages not yet indexed (``unindexed_pk``/``unindexed_sk``, plus
+``thread_id``), on-demand, TTL on ``expires_at`` — plus what production needs: point-in-time recovery, a NEW_AND_OLD_IMAGES stream
 (the indexer's trigger), AWS-managed encryption and deletion protection while data is retained. Index
 and attribute names are imported from the adapter, so they cannot drift.
 """
@@ -18,7 +19,7 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from memstack.adapters.dynamodb.items import BY_CREATED, BY_PENDING, BY_UPDATED
+from memstack.adapters.dynamodb.items import BY_CREATED, BY_PENDING, BY_UNINDEXED, BY_UPDATED
 from memstack.adapters.dynamodb.table import TTL_ATTRIBUTE
 
 BODIES_PREFIX = "messages/"
@@ -76,6 +77,15 @@ class Storage(Construct):
             partition_key=dynamodb.Attribute(name="pending_pk", type=string),
             sort_key=dynamodb.Attribute(name="pending_sk", type=string),
             projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+        )
+        # the index reconciler's (docs/dynamodb.md): id pointers of messages not yet marked as indexed; the
+        # resource and message ids are parsed from pk, the thread id is projected
+        self.table.add_global_secondary_index(
+            index_name=BY_UNINDEXED,
+            partition_key=dynamodb.Attribute(name="unindexed_pk", type=string),
+            sort_key=dynamodb.Attribute(name="unindexed_sk", type=string),
+            projection_type=dynamodb.ProjectionType.INCLUDE,
+            non_key_attributes=["thread_id"],
         )
 
         self.access_logs = s3.Bucket(

@@ -116,8 +116,9 @@ def test_given_the_stack_then_alarms_watch_errors_throttles_5xx_and_the_dead_let
     synth: Synth,
 ) -> None:
     metrics = alarm_metrics(synth)
-    assert metrics.count(("AWS/Lambda", "Errors", 0)) == 6  # api, context, indexer, observe, reflect, sweep
-    assert metrics.count(("AWS/Lambda", "Throttles", 0)) == 6
+    # api, context, indexer, observe, reflect, sweep, reconcile
+    assert metrics.count(("AWS/Lambda", "Errors", 0)) == 7
+    assert metrics.count(("AWS/Lambda", "Throttles", 0)) == 7
     assert ("AWS/ApiGateway", "5XXError", 0) in metrics
     assert ("AWS/SQS", "ApproximateNumberOfMessagesVisible", 0) in metrics
     assert ("AWS/Lambda", "IteratorAge", 300000) in metrics

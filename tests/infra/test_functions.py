@@ -52,7 +52,8 @@ def test_given_the_stack_then_every_function_is_python_3_12_on_arm64(synth: Synt
         if props.get("Runtime", "").startswith("python"):
             assert props["Runtime"] == "python3.12"
             assert props["Architectures"] == ["arm64"]
-            assert props["Handler"] in ("app.handler", "app.sweep")  # the sweep: functions/observe
+            # the sweep: functions/observe; the reconciler: functions/indexer
+            assert props["Handler"] in ("app.handler", "app.sweep", "app.reconcile")
     for props in functions(synth).values():
         assert props["TracingConfig"] == {"Mode": "Active"}
 
@@ -218,6 +219,36 @@ def test_given_the_stack_then_every_python_function_uses_the_one_shared_dependen
         for props in (r["Properties"] for r in synth.resources("AWS::Lambda::Function").values())
         if props.get("Runtime", "").startswith("python")
     ]
-    assert len(python) == 7  # api, context, indexer, observe, reflect, sweep, the index set-up
+    assert len(python) == 8  # api, context, indexer, observe, reflect, sweep, reconcile, the index set-up
     for props in python:
         assert props["Layers"] == [{"Ref": layer_id}]
+
+
+def test_given_the_stack_then_a_schedule_runs_the_index_reconciler_every_15_minutes(synth: Synth) -> None:
+    (logical, props), *others = [
+        (name, r["Properties"])
+        for name, r in synth.resources("AWS::Lambda::Function").items()
+        if r["Properties"].get("Environment", {}).get("Variables", {}).get("POWERTOOLS_SERVICE_NAME")
+        == "memstack-reconcile"
+    ]
+    assert not others
+    assert props["Handler"] == "app.reconcile"
+    assert props["Timeout"] == 600
+    assert props["Environment"]["Variables"]["MEMSTACK_INDEXING"] == "inline"  # it indexes what it finds
+    table = dynamodb_actions(role_statements(synth, props))
+    assert table == {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+    (rule,) = [
+        r["Properties"]
+        for r in synth.resources("AWS::Events::Rule").values()
+        if r["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": [logical, "Arn"]}
+    ]
+    assert rule["ScheduleExpression"] == "rate(15 minutes)" and rule["State"] == "ENABLED"
+    assert json.loads(rule["Targets"][0]["Input"]) == {"limit": 1000}
+    synth.template.has_resource_properties(
+        "AWS::Lambda::Permission",
+        {"Action": "lambda:InvokeFunction", "Principal": "events.amazonaws.com",
+         "FunctionName": {"Fn::GetAtt": [logical, "Arn"]}},
+    )  # fmt: skip
+    synth.template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig", {"FunctionName": {"Ref": logical}, "MaximumRetryAttempts": 0}
+    )

@@ -20,14 +20,14 @@ CHAT = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
 
 
 def memstack_functions(synth: Synth) -> dict[str, dict[str, Any]]:
-    """Every Memstack function (the six), by its Powertools service name."""
+    """Every Memstack function (the seven), by its Powertools service name."""
     out = {}
     for resource in synth.resources("AWS::Lambda::Function").values():
         variables = resource["Properties"].get("Environment", {}).get("Variables", {})
         service = variables.get("POWERTOOLS_SERVICE_NAME", "")
         if service.startswith("memstack-") and service != INDEX_SETUP:
             out[service] = resource["Properties"]
-    assert len(out) == 6, sorted(out)
+    assert len(out) == 7, sorted(out)
     return out
 
 

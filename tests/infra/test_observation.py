@@ -103,12 +103,22 @@ def test_given_the_stack_then_the_state_machine_is_standard_logged_traced_and_ti
     assert synth.json["Resources"][group]["Properties"]["RetentionInDays"] == 30
 
 
+def sweep_rule(synth: Synth) -> dict[str, Any]:
+    """The observation sweep's schedule (the other rule runs the index reconciler)."""
+    (rule,) = [
+        r
+        for r in synth.resources("AWS::Events::Rule").values()
+        if r["Properties"]["Description"] == "Memstack: restart observation work that went idle."
+    ]
+    return rule
+
+
 def test_given_the_stack_then_the_schedule_runs_the_sweep_every_five_minutes(synth: Synth) -> None:
     fns = functions(synth)
     sweep_logical, sweep = fns["sweep"]
     assert sweep["Handler"] == "app.sweep"
     assert fns["observe"][1]["Handler"] == fns["reflect"][1]["Handler"] == "app.handler"
-    (rule,) = synth.resources("AWS::Events::Rule").values()
+    rule = sweep_rule(synth)
     props = rule["Properties"]
     assert props["ScheduleExpression"] == "rate(5 minutes)" and props["State"] == "ENABLED"
     (target,) = props["Targets"]
@@ -127,7 +137,7 @@ def test_given_the_stack_then_the_schedule_runs_the_sweep_every_five_minutes(syn
 def test_given_other_options_then_the_sweep_rate_and_memory_options_follow_the_context(
     synth_jwt_es: Synth,
 ) -> None:
-    (rule,) = synth_jwt_es.resources("AWS::Events::Rule").values()
+    rule = sweep_rule(synth_jwt_es)
     assert rule["Properties"]["ScheduleExpression"] == "rate(10 minutes)"
     for name, (_, props) in functions(synth_jwt_es).items():
         options = json.loads(props["Environment"]["Variables"]["MEMSTACK_OPTIONS"])

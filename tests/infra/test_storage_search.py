@@ -40,7 +40,7 @@ def test_given_the_stack_then_the_table_has_the_documented_keys_indexes_and_ttl(
     )
     table = next(iter(synth.resources("AWS::DynamoDB::Table").values()))
     indexes = {i["IndexName"]: i for i in table["Properties"]["GlobalSecondaryIndexes"]}
-    assert set(indexes) == {"by_created", "by_updated", "by_pending"}
+    assert set(indexes) == {"by_created", "by_updated", "by_pending", "by_unindexed"}
     for name, sort_key in (("by_created", "created_key"), ("by_updated", "updated_key")):
         assert indexes[name]["KeySchema"] == [
             {"AttributeName": "gsi1pk", "KeyType": "HASH"},
@@ -53,6 +53,15 @@ def test_given_the_stack_then_the_table_has_the_documented_keys_indexes_and_ttl(
         {"AttributeName": "pending_sk", "KeyType": "RANGE"},
     ]
     assert indexes["by_pending"]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    # the index reconciler's sparse index: keys and the thread id (resource and message ids are in pk)
+    assert indexes["by_unindexed"]["KeySchema"] == [
+        {"AttributeName": "unindexed_pk", "KeyType": "HASH"},
+        {"AttributeName": "unindexed_sk", "KeyType": "RANGE"},
+    ]
+    assert indexes["by_unindexed"]["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": ["thread_id"],
+    }
     assert table["DeletionPolicy"] == "Retain"
 
 
@@ -156,6 +165,7 @@ def test_given_the_stack_then_only_the_functions_roles_get_data_access(synth: Sy
                 "FunctionsObserveRole",
                 "FunctionsReflectRole",
                 "FunctionsSweepRole",
+                "FunctionsReconcileRole",
                 "SearchIndexSetupRole",
             )
         )

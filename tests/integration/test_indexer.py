@@ -17,12 +17,13 @@ from tests.opensearch_double import OpenSearchDouble
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load_handler() -> Any:
+def load_handler(name: str = "handler") -> Any:
+    """A handler of functions/indexer/app.py: ``handler`` (the stream) or ``reconcile`` (the schedule)."""
     spec = importlib.util.spec_from_file_location("indexer_app", ROOT / "functions" / "indexer" / "app.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.handler
+    return getattr(module, name)
 
 
 @pytest.fixture
@@ -149,6 +150,36 @@ def test_given_opensearch_failing_when_handled_then_only_that_threads_records_ar
     assert docs(double, memory) != []  # the other thread was indexed
     assert handler(event, None) == {"batchItemFailures": []}  # the retry completes it
     assert len(docs(double, memory)) == 2
+
+
+def test_given_stream_records_given_up_on_when_the_schedule_reconciles_then_they_are_indexed_once(
+    aws: tuple[Memory, OpenSearchDouble, Any],
+) -> None:
+    memory, double, stream = aws
+    reconcile = load_handler("reconcile")
+    memory.save_messages(thread_id="t1", resource_id="r1", messages=["alpha note", "beta note"])
+    memory.save_messages(thread_id="t2", resource_id="r2", messages=["gamma note"])
+    event = stream.next_event()  # the indexer failed on these until Lambda sent them to the dead letters
+    assert docs(double, memory) == []
+
+    assert reconcile({"limit": 100}, None) == {"chunks": 3}  # EventBridge's scheduled event input
+
+    assert len(docs(double, memory)) == 3
+    assert reconcile({"limit": 100}, None) == {"chunks": 0}  # healed: nothing left unindexed
+    double.clear_requests()
+    assert load_handler()(event, None) == {"batchItemFailures": []}  # a late replay of the records
+    assert not [r for r in double.requests if r.path.endswith("_bulk")], "reconciled messages are marked"
+
+
+def test_given_a_bad_limit_when_the_schedule_reconciles_then_invalid_input_naming_it(
+    aws: tuple[Memory, OpenSearchDouble, Any],
+) -> None:
+    from memstack.errors import InvalidInput
+
+    reconcile = load_handler("reconcile")
+    for event in ({"limit": "many"}, {"limit": 0}, {"limit": 10_001}, {"limit": True}):
+        with pytest.raises(InvalidInput, match="limit must be an integer from 1 to 10000"):
+            reconcile(event, None)
 
 
 def test_given_records_of_other_items_or_malformed_when_handled_then_they_are_ignored(

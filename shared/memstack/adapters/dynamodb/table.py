@@ -26,9 +26,10 @@ def create_table(
     s3_endpoint_url: str | None = None,
 ) -> bool:
     """Create the table if it is missing (on-demand, key schema ``pk``/``sk``, indexes ``by_created`` and
-    ``by_updated`` (projection ALL) and ``by_pending`` (keys only), a NEW_AND_OLD_IMAGES stream for the
-    indexer, TTL on ``expires_at``) and, if ``bucket`` is given, the bucket. Idempotent: an existing
-    table is left as it is (a table made before ``by_pending`` existed must be recreated).
+    ``by_updated`` (projection ALL), ``by_pending`` (keys only) and ``by_unindexed`` (keys and
+    ``thread_id``), a NEW_AND_OLD_IMAGES stream for the indexer, TTL on ``expires_at``) and, if ``bucket``
+    is given, the bucket. Idempotent: an existing table is left as it is (a table made before
+    ``by_pending`` or ``by_unindexed`` existed must be recreated).
 
     Returns:
         ``True`` if the table was created, ``False`` if it existed.
