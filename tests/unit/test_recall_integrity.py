@@ -229,3 +229,40 @@ def test_given_a_limit_out_of_range_when_reconciling_then_invalid_input_naming_i
     for limit in (0, 10_001, True):
         with pytest.raises(InvalidInput, match="limit must be an integer from 1 to 10000"):
             backend.memory.reconcile_index(limit=limit)
+
+
+def test_given_an_indexer_marking_during_a_save_on_serverless_when_both_finish_then_no_stale_chunk_stays(
+    tmp_path: Path,
+) -> None:
+    from typing import Any
+
+    with open_backend("aws-serverless", tmp_path) as backend:
+        memory, double = backend.memory, backend.double
+        assert double is not None
+        memory.index_on_save = False  # the deployed API: the stream indexer indexes
+        memory.save_messages(thread_id=T, resource_id=R, messages=[{"id": "m0", "content": "old harbour"}])
+        store: Any = backend.store
+        real_commit = store._commit
+        raced: list[bool] = []
+
+        def commit_after_the_first_indexer(plan: Any) -> None:
+            # the save has read m0's pointer; the indexer of the first save's record runs to the end now
+            if not raced:
+                raced.append(True)
+                memory.index_saved(resource_id=R, thread_id=T, message_ids=["m0"])
+            real_commit(plan)
+
+        store._commit = commit_after_the_first_indexer
+        double.delay_visibility(60)  # Serverless: a search cannot find the chunk just written
+        try:
+            memory.save_messages(
+                thread_id=T, resource_id=R, messages=[{"id": "m0", "content": "new lighthouse"}]
+            )
+            memory.index_saved(resource_id=R, thread_id=T, message_ids=["m0"])  # the second save's record
+        finally:
+            double.delay_visibility(0)
+            store._commit = real_commit
+
+        assert raced
+        texts = [d["text"] for d in double.documents(memory.index.name).values()]  # type: ignore[attr-defined]
+        assert texts == ["new lighthouse"]
