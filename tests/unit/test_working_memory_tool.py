@@ -14,6 +14,7 @@ import pytest
 from memstack import InvalidInput, Memory, NotFound, PayloadTooLarge
 from memstack.config import DEFAULT_WORKING_MEMORY_TEMPLATE
 from memstack.model import ToolCallPart, ToolResultPart
+from memstack.working_memory.service import document_version
 
 WM = {"working_memory": {"enabled": True}}
 VNEXT = {"working_memory": {"enabled": True, "version": "vnext", "template": "# Notes"}}
@@ -37,7 +38,11 @@ def part(message: Any) -> ToolResultPart:
 
 def test_given_a_markdown_call_when_applied_then_the_document_is_replaced(memory: Memory) -> None:
     out = memory.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": "# Name: Ada"}))
-    assert part(out).result == {"success": True, "message": "Working memory saved."}
+    assert part(out).result == {
+        "success": True,
+        "message": "Working memory saved.",
+        "version": document_version("# Name: Ada"),  # for the model's next call in the same turn
+    }
     assert out.thread_id == "t" and out.role == "tool" and part(out).name == "updateWorkingMemory"
     assert memory.get_working_memory(thread_id="t", resource_id="r") == "# Name: Ada"
     assert memory.get_thread(thread_id="t", resource_id="r").resource_id == "r"  # created when missing

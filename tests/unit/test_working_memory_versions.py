@@ -4,6 +4,7 @@ since moved on is refused with the current document, on SQLite and on DynamoDB (
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -121,3 +122,108 @@ def test_given_a_context_when_read_then_it_carries_the_version_and_the_http_answ
     memory.update_working_memory(resource_id="r", thread_id="t", working_memory="# changed")
     after = memory.context(resource_id="r", thread_id="t", message="hi")
     assert after.working_memory_version != ctx.working_memory_version
+
+
+# the version in the model's own call: a caller that passes back only the tool call ------------------
+
+
+def _shown_version(ctx: Any) -> str:
+    """The version the model reads in the working-memory system message (what it copies into its call)."""
+    text = next(
+        m["content"]
+        for m in ctx.to_openai()["messages"]
+        if m["role"] == "system" and "WORKING_MEMORY" in m["content"]
+    )
+    found = re.search(r'`version`: "([0-9a-f]{16})"', text)
+    assert found, "the system message states the document's version"
+    return found.group(1)
+
+
+def test_given_a_context_when_shown_then_the_tool_declares_version_and_the_message_states_it(
+    memory: Memory,
+) -> None:
+    memory.update_working_memory(resource_id="r", thread_id="t", working_memory="# Facts\n- base")
+    ctx = memory.context(resource_id="r", thread_id="t", message="hi")
+    (tool,) = [t for t in ctx.tools if t["function"]["name"] == "updateWorkingMemory"]
+    assert tool["function"]["parameters"]["properties"]["version"]["type"] == "string"
+    assert tool["function"]["parameters"]["required"] == ["memory"]  # Mastra-shaped calls still work
+    assert _shown_version(ctx) == ctx.working_memory_version
+
+
+def test_given_n_model_calls_carrying_the_shown_version_when_only_the_calls_are_passed_back_then_none_lost_silently(
+    memory: Memory,
+) -> None:
+    memory.update_working_memory(resource_id="r", thread_id="t", working_memory="# Facts\n- base")
+    ctx = memory.context(resource_id="r", thread_id="t", message="hi")
+    shown = _shown_version(ctx)
+    base = "# Facts\n- base"
+    barrier = threading.Barrier(WRITERS)
+    told: dict[int, dict[str, Any]] = {}
+    conflicts: list[int] = []
+
+    def write(i: int) -> None:
+        barrier.wait()
+        try:  # the default path: no context, no version argument, only the model's call
+            msg = memory.apply_tool_call(
+                resource_id="r", thread_id="t", tool_call=update_call(f"c{i}", f"{base}\n- fact {i}", shown)
+            )
+            told[i] = _result(msg)
+        except Conflict:
+            conflicts.append(i)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(WRITERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    stored = memory.get_working_memory(resource_id="r", thread_id="t") or ""
+    succeeded = {i for i, r in told.items() if r["success"]}
+    assert not {i for i in succeeded if f"- fact {i}" not in stored}, "a writer told success lost its fact"
+    assert len(succeeded) == 1, "exactly one call made from the shared read can win"
+    for r in told.values():
+        if not r["success"]:
+            assert r["current_memory"] == stored and r["version"] != shown
+    assert len(told) + len(conflicts) == WRITERS
+
+
+def test_given_a_refused_model_call_when_redone_with_the_answered_version_then_both_facts_are_kept(
+    memory: Memory,
+) -> None:
+    memory.update_working_memory(resource_id="r", thread_id="t", working_memory="# Facts")
+    shown = _shown_version(memory.context(resource_id="r", thread_id="t", message="a"))
+    first = memory.apply_tool_call(
+        resource_id="r", thread_id="t", tool_call=update_call("a", "# Facts\n- likes tea", shown)
+    )
+    refused = memory.apply_tool_call(
+        resource_id="r", thread_id="t", tool_call=update_call("b", "# Facts\n- lives in Oslo", shown)
+    )
+    assert _result(first)["success"] is True
+    assert (
+        _result(refused)["success"] is False and _result(refused)["current_memory"] == "# Facts\n- likes tea"
+    )
+
+    redo = memory.apply_tool_call(
+        resource_id="r",
+        thread_id="t",
+        tool_call=update_call("b2", "# Facts\n- likes tea\n- lives in Oslo", _result(refused)["version"]),
+    )
+    assert _result(redo)["success"] is True
+    again = memory.apply_tool_call(  # the same turn's next call uses the version its success answered
+        resource_id="r",
+        thread_id="t",
+        tool_call=update_call(
+            "b3", "# Facts\n- likes tea\n- lives in Oslo\n- has a cat", _result(redo)["version"]
+        ),
+    )
+    assert _result(again)["success"] is True
+    assert memory.get_working_memory(resource_id="r", thread_id="t") == (
+        "# Facts\n- likes tea\n- lives in Oslo\n- has a cat"
+    )
+
+
+def test_given_a_call_without_a_version_when_applied_then_it_replaces_as_before(memory: Memory) -> None:
+    memory.update_working_memory(resource_id="r", thread_id="t", working_memory="# Facts\n- old")
+    msg = memory.apply_tool_call(resource_id="r", thread_id="t", tool_call=update_call("c", "# Facts\n- new"))
+    assert _result(msg)["success"] is True
+    assert memory.get_working_memory(resource_id="r", thread_id="t") == "# Facts\n- new"

@@ -17,7 +17,7 @@ from memstack.ports import Clock, MemoryStore, Tokenizer
 from memstack.working_memory import service
 from memstack.working_memory.schema import MemorySchema
 from memstack.working_memory.service import Slot
-from memstack.working_memory.tools import TOOL_NAME, ToolCall, parse_tool_call
+from memstack.working_memory.tools import TOOL_NAME, VERSION_ARGUMENT, ToolCall, parse_tool_call
 from memstack.working_memory.updates import (
     Outcome,
     json_merge,
@@ -97,13 +97,18 @@ class WorkingMemoryActions:
         since, nothing is written and the error result carries the current document for the model to redo
         its change on — never a silent overwrite of what another writer added. The check and the write are
         one compare-and-set, so of N calls made from one read exactly one succeeds and the others are told.
-        Without ``seen_version`` the update replaces whatever is stored (the caller opted out).
+        The seen version comes from ``seen_version``, else the turn's ``versions``, else the call's own
+        ``version`` argument (the model copies it from the system message, ``tools.VERSION_ARGUMENT``), so
+        a caller that passes back only the tool call is guarded too. A call with none of them replaces
+        whatever is stored (a Mastra-shaped call). The result tells the model the version it has seen
+        since (``"version"``), for its next call in the same turn.
 
         The returned message's ``metadata["working_memory_version"]`` is the version the model has seen
         once it reads the result (the document it wrote, or the current one an error result shows it).
 
         Args:
-            seen_version: the version the model was shown; ``None``: read from ``versions``.
+            seen_version: the version the model was shown; ``None``: read from ``versions``, then from the
+                call's ``version`` argument.
             versions: a turn's ``ModelContext.versions``: read for the seen version when ``seen_version``
                 is ``None``, and updated with the version the model has seen once it reads the result.
 
@@ -120,22 +125,21 @@ class WorkingMemoryActions:
         if not opts.working_memory.enabled:
             raise InvalidInput("working memory is not enabled", field="working_memory")
         self._own_thread(resource_id, thread_id)
-        if seen_version is None and versions is not None:
-            seen_version = versions.get("working_memory")
+        whole_document = opts.working_memory.json_schema is None and opts.working_memory.version != "vnext"
+        if seen_version is None:
+            seen_version = _seen_version(call, versions, whole_document)
         try:
             outcome = self._tool_outcome(opts, resource_id, thread_id, call, seen_version)
         except (Forbidden, PayloadTooLarge, InvalidInput) as exc:
             outcome = Outcome(False, f"Not saved: {exc.message}", is_error=True)
         except RecursionError:
             outcome = Outcome(False, "Not saved: the memory is nested too deeply.", is_error=True)
-        if outcome.current is not None:
-            now_seen: str | None = service.document_version(outcome.current)
-        elif outcome.success and outcome.document is not None:
-            now_seen = service.document_version(outcome.document)
-        else:
-            now_seen = seen_version
+        now_seen = _now_seen(outcome, seen_version)
         if versions is not None and now_seen is not None:
             versions["working_memory"] = now_seen
+        result = outcome.as_result()
+        if whole_document and now_seen is not None:
+            result[VERSION_ARGUMENT] = now_seen  # what the model passes with its next call of this turn
         return Message(
             id=new_id(),
             thread_id=thread_id,
@@ -146,7 +150,7 @@ class WorkingMemoryActions:
                 ToolResultPart(
                     tool_call_id=call.id,
                     name=TOOL_NAME,
-                    result=outcome.as_result(),
+                    result=result,
                     is_error=outcome.is_error,
                 ),
             ),
@@ -312,3 +316,24 @@ class WorkingMemoryActions:
             attempts=service.MARKDOWN_ATTEMPTS,
             check=lambda doc: service.check_size(doc, self.tokenizer, wm.max_tokens),
         )
+
+
+def _seen_version(call: ToolCall, versions: dict[str, str] | None, whole_document: bool) -> str | None:
+    """The version the model was shown: the turn's ``versions``, else (a whole-document update) the
+    call's own ``version`` argument; ``None`` when neither has one (a non-string argument is none)."""
+    if versions is not None and versions.get("working_memory") is not None:
+        return versions["working_memory"]
+    if not whole_document or call.arguments is None:
+        return None
+    echoed = call.arguments.get(VERSION_ARGUMENT)
+    return echoed if isinstance(echoed, str) else None
+
+
+def _now_seen(outcome: Outcome, seen: str | None) -> str | None:
+    """The version the model has seen once it reads the result: of the current document an error shows
+    it, of the document it wrote, else the one it was shown."""
+    if outcome.current is not None:
+        return service.document_version(outcome.current)
+    if outcome.success and outcome.document is not None:
+        return service.document_version(outcome.document)
+    return seen

@@ -12,7 +12,8 @@ import json
 from memstack.config import WorkingMemoryOptions
 from memstack.working_memory.merge import skeleton
 from memstack.working_memory.schema import MemorySchema
-from memstack.working_memory.tools import TOOL_NAME
+from memstack.working_memory.service import document_version
+from memstack.working_memory.tools import TOOL_NAME, VERSION_ARGUMENT
 
 
 def system_message(options: WorkingMemoryOptions, data: str | None, *, read_only: bool) -> str:
@@ -63,8 +64,10 @@ def _header(kind: str) -> str:
 def _markdown(options: WorkingMemoryOptions, data: str | None) -> str:
     return (
         _header("Markdown")
-        + f"5. The {TOOL_NAME} tool takes one parameter, `memory`, which must be a string holding the whole "
-        "Markdown document — never an object.\n\n"
+        + f"5. The {TOOL_NAME} tool takes `memory`, which must be a string holding the whole Markdown "
+        "document — never an object.\n"
+        f'6. Also pass `{VERSION_ARGUMENT}`: "{document_version(data)}" (the version of the document below; '
+        "after a successful update, the version the tool answers).\n\n"
         f"<working_memory_template>\n{options.effective_template}\n</working_memory_template>\n\n"
         f"<working_memory_data>\n{data if data else 'null'}\n</working_memory_data>\n\n"
         "Notes:\n"

@@ -21,6 +21,13 @@ from memstack.working_memory.updates import UPDATE_REASONS
 TOOL_NAME = "updateWorkingMemory"
 """The update tool's name, as Mastra names it (spec §2.7)."""
 
+VERSION_ARGUMENT = "version"
+"""The markdown tool's optional argument: the version of the document the model was shown, which the
+system message states (``service.document_version``). It is how that version reaches ``apply_tool_call``
+when the caller passes back only the tool call: the turn's ``ModelContext`` is then not at hand, and the
+model's own call is the one thing that belongs to the turn. Optional, so Mastra-shaped calls still work
+(unguarded, as before)."""
+
 
 def tool_definition(options: WorkingMemoryOptions | None = None) -> dict[str, Any]:
     """The update tool as an OpenAI chat-completions function definition, for the configured mode."""
@@ -49,7 +56,13 @@ _MARKDOWN_PARAMETERS: dict[str, Any] = {
         "memory": {
             "type": "string",
             "description": "The complete working memory as Markdown. This MUST be a string, never an object.",
-        }
+        },
+        VERSION_ARGUMENT: {
+            "type": "string",
+            "description": "The working memory's version as the system message gives it; copy it unchanged. "
+            "An update written from an older document is then refused with the current one instead of "
+            "dropping what was added since.",
+        },
     },
     "required": ["memory"],
     "additionalProperties": False,
