@@ -31,8 +31,6 @@ from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
@@ -53,6 +51,7 @@ from infra.bundling import (
 from infra.config import MemstackConfig
 from infra.environment import memstack_environment, powertools_environment
 from infra.models import INFERENCE_PROFILE_SUPPRESSION, invoke_statement
+from infra.schedules import schedule
 from infra.storage import BODIES_PREFIX
 from memstack.adapters.dynamodb.items import MESSAGE_PREFIX
 
@@ -302,23 +301,13 @@ class Functions(Construct):
         )
         self.indexer.add_event_source(self.stream_mapping)
 
-        self.reconcile_rule = events.Rule(
+        self.reconcile_rule = schedule(
             self,
             "ReconcileSchedule",
             description="Memstack: index messages saved but never indexed.",
-            schedule=events.Schedule.rate(Duration.minutes(RECONCILE_MINUTES)),
-            targets=[
-                targets.LambdaFunction(
-                    self.reconcile,
-                    event=events.RuleTargetInput.from_object({"limit": RECONCILE_LIMIT}),
-                    retry_attempts=2,
-                    max_event_age=Duration.minutes(RECONCILE_MINUTES),
-                )
-            ],
-        )
-        # A failed run is not retried asynchronously: the next scheduled run takes the same messages.
-        self.reconcile.configure_async_invoke(
-            retry_attempts=0, max_event_age=Duration.minutes(RECONCILE_MINUTES)
+            function=self.reconcile,
+            minutes=RECONCILE_MINUTES,
+            event={"limit": RECONCILE_LIMIT},
         )
 
     @property

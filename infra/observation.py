@@ -26,8 +26,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aws_cdk import Duration, RemovalPolicy
-from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
@@ -36,6 +34,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from infra.environment import memstack_environment
+from infra.schedules import schedule
 
 RETRY_ERRORS = (
     "Unavailable",
@@ -173,24 +172,14 @@ class Observation(Construct):
             ).items():
                 function.add_environment(name, value)
 
-        self.sweep_rule = events.Rule(
+        self.sweep_rule = schedule(
             self,
             "SweepSchedule",
             description="Memstack: restart observation work that went idle.",
-            schedule=events.Schedule.rate(Duration.minutes(sweep_minutes)),
-            targets=[
-                targets.LambdaFunction(
-                    sweep_function,
-                    event=events.RuleTargetInput.from_object(
-                        {"idle_seconds": SWEEP_IDLE_SECONDS, "limit": SWEEP_LIMIT}
-                    ),
-                    retry_attempts=2,
-                    max_event_age=Duration.minutes(sweep_minutes),
-                )
-            ],
+            function=sweep_function,
+            minutes=sweep_minutes,
+            event={"idle_seconds": SWEEP_IDLE_SECONDS, "limit": SWEEP_LIMIT},
         )
-        # A failed sweep is not worth retrying asynchronously: the next scheduled run does it.
-        sweep_function.configure_async_invoke(retry_attempts=0, max_event_age=Duration.minutes(sweep_minutes))
 
         NagSuppressions.add_resource_suppressions(
             self.state_machine,

@@ -93,3 +93,28 @@ def synth_bedrock() -> Synth:
         chatModel="us.anthropic.claude-3-5-haiku-20241022-v1:0",
         memoryOptions='{"observational_memory": true}',
     )
+
+
+def scheduled_rule(
+    synth: Synth, function_logical_id: str, rate: str, event: dict[str, Any]
+) -> dict[str, Any]:
+    """The one enabled EventBridge rule that invokes this function at ``rate`` with ``event``, checked with
+    the permission EventBridge needs and the function's asynchronous retries off; returns its properties."""
+    arn = {"Fn::GetAtt": [function_logical_id, "Arn"]}
+    (rule,) = [
+        r["Properties"]
+        for r in synth.resources("AWS::Events::Rule").values()
+        if r["Properties"]["Targets"][0]["Arn"] == arn
+    ]
+    assert rule["ScheduleExpression"] == rate and rule["State"] == "ENABLED"
+    (target,) = rule["Targets"]
+    assert json.loads(target["Input"]) == event
+    synth.template.has_resource_properties(
+        "AWS::Lambda::Permission",
+        {"Action": "lambda:InvokeFunction", "Principal": "events.amazonaws.com", "FunctionName": arn},
+    )
+    synth.template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {"FunctionName": {"Ref": function_logical_id}, "MaximumRetryAttempts": 0},
+    )
+    return rule

@@ -8,7 +8,7 @@ from typing import Any
 from infra.environment import POWERTOOLS_NAMES
 
 from memstack.settings import env_names
-from tests.infra.conftest import Synth
+from tests.infra.conftest import Synth, scheduled_rule
 
 SERVICES = {"memstack-api": "api", "memstack-context": "context", "memstack-indexer": "indexer"}
 
@@ -237,18 +237,4 @@ def test_given_the_stack_then_a_schedule_runs_the_index_reconciler_every_15_minu
     assert props["Environment"]["Variables"]["MEMSTACK_INDEXING"] == "inline"  # it indexes what it finds
     table = dynamodb_actions(role_statements(synth, props))
     assert table == {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
-    (rule,) = [
-        r["Properties"]
-        for r in synth.resources("AWS::Events::Rule").values()
-        if r["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": [logical, "Arn"]}
-    ]
-    assert rule["ScheduleExpression"] == "rate(15 minutes)" and rule["State"] == "ENABLED"
-    assert json.loads(rule["Targets"][0]["Input"]) == {"limit": 1000}
-    synth.template.has_resource_properties(
-        "AWS::Lambda::Permission",
-        {"Action": "lambda:InvokeFunction", "Principal": "events.amazonaws.com",
-         "FunctionName": {"Fn::GetAtt": [logical, "Arn"]}},
-    )  # fmt: skip
-    synth.template.has_resource_properties(
-        "AWS::Lambda::EventInvokeConfig", {"FunctionName": {"Ref": logical}, "MaximumRetryAttempts": 0}
-    )
+    scheduled_rule(synth, logical, "rate(15 minutes)", {"limit": 1000})

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from infra.config import MemstackConfig
 
-from tests.infra.conftest import Synth
+from tests.infra.conftest import Synth, scheduled_rule
 from tests.infra.intrinsics import state_machine_definition
 from tests.infra.test_functions import actions
 
@@ -118,20 +118,7 @@ def test_given_the_stack_then_the_schedule_runs_the_sweep_every_five_minutes(syn
     sweep_logical, sweep = fns["sweep"]
     assert sweep["Handler"] == "app.sweep"
     assert fns["observe"][1]["Handler"] == fns["reflect"][1]["Handler"] == "app.handler"
-    rule = sweep_rule(synth)
-    props = rule["Properties"]
-    assert props["ScheduleExpression"] == "rate(5 minutes)" and props["State"] == "ENABLED"
-    (target,) = props["Targets"]
-    assert target["Arn"] == {"Fn::GetAtt": [sweep_logical, "Arn"]}
-    assert json.loads(target["Input"]) == {"idle_seconds": 300, "limit": 100}
-    synth.template.has_resource_properties(
-        "AWS::Lambda::Permission",
-        {"Action": "lambda:InvokeFunction", "Principal": "events.amazonaws.com",
-         "FunctionName": {"Fn::GetAtt": [sweep_logical, "Arn"]}},
-    )  # fmt: skip
-    synth.template.has_resource_properties(
-        "AWS::Lambda::EventInvokeConfig", {"FunctionName": {"Ref": sweep_logical}, "MaximumRetryAttempts": 0}
-    )
+    scheduled_rule(synth, sweep_logical, "rate(5 minutes)", {"idle_seconds": 300, "limit": 100})
 
 
 def test_given_other_options_then_the_sweep_rate_and_memory_options_follow_the_context(

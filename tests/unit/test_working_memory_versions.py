@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,45 +31,57 @@ def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
         yield m
 
 
-def test_given_n_tool_calls_from_one_read_when_applied_concurrently_then_no_fact_is_lost_silently(
-    memory: Memory,
-) -> None:
-    memory.update_working_memory(resource_id="r", thread_id="t", working_memory="# Facts\n- base")
-    ctx = memory.context(resource_id="r", thread_id="t", message="hi")
-    base = "# Facts\n- base"
+def _race(memory: Memory, call: Callable[[int], dict[str, Any]], **kwargs: Any) -> dict[int, dict[str, Any]]:
+    """``WRITERS`` concurrent ``apply_tool_call``s of ``call(i)`` (released together): writer → its result,
+    or ``None`` for a writer that got ``Conflict`` (it was told too)."""
     barrier = threading.Barrier(WRITERS)
-    told: dict[int, dict[str, Any]] = {}
-    conflicts: list[int] = []
+    told: dict[int, Any] = {}
 
     def write(i: int) -> None:
         barrier.wait()
         try:
-            msg = memory.apply_tool_call(
-                resource_id="r",
-                thread_id="t",
-                tool_call=update_call(f"c{i}", f"{base}\n- fact {i}"),
-                working_memory_version=ctx.working_memory_version,
+            told[i] = _result(
+                memory.apply_tool_call(resource_id="r", thread_id="t", tool_call=call(i), **kwargs)
             )
-            told[i] = _result(msg)
         except Conflict:
-            conflicts.append(i)
+            told[i] = None
 
     threads = [threading.Thread(target=write, args=(i,)) for i in range(WRITERS)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert len(told) == WRITERS
+    return told
 
+
+def _assert_none_lost_silently(memory: Memory, told: dict[int, Any]) -> str:
+    """Exactly one writer won, and every other one got a refusal showing the stored document (or
+    ``Conflict``); returns the stored document."""
     stored = memory.get_working_memory(resource_id="r", thread_id="t") or ""
-    kept = {i for i in range(WRITERS) if f"- fact {i}" in stored}
-    succeeded = {i for i, r in told.items() if r["success"]}
-    silently_lost = succeeded - kept
+    succeeded = {i for i, r in told.items() if r is not None and r["success"]}
+    silently_lost = {i for i in succeeded if f"- fact {i}" not in stored}
     assert not silently_lost, f"writers {sorted(silently_lost)} were told success but their fact is gone"
     assert len(succeeded) == 1, "exactly one call made from the shared read can win"
     for r in told.values():
-        if not r["success"]:
+        if r is not None and not r["success"]:
             assert r["current_memory"] == stored, "the refusal shows the document as it is now"
-    assert len(told) + len(conflicts) == WRITERS
+    return stored
+
+
+def test_given_n_tool_calls_from_one_read_when_applied_concurrently_then_no_fact_is_lost_silently(
+    memory: Memory,
+) -> None:
+    memory.update_working_memory(resource_id="r", thread_id="t", working_memory="# Facts\n- base")
+    ctx = memory.context(resource_id="r", thread_id="t", message="hi")
+
+    told = _race(
+        memory,
+        lambda i: update_call(f"c{i}", f"# Facts\n- base\n- fact {i}"),
+        working_memory_version=ctx.working_memory_version,
+    )
+
+    _assert_none_lost_silently(memory, told)
 
 
 def test_given_a_stale_call_when_the_model_redoes_it_with_the_context_then_both_facts_are_kept(
@@ -154,37 +167,13 @@ def test_given_n_model_calls_carrying_the_shown_version_when_only_the_calls_are_
     memory: Memory,
 ) -> None:
     memory.update_working_memory(resource_id="r", thread_id="t", working_memory="# Facts\n- base")
-    ctx = memory.context(resource_id="r", thread_id="t", message="hi")
-    shown = _shown_version(ctx)
-    base = "# Facts\n- base"
-    barrier = threading.Barrier(WRITERS)
-    told: dict[int, dict[str, Any]] = {}
-    conflicts: list[int] = []
+    shown = _shown_version(memory.context(resource_id="r", thread_id="t", message="hi"))
 
-    def write(i: int) -> None:
-        barrier.wait()
-        try:  # the default path: no context, no version argument, only the model's call
-            msg = memory.apply_tool_call(
-                resource_id="r", thread_id="t", tool_call=update_call(f"c{i}", f"{base}\n- fact {i}", shown)
-            )
-            told[i] = _result(msg)
-        except Conflict:
-            conflicts.append(i)
+    # the default path: no context, no version argument, only the model's call
+    told = _race(memory, lambda i: update_call(f"c{i}", f"# Facts\n- base\n- fact {i}", shown))
 
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(WRITERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-
-    stored = memory.get_working_memory(resource_id="r", thread_id="t") or ""
-    succeeded = {i for i, r in told.items() if r["success"]}
-    assert not {i for i in succeeded if f"- fact {i}" not in stored}, "a writer told success lost its fact"
-    assert len(succeeded) == 1, "exactly one call made from the shared read can win"
-    for r in told.values():
-        if not r["success"]:
-            assert r["current_memory"] == stored and r["version"] != shown
-    assert len(told) + len(conflicts) == WRITERS
+    _assert_none_lost_silently(memory, told)
+    assert all(r["version"] != shown for r in told.values() if r is not None and not r["success"])
 
 
 def test_given_a_refused_model_call_when_redone_with_the_answered_version_then_both_facts_are_kept(
