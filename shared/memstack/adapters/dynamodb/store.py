@@ -948,8 +948,8 @@ class DynamoDBMemoryStore:
         }
 
     def get_index_state(self, resource_id: str, message_ids: Sequence[str]) -> dict[str, IndexState]:
-        """BatchGetItem of the id pointers; the mark lives on the pointer (every save re-puts the pointer
-        whole, which clears the fingerprint and carries ``index_docs`` over; a delete removes it)."""
+        """BatchGetItem of the id pointers; the mark lives on the pointer (every save updates the pointer,
+        removing the fingerprint and leaving ``index_docs`` as the indexer wrote it; a delete removes it)."""
         ids = list(dict.fromkeys(message_ids))
         got = self._batch_get([pointer_key(resource_id, i) for i in ids])
         return {
