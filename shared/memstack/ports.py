@@ -282,9 +282,79 @@ class MemoryStore(Protocol):
         only, never content. Backed by an index (a sparse GSI on DynamoDB), never a scan."""
         ...
 
+    # transfer: export, import and migration between backends (memstack.transfer) ---------------------
+
+    def list_resource_ids(self, *, limit: int, cursor: str | None = None) -> ResourceIdPage:
+        """A page of the ids of every resource that owns something here (a thread, a resource record or a
+        resource-scope observation record), at most ``limit`` (1..1000, else ``InvalidInput``) per page.
+
+        The one full read of the store, for operators' bulk jobs (``memstack export``, ``memstack
+        reindex``), never on a request path: on DynamoDB it is a paginated Scan of keys. Within a page an
+        id appears once; across pages an id may repeat (a Scan meets a resource's items in several places),
+        so callers de-duplicate. A malformed ``cursor`` raises ``InvalidInput``."""
+        ...
+
+    def restore_thread(self, thread: Thread) -> Thread:
+        """Write ``thread`` exactly as given — ``created_at``, ``updated_at``, ``version`` and ``last_seq``
+        included — for an import. Idempotent: a stored thread equal to ``thread`` is left as it is (an
+        interrupted import runs again).
+
+        Raises:
+            Conflict: the resource has a thread with this id that differs (field ``thread_id``).
+        """
+        ...
+
+    def restore_messages(self, resource_id: str, thread_id: str, messages: Sequence[Message]) -> int:
+        """Write messages with their own ids, ``seq`` and ``created_at`` into a thread written by
+        ``restore_thread``, leaving the thread record (``last_seq``, ``updated_at``) as it is. A message
+        already stored under the same id and ``seq`` is overwritten (idempotent); restored messages have
+        no index mark, so the next indexing embeds them.
+
+        Returns:
+            How many messages were written.
+
+        Raises:
+            NotFound: the thread is missing or another resource's.
+            InvalidInput: a message of another thread or resource, a ``seq`` below 1 or above the thread's
+                ``last_seq``, or an id or ``seq`` repeated in the batch.
+            Conflict: an id stored in another thread or at another ``seq``, or a ``seq`` held by another
+                message (nothing of a conflicting batch is written on SQLite; on DynamoDB each transaction
+                of up to 49 messages is atomic).
+        """
+        ...
+
+    def restore_resource(self, resource: Resource) -> Resource:
+        """Write the resource record exactly as given (working memory, metadata, ``version``, timestamps;
+        missing timestamps become now). Idempotent as ``restore_thread``.
+
+        Raises:
+            Conflict: a different record of this resource exists (field ``resource_id``).
+        """
+        ...
+
+    def restore_observation_record(self, record: ObservationRecord) -> ObservationRecord:
+        """Write the observation record exactly as given (``version`` and timestamps too; ``pending_since``
+        keeps it in ``list_observation_work``). Idempotent as ``restore_thread``.
+
+        Raises:
+            Conflict: a different record of this owner exists.
+            NotFound: thread scope and the thread is missing or another resource's.
+            PayloadTooLarge: over ``MAX_OBSERVATION_RECORD_BYTES``.
+        """
+        ...
+
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceIdPage:
+    """A page of ``MemoryStore.list_resource_ids``: resource ids and the opaque cursor of the next page
+    (``None`` on the last page)."""
+
+    ids: tuple[str, ...]
+    next_cursor: str | None = None
 
 
 @runtime_checkable
@@ -428,6 +498,26 @@ class SearchIndex(Protocol):
 
     def close(self) -> None:
         """Release connections."""
+        ...
+
+
+@runtime_checkable
+class RebuildableIndex(Protocol):
+    """A ``SearchIndex`` that records the embedding model of its vectors and is moved to another model by a
+    rebuild (``memstack reindex``). Opened for a rebuild (an adapter option the composition root sets:
+    ``SqliteSearchIndex(rebuild=True)``) it drops the vectors of the model it recorded, records the new one
+    and is marked as rebuilding; while so marked it refuses to open for anything but the rebuild, so a
+    half-built index is never searched. An index per model needs none of this (OpenSearch: one index per
+    model and dimension, chosen by the deployment's embedder), and does not implement it.
+
+    Attributes:
+        rebuilding: whether a rebuild is unfinished.
+    """
+
+    rebuilding: bool
+
+    def finish_rebuild(self) -> None:
+        """Mark the rebuild done: every message is indexed for the new model."""
         ...
 
 

@@ -1016,3 +1016,170 @@ def test_given_a_new_thread_and_a_nonzero_expected_last_seq_when_saved_then_conf
     with pytest.raises(Conflict):
         store.save_messages("r1", "t1", [msg("m1")], create=thread(), expected_last_seq=3)
     assert store.get_thread("r1", "t1") is None
+
+
+# transfer: export, import, migration (list_resource_ids, restore_*) --------------------------------
+
+
+def all_resource_ids(store: MemoryStore, limit: int) -> list[str]:
+    ids: list[str] = []
+    cursor = None
+    while True:
+        page = store.list_resource_ids(limit=limit, cursor=cursor)
+        assert len(page.ids) <= limit and len(set(page.ids)) == len(page.ids)
+        ids += page.ids
+        if page.next_cursor is None:
+            return sorted(set(ids))
+        cursor = page.next_cursor
+
+
+def test_given_threads_records_and_observations_when_listing_resource_ids_then_every_owner_is_listed(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread("t1", "with-thread"))
+    store.put_resource(Resource(id="with-record", working_memory="# notes"), expected_version=0)
+    store.put_observation_record(
+        ObservationRecord(scope="resource", resource_id="with-observations"), expected_version=0
+    )
+    store.save_messages("with-thread", "t1", [msg("m1", rid="with-thread")])
+    wanted = ["with-observations", "with-record", "with-thread"]
+
+    assert all_resource_ids(store, 1) == wanted
+    assert all_resource_ids(store, 1000) == wanted
+
+
+def test_given_an_empty_store_when_listing_resource_ids_then_one_empty_page(store: MemoryStore) -> None:
+    page = store.list_resource_ids(limit=10)
+    assert page.ids == () and page.next_cursor is None
+
+
+@pytest.mark.parametrize("limit", [0, 1001, True])
+def test_given_a_limit_out_of_range_when_listing_resource_ids_then_invalid_input_naming_it(
+    store: MemoryStore, limit: int
+) -> None:
+    with pytest.raises(InvalidInput) as err:
+        store.list_resource_ids(limit=limit)
+    assert err.value.field == "limit" and "1000" in err.value.message
+
+
+def restored_thread(store: MemoryStore) -> Thread:
+    t = thread(title="Trip", metadata={"working_memory": "# thread notes"}, version=3, last_seq=7).model_copy(
+        update={"updated_at": T0 + timedelta(hours=2)}
+    )
+    return store.restore_thread(t)
+
+
+def test_given_a_thread_when_restored_then_it_reads_back_with_its_version_and_last_seq(
+    store: MemoryStore,
+) -> None:
+    t = restored_thread(store)
+    assert store.get_thread("r1", "t1") == t
+    assert store.restore_thread(t) == t  # again: idempotent
+
+
+def test_given_a_different_thread_of_that_id_when_restoring_then_conflict(store: MemoryStore) -> None:
+    store.create_thread(thread(title="Other"))
+    with pytest.raises(Conflict) as err:
+        restored_thread(store)
+    assert err.value.field == "thread_id"
+
+
+def test_given_messages_with_gaps_when_restored_then_ids_seqs_and_times_are_kept_and_the_thread_is_not(
+    store: MemoryStore,
+) -> None:
+    t = restored_thread(store)
+    call = ToolCallPart(id="c1", name="weather", args={"city": "Oslo", "days": [1, 2.5]})
+    result = ToolResultPart(tool_call_id="c1", name="weather", result={"t": -3.5})
+    given = [
+        msg("m2", seq=2, at=T0 + timedelta(minutes=1), metadata={"k": "v"}),
+        msg("m5", seq=5, role="assistant", parts=(call,), at=T0 + timedelta(minutes=2)),
+        msg("m7", seq=7, role="tool", parts=(result,), at=T0 + timedelta(minutes=3)),
+    ]
+
+    assert store.restore_messages("r1", "t1", given) == 3
+    assert store.restore_messages("r1", "t1", given) == 3  # again: overwritten in place
+
+    assert store.list_messages("r1", "t1", limit=10) == given
+    assert store.get_thread("r1", "t1") == t
+    assert store.get_index_marks("r1", ["m2", "m5", "m7"]) == {}
+    assert [m.seq for m in store.save_messages("r1", "t1", [msg("m8")])] == [8]
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        ([msg("m1", seq=0)], InvalidInput),
+        ([msg("m1", seq=8)], InvalidInput),
+        ([msg("m1", seq=1), msg("m1", seq=2)], InvalidInput),
+        ([msg("m1", seq=1, tid="t2")], InvalidInput),
+        ([msg("held", seq=2)], Conflict),
+        ([msg("m3", seq=4)], Conflict),
+    ],
+    ids=["seq-0", "past-last-seq", "repeated-id", "other-thread", "seq-held-by-another", "id-at-other-seq"],
+)
+def test_given_a_bad_batch_when_restoring_messages_then_refused_and_nothing_is_written(
+    store: MemoryStore, given: list[Message], error: type[Exception]
+) -> None:
+    restored_thread(store)
+    store.restore_messages("r1", "t1", [msg("held", seq=2), msg("m3", seq=3)])
+
+    with pytest.raises(error):
+        store.restore_messages("r1", "t1", given)
+
+    assert [(m.id, m.seq) for m in store.list_messages("r1", "t1", limit=10)] == [("held", 2), ("m3", 3)]
+
+
+def test_given_no_thread_when_restoring_messages_then_not_found(store: MemoryStore) -> None:
+    with pytest.raises(NotFound):
+        store.restore_messages("r1", "t1", [msg("m1", seq=1)])
+
+
+def test_given_a_resource_when_restored_then_it_reads_back_exactly_and_a_different_one_conflicts(
+    store: MemoryStore,
+) -> None:
+    r = Resource(
+        id="r1", working_memory="# notes", metadata={"a": 1}, version=4, created_at=T0, updated_at=T0
+    )
+    assert store.restore_resource(r) == r
+    assert store.get_resource("r1") == r
+    assert store.restore_resource(r) == r
+    with pytest.raises(Conflict):
+        store.restore_resource(r.model_copy(update={"working_memory": "# other"}))
+    assert store.put_resource(r, expected_version=4).version == 5
+
+
+def test_given_observation_records_when_restored_then_they_read_back_exactly_and_pending_is_swept(
+    store: MemoryStore,
+) -> None:
+    restored_thread(store)
+    chunk = BufferedChunk(id="c1", thread_id="t1", from_seq=3, to_seq=4, observations="- x", created_at=T0)
+    own = ObservationRecord(
+        scope="thread",
+        resource_id="r1",
+        thread_id="t1",
+        active_observations="- 🟢 likes tea",
+        cursor={"t1": 2},
+        buffered_chunks=(chunk,),
+        generation_count=2,
+        pending_since=T0,
+        version=6,
+        created_at=T0,
+        updated_at=T0 + timedelta(seconds=1),
+    )
+    shared = ObservationRecord(
+        scope="resource", resource_id="r1", cursor={"t1": 1}, version=2, created_at=T0, updated_at=T0
+    )
+
+    assert store.restore_observation_record(own) == own
+    assert store.restore_observation_record(shared) == shared
+    assert store.restore_observation_record(own) == own
+
+    assert store.get_observation_record("r1", "t1") == own
+    assert store.get_observation_record("r1", None) == shared
+    assert store.list_observation_work(due_before=T0 + timedelta(days=1), limit=10) == [("r1", "t1")]
+    with pytest.raises(Conflict):
+        store.restore_observation_record(own.model_copy(update={"active_observations": "- other"}))
+    with pytest.raises(NotFound):
+        store.restore_observation_record(
+            own.model_copy(update={"thread_id": "gone", "cursor": {}, "buffered_chunks": ()})
+        )

@@ -4,10 +4,16 @@ DynamoDB so the same data sorts and round-trips the same way on both."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memstack.errors import Conflict
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from memstack.model import Message
 
 
 def ts(value: datetime) -> str:
@@ -39,3 +45,57 @@ def check_last_seq(thread_id: str, last_seq: int, expected: int | None) -> None:
             f"thread {thread_id!r} moved on: its last seq is {last_seq}, not the expected {expected}",
             field="expected_last_seq",
         )
+
+
+MAX_RESOURCE_ID_PAGE = 1_000
+"""Most ids one ``MemoryStore.list_resource_ids`` page may hold."""
+
+
+def check_resource_id_limit(limit: object) -> int:
+    """``limit`` of ``list_resource_ids`` checked (1..``MAX_RESOURCE_ID_PAGE``).
+
+    Raises:
+        InvalidInput: out of range, naming the limit (field ``limit``).
+    """
+    from memstack.errors import InvalidInput
+
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RESOURCE_ID_PAGE:
+        raise InvalidInput(f"limit must be between 1 and {MAX_RESOURCE_ID_PAGE}", field="limit")
+    return limit
+
+
+def check_restore_batch(resource_id: str, thread_id: str, messages: Sequence[Message], last_seq: int) -> None:
+    """The rules every adapter's ``restore_messages`` checks before writing (``MemoryStore.restore_messages``).
+
+    Raises:
+        InvalidInput: a message of another thread or resource, a ``seq`` outside ``1..last_seq``, or an id
+            or ``seq`` repeated in the batch (field ``messages[i]``).
+    """
+    from memstack.errors import InvalidInput
+
+    ids: set[str] = set()
+    seqs: set[int] = set()
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if (m.resource_id, m.thread_id) != (resource_id, thread_id):
+            raise InvalidInput(f"{where} belongs to another thread or resource", field=where)
+        if not 1 <= m.seq <= last_seq:
+            raise InvalidInput(
+                f"{where}.seq {m.seq} is outside 1..{last_seq} (the thread's last_seq)", field=f"{where}.seq"
+            )
+        if m.id in ids or m.seq in seqs:
+            raise InvalidInput(f"{where} repeats an id or seq of this batch", field=where)
+        ids.add(m.id)
+        seqs.add(m.seq)
+
+
+def same_record(stored: BaseModel, given: BaseModel) -> bool:
+    """Whether a stored thread, resource or observation record equals the one a restore writes (JSON
+    forms compared, so equal timestamps in other time zones and key orders compare equal). Timestamps the
+    given one leaves ``None`` are the store's to set, so they match any stored value."""
+    old, new = stored.model_dump(mode="json"), given.model_dump(mode="json")
+    for key in ("created_at", "updated_at"):
+        if new.get(key, "") is None:
+            old.pop(key, None)
+            new.pop(key)
+    return old == new

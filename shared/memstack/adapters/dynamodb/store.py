@@ -77,6 +77,7 @@ from memstack.adapters.dynamodb.items import (
     unindexed_pk,
     unindexed_shards,
 )
+from memstack.adapters.dynamodb.transfer import DynamoDBTransfer
 from memstack.adapters.stored import check_last_seq, dt, dumps, ts
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, PayloadTooLarge, Unavailable
@@ -153,7 +154,7 @@ class _Plan:
     stale_keys: list[str] = field(default_factory=list)
 
 
-class DynamoDBMemoryStore:
+class DynamoDBMemoryStore(DynamoDBTransfer):
     """The AWS backend's ``MemoryStore`` (see ``memstack.ports.MemoryStore`` for the contract).
 
     Args:
@@ -522,6 +523,19 @@ class DynamoDBMemoryStore:
             except MemstackError as exc:
                 raise _partial(exc, saved, [p.message.id for c in chunks[number:] for p in c]) from exc
         return saved
+
+    def _write_reserved(
+        self, resource_id: str, thread_id: str, messages: Sequence[Message], seqs: dict[str, int]
+    ) -> list[Message]:
+        """Write ``messages`` into the seqs given for new ids (``seqs``; stored ids keep theirs) without
+        moving the meta's ``last_seq``: ``restore_messages`` into a thread whose ``last_seq`` was restored."""
+        if not messages:
+            return []
+        prepared = [self._prepare(resource_id, thread_id, i, m) for i, m in enumerate(messages)]
+        with self._locks[hash((resource_id, thread_id)) % _LOCK_STRIPES]:
+            return self._save_reserved(
+                resource_id, thread_id, _chunks(resource_id, thread_id, prepared), seqs
+            )
 
     def _prepare(self, resource_id: str, thread_id: str, index: int, message: Message) -> _Prepared:
         body = message_body(message)

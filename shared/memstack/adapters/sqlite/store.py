@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memstack.adapters.sqlite.db import SqliteDatabase
+from memstack.adapters.sqlite.transfer import SqliteTransfer
 from memstack.adapters.stored import check_last_seq
 from memstack.adapters.stored import dt as _dt
 from memstack.adapters.stored import dumps as _dumps
@@ -168,7 +169,7 @@ def _parse_message(row: Sequence[Any]) -> Message:
     )
 
 
-class SqliteMemoryStore:
+class SqliteMemoryStore(SqliteTransfer):
     """The embedded default's ``MemoryStore`` (see ``memstack.ports.MemoryStore`` for the contract)."""
 
     def __init__(self, db: SqliteDatabase) -> None:
