@@ -362,10 +362,14 @@ def build_local(
     options: dict[str, Any] | None = None,
     chat_model: ChatModel | None = None,
     background: Background = "thread",
+    rebuild_index: bool = False,
 ) -> Memory:
     """The embedded default: SQLite file (default ``.memstack/memory.db``) with FTS5 and sqlite-vec.
 
     ``chat_model`` and ``background`` go to ``Memory`` (observational memory and titles run in-process).
+    ``rebuild_index`` opens the search index for a rebuild with ``embedder`` (``memstack reindex``:
+    ``SqliteSearchIndex(rebuild=True)``), which also skips the start-up reconciliation (the rebuild
+    indexes everything).
 
     Raises:
         InvalidInput: bad options, unknown embedder, or an existing file indexed with another dimension.
@@ -384,7 +388,7 @@ def build_local(
     db = SqliteDatabase(path if path is not None else DEFAULT_PATH)
     try:
         store = SqliteMemoryStore(db)
-        index = SqliteSearchIndex(db, emb.dimension, model_id=emb.model_id)
+        index = SqliteSearchIndex(db, emb.dimension, model_id=emb.model_id, rebuild=rebuild_index)
         memory = Memory(
             store=store,
             index=index,
@@ -397,7 +401,8 @@ def build_local(
     except BaseException:
         db.close()
         raise
-    _reconcile(memory)
+    if not rebuild_index:
+        _reconcile(memory)
     return memory
 
 

@@ -585,3 +585,15 @@ class ObservationRecord(_Frozen):
                 field="observation_record",
             )
         return encoded
+
+
+def same_record(stored: BaseModel, given: BaseModel) -> bool:
+    """Whether a stored thread, resource or observation record equals the one a restore writes (JSON
+    forms compared, so equal timestamps in other time zones and key orders compare equal). Timestamps the
+    given one leaves ``None`` are the store's to set, so they match any stored value."""
+    old, new = stored.model_dump(mode="json"), given.model_dump(mode="json")
+    for key in ("created_at", "updated_at"):
+        if new.get(key, "") is None:
+            old.pop(key, None)
+            new.pop(key)
+    return old == new

@@ -1112,7 +1112,7 @@ def test_given_messages_with_gaps_when_restored_then_ids_seqs_and_times_are_kept
         ([msg("m1", seq=8)], InvalidInput),
         ([msg("m1", seq=1), msg("m1", seq=2)], InvalidInput),
         ([msg("m1", seq=1, tid="t2")], InvalidInput),
-        ([msg("held", seq=2)], Conflict),
+        ([msg("new", seq=2)], Conflict),
         ([msg("m3", seq=4)], Conflict),
     ],
     ids=["seq-0", "past-last-seq", "repeated-id", "other-thread", "seq-held-by-another", "id-at-other-seq"],

@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING, Any
 from memstack.errors import Conflict
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from memstack.model import Message
 
 
@@ -87,15 +85,3 @@ def check_restore_batch(resource_id: str, thread_id: str, messages: Sequence[Mes
             raise InvalidInput(f"{where} repeats an id or seq of this batch", field=where)
         ids.add(m.id)
         seqs.add(m.seq)
-
-
-def same_record(stored: BaseModel, given: BaseModel) -> bool:
-    """Whether a stored thread, resource or observation record equals the one a restore writes (JSON
-    forms compared, so equal timestamps in other time zones and key orders compare equal). Timestamps the
-    given one leaves ``None`` are the store's to set, so they match any stored value."""
-    old, new = stored.model_dump(mode="json"), given.model_dump(mode="json")
-    for key in ("created_at", "updated_at"):
-        if new.get(key, "") is None:
-            old.pop(key, None)
-            new.pop(key)
-    return old == new

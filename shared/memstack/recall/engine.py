@@ -221,6 +221,7 @@ class SemanticRecall:
         options: SemanticRecallOptions,
         *,
         once: bool = False,
+        metered: bool = True,
     ) -> int:
         """Index (or re-index) these messages of ``thread``; returns the number of chunks written.
 
@@ -234,6 +235,8 @@ class SemanticRecall:
         fingerprint of what would be indexed is skipped, and marking is a compare-and-set on the mark that
         was read — of two indexers of one stream batch only the first to mark keeps its documents, the
         other deletes its own (on Serverless OpenSearch the document ``_id`` cannot de-duplicate).
+        ``metered=False`` leaves the embedding calls out of the thread's usage (``ModelUsage``): an
+        operator's bulk job (``memstack import``, ``memstack reindex``) is not what the conversation cost.
         Raises what the embedder, index or store raises (the caller decides whether that fails the call).
         """
         rid = thread.resource_id
@@ -250,7 +253,7 @@ class SemanticRecall:
         drop = [mid for mid, (_, chunks, _) in planned.items() if not chunks]
         if drop:
             self.index.delete_messages(rid, drop)
-        entries = self._entries(thread, planned.values())
+        entries = self._entries(thread, planned.values(), metered=metered)
         # Documents of a message marked before their ids were recorded can only be found by search.
         unknown = any(
             _state(states, mid).fingerprint and not _state(states, mid).documents for mid in planned
@@ -264,12 +267,14 @@ class SemanticRecall:
         self._delete_replaced(rid, states, documents, lost)
         return len(entries)
 
-    def _entries(self, thread: Thread, planned: Iterable[tuple[Message, list[str], str]]) -> list[IndexEntry]:
+    def _entries(
+        self, thread: Thread, planned: Iterable[tuple[Message, list[str], str]], *, metered: bool = True
+    ) -> list[IndexEntry]:
         entries_meta = [(m, n, chunk) for m, chunks, _ in planned for n, chunk in enumerate(chunks)]
         if not entries_meta:
             return []
         vectors = self.embed_documents(
-            [c for _, _, c in entries_meta], thread=(thread.resource_id, thread.id)
+            [c for _, _, c in entries_meta], thread=(thread.resource_id, thread.id) if metered else None
         )
         return [
             IndexEntry(

@@ -16,8 +16,9 @@ Four tables live in the shared database file (``SqliteDatabase``):
   tells the in-process vector cache (below) whether it is current, even when another process wrote.
   Erasing a resource deletes its counter; a new counter starts above ``generation_floor`` (below), so it
   never repeats a generation some cache still holds.
-* ``search_meta`` — key/value facts about the index: the embedding ``dimension``, the schema version and
-  ``generation_floor``.
+* ``search_meta`` — key/value facts about the index: the embedding ``dimension``, the schema version,
+  ``generation_floor``, the ``model_id``, and ``rebuilding_for`` while a rebuild (``memstack reindex``) is
+  unfinished.
   Opening an index whose stored dimension differs raises ``InvalidInput`` (``SearchIndex`` contract).
 
 **Vector search** is exact cosine similarity over the resource's (or thread's) chunks, with the metadata
@@ -87,6 +88,9 @@ from memstack.ports import IndexEntry, IndexHit, SearchResults, Vector
 
 SCHEMA_VERSION = 1
 """Version of the tables' layout, recorded in ``search_meta``."""
+
+REBUILD_KEY = "rebuilding_for"
+"""``search_meta`` key present while a rebuild (``memstack reindex``) is unfinished: the model it is for."""
 
 MAX_DIMENSION = 8192
 """Largest accepted embedding dimension (sqlite-vec's limit for vector functions)."""
@@ -188,11 +192,16 @@ class SqliteSearchIndex:
             check (tests that store hand-made vectors).
         vector_cache_bytes: bound of the in-memory vector cache in bytes; ``0`` turns it off (every vector
             search then runs in SQL).
+        rebuild: open the index for a rebuild (``memstack reindex``, ``ports.RebuildableIndex``): a file
+            that records another model or dimension drops every chunk and records ``model_id`` and
+            ``dimension`` instead, marked as rebuilding until ``finish_rebuild``. While it is so marked the
+            index opens only for the rebuild, which resumes where it stopped: the store's index marks carry
+            the model, so messages already embedded for it are skipped.
 
     Raises:
         InvalidInput: ``dimension`` is not an integer in ``1..MAX_DIMENSION``, or the file already holds
             an index of another dimension or another embedding model (the message names both and the way
-            out, ``memstack reindex``).
+            out, ``memstack reindex``), or a rebuild of it has not finished (field ``embedder``).
     """
 
     def __init__(
@@ -202,6 +211,7 @@ class SqliteSearchIndex:
         *,
         model_id: str | None = None,
         vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
+        rebuild: bool = False,
     ) -> None:
         if (
             isinstance(dimension, bool)
@@ -217,6 +227,8 @@ class SqliteSearchIndex:
             for statement in _SCHEMA:
                 conn.execute(statement)
             facts = dict(conn.execute("SELECT key, value FROM search_meta").fetchall())
+            facts = _rebuild_facts(conn, db.path, facts, dimension, model_id, rebuild)
+            self.rebuilding = REBUILD_KEY in facts
             if "dimension" not in facts:
                 conn.executemany(
                     "INSERT INTO search_meta (key, value) VALUES (?, ?)",
@@ -245,6 +257,12 @@ class SqliteSearchIndex:
                 f"database file, or rebuild the index for {model_id!r} with `memstack reindex`",
                 field="embedder",
             )
+
+    def finish_rebuild(self) -> None:
+        """End a rebuild (``rebuild=True``): the index opens normally again, for its new model."""
+        with self._db.transaction() as conn:
+            conn.execute("DELETE FROM search_meta WHERE key = ?", (REBUILD_KEY,))
+        self.rebuilding = False
 
     # ------------------------------------------------------------------------------------------- writes
 
@@ -573,6 +591,50 @@ class SqliteSearchIndex:
         """Drop the vector cache. The shared ``SqliteDatabase`` is closed by whoever opened it."""
         with self._db.lock:
             self._cache.clear()
+
+
+def _rebuild_facts(
+    conn: Any, path: str, facts: dict[str, str], dimension: int, model_id: str | None, rebuild: bool
+) -> dict[str, str]:
+    """``search_meta`` as the index opens it, inside the opening transaction: unchanged without
+    ``rebuild`` (refused while a rebuild is unfinished); with it, switched to ``dimension`` and
+    ``model_id`` (every chunk dropped when either differs) and marked as rebuilding.
+
+    Raises:
+        InvalidInput: a rebuild is unfinished and this is not it (field ``embedder``); a rebuild without
+            a ``model_id``.
+    """
+    pending = facts.get(REBUILD_KEY)
+    if not rebuild:
+        if pending is not None:
+            raise InvalidInput(
+                f"the search index in {path} is being rebuilt for the embedding model {pending!r} and the "
+                "rebuild has not finished: run `memstack reindex` with that embedder again to finish it",
+                field="embedder",
+            )
+        return facts
+    if model_id is None:
+        raise InvalidInput("a rebuild needs the embedding model's id (model_id)", field="model_id")
+    switched = facts.get("dimension") not in (None, str(dimension)) or facts.get("model_id") not in (
+        None,
+        model_id,
+    )
+    if switched or pending not in (None, model_id):
+        conn.execute("DELETE FROM search_fts")
+        conn.execute("DELETE FROM search_chunks")
+        top = conn.execute("SELECT max(generation) FROM search_generations").fetchone()[0]
+        conn.execute("DELETE FROM search_generations")
+        if top is not None:  # other processes' caches must never take a new counter for one they hold
+            conn.execute(_RAISE_GENERATION_FLOOR, (str(int(top) + 1),))
+    updates = {"dimension": str(dimension), "model_id": model_id, REBUILD_KEY: model_id}
+    if "schema_version" not in facts:
+        updates["schema_version"] = str(SCHEMA_VERSION)
+    conn.executemany(
+        "INSERT INTO search_meta (key, value) VALUES (?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        list(updates.items()),
+    )
+    return {**facts, **updates}
 
 
 def _bump(conn: Any, resource_ids: Iterable[str]) -> dict[str, int]:

@@ -11,12 +11,11 @@ from memstack.adapters.stored import (
     check_resource_id_limit,
     check_restore_batch,
     dumps,
-    same_record,
     ts,
 )
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import Conflict, NotFound
-from memstack.model import Message, ObservationRecord, Resource, Thread, utcnow
+from memstack.model import Message, ObservationRecord, Resource, Thread, same_record, utcnow
 from memstack.ports import ResourceIdPage
 
 if TYPE_CHECKING:

@@ -1,0 +1,180 @@
+"""``import_jsonl``: an export file into a store (a migration when the file came from another backend).
+
+Two passes over the file. The first validates every line (JSON, known ``type``, the model's rules, the
+header's format and version, each thread's records after the thread, the ``end`` record and its counts)
+and compares every thread, resource record and observation record with what the target already holds:
+a bad file or a conflicting target is refused before anything is written, naming the line. The second
+pass writes through the ``restore_*`` methods and indexes each thread's messages with the target's
+embedder. Restores are idempotent, so an import stopped part way (Ctrl-C, a failure) is completed by
+running it again, and importing a file twice changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from memstack.errors import Conflict
+from memstack.model import Message, ObservationRecord, Resource, Thread, same_record
+from memstack.transfer.progress import NoProgress, Progress
+from memstack.transfer.records import COUNT_KEYS, COUNTED, Record, bad_line, check_header, parse
+from memstack.transfer.walk import PAGE
+
+if TYPE_CHECKING:
+    from memstack.memory import Memory
+
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""Longest line an import reads (UTF-8 bytes): far above any record a store accepts (a message body, an
+observation record of at most ``MAX_OBSERVATION_RECORD_BYTES``), so only a file that is not an export
+reaches it."""
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What an import wrote: records per kind (``COUNT_KEYS``) and the index chunks it embedded."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
+    chunks_indexed: int = 0
+
+
+def import_jsonl(memory: Memory, path: str | Path, *, progress: Progress | None = None) -> ImportReport:
+    """Import the export file at ``path`` into ``memory``'s store and index.
+
+    Raises:
+        InvalidInput: a bad line (the message starts with ``line N:``), a file without its ``end``
+            record (truncated), or counts that differ from the ``end`` record's; nothing is written.
+        Conflict: the target holds a different thread, resource record or observation record under an
+            id of the file (``line N:``), found before anything is written; or, while writing, a message
+            id or seq the target uses otherwise (what came before that line is written; fix and run again).
+        Whatever the store, embedder or index raise.
+    """
+    file = Path(path)
+    _check(memory, file)
+    progress = progress or NoProgress()
+    progress.start(file.stat().st_size, "bytes")
+    writer = _Writer(memory)
+    with file.open("rb") as f:
+        for record, size in _records(f):
+            writer.write(record)
+            progress.advance(size)
+    writer.flush()
+    return writer.report
+
+
+def _records(f: IO[bytes]) -> Iterator[tuple[Record, int]]:
+    """Each non-blank line parsed, with its size in bytes."""
+    number = 0
+    while raw := f.readline(MAX_LINE_BYTES + 1):
+        number += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise bad_line(number, f"longer than the limit of {MAX_LINE_BYTES} bytes (MAX_LINE_BYTES)")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise bad_line(number, "not UTF-8 text") from None
+        if text.strip():
+            yield parse(number, text), len(raw)
+
+
+def _check(memory: Memory, file: Path) -> None:
+    """The first pass (see the module docstring)."""
+    store = memory.store
+    counts = dict.fromkeys(COUNT_KEYS, 0)
+    threads: set[tuple[str, str]] = set()
+    current: tuple[str, str] | None = None
+    first = True
+    end: Record | None = None
+    with file.open("rb") as f:
+        for record, _ in _records(f):
+            if first:
+                check_header(record)
+                first = False
+                continue
+            if end is not None:
+                raise bad_line(record.line, f"a record after the end record of line {end.line}")
+            if record.kind == "end":
+                end = record
+                continue
+            if record.kind == "header":
+                raise bad_line(record.line, "a second header")
+            counts[COUNTED[record.kind]] += 1
+            value = record.value
+            if isinstance(value, Thread):
+                current = (value.resource_id, value.id)
+                threads.add(current)
+                stored: object = store.get_thread(value.resource_id, value.id)
+            elif isinstance(value, Message):
+                if (value.resource_id, value.thread_id) != current:
+                    raise bad_line(record.line, f"message {value.id!r} does not follow its thread's record")
+                continue
+            elif isinstance(value, ObservationRecord):
+                if value.thread_id is not None and (value.resource_id, value.thread_id) not in threads:
+                    raise bad_line(
+                        record.line, "a thread's observation record comes before the thread's record"
+                    )
+                stored = store.get_observation_record(value.resource_id, value.thread_id)
+            else:
+                assert isinstance(value, Resource)
+                stored = store.get_resource(value.id)
+            if stored is not None and not same_record(stored, value):  # type: ignore[arg-type]
+                raise Conflict(
+                    f"line {record.line}: the target already holds a different {record.kind.replace('_', ' ')} "
+                    "under this id; nothing was imported (erase it, or import into another database)",
+                    field="line",
+                )
+    if first:
+        raise bad_line(1, "the file is empty: not a Memstack export")
+    if end is None:
+        raise bad_line(
+            record.line, "the file ends without its end record: it is truncated; nothing was imported"
+        )
+    if end.value.get("counts") != counts:
+        raise bad_line(
+            end.line, f"the end record counts {end.value.get('counts')}, but the file holds {counts}"
+        )
+
+
+class _Writer:
+    """The second pass: restores each record, a thread's messages ``PAGE`` at a time, and indexes them."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self.store = memory.store
+        self.report = ImportReport()
+        self.thread: Thread | None = None
+        self.pending: list[Message] = []
+
+    def write(self, record: Record) -> None:
+        value = record.value
+        if isinstance(value, Message):
+            self.pending.append(value)
+            if len(self.pending) >= PAGE:
+                self.flush()
+            return
+        self.flush()
+        if isinstance(value, Thread):
+            self.thread = self.store.restore_thread(value)
+        elif isinstance(value, Resource):
+            self.store.restore_resource(value)
+        elif isinstance(value, ObservationRecord):
+            self.store.restore_observation_record(value)
+        else:
+            return  # header, end
+        self.report.counts[COUNTED[record.kind]] += 1
+
+    def flush(self) -> None:
+        """Write and index the buffered messages of the current thread."""
+        if not self.pending:
+            return
+        thread, batch = self.thread, self.pending
+        assert thread is not None  # the first pass checked the order
+        self.pending = []
+        self.store.restore_messages(thread.resource_id, thread.id, batch)
+        self.report.counts["messages"] += len(batch)
+        recall = self.memory.options.semantic_recall
+        if recall.enabled:
+            self.report.chunks_indexed += self.memory.recall_engine.index_messages(
+                thread, batch, recall, once=True, metered=False
+            )

@@ -1,0 +1,198 @@
+"""Export → import between backends is lossless: SQLite → AWS (DynamoDB under moto, OpenSearch on its
+double) → SQLite gives the same file, record for record and byte for byte after the header — threads,
+messages with every kind of part and their authors, working memory at both scopes, observation records at
+both scopes — and recall works on each target."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memstack import Memory
+from memstack.errors import Conflict, InvalidInput
+from memstack.model import (
+    Author,
+    BufferedChunk,
+    FilePart,
+    ImagePart,
+    Message,
+    ModelUsage,
+    ObservationRecord,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from memstack.transfer import Selection, export_jsonl, import_jsonl
+from tests.backend_support import open_backend
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def message(mid: str, role: str, *parts: object, minutes: int = 0, **kw: object) -> Message:
+    return Message(
+        id=mid,
+        thread_id="trip",
+        resource_id="user-a",
+        role=role,  # type: ignore[arg-type]
+        parts=parts,  # type: ignore[arg-type]
+        created_at=T0 + timedelta(minutes=minutes),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def fill(memory: Memory) -> None:
+    """Two resources; threads with every kind of part, authors, a deleted message (a seq gap), working
+    memory at both scopes, and observation records at both scopes."""
+    alice = Author(id="u-1", name="Alice", role="owner")
+    memory.save_messages(
+        resource_id="user-a",
+        thread_id="trip",
+        messages=[
+            message("m1", "user", TextPart(text="We sail to Bergen in June"), author=alice, metadata={"k": [1]}),
+            message("gone", "user", TextPart(text="deleted later"), minutes=1),
+            message(
+                "m3",
+                "assistant",
+                ReasoningPart(text="they want weather"),
+                ToolCallPart(id="c1", name="weather", args={"city": "Bergen", "days": [1, 2.5]}),
+                minutes=2,
+            ),
+            message("m4", "tool", ToolResultPart(tool_call_id="c1", result={"rain": 0.7}), minutes=3),
+            message(
+                "m5",
+                "user",
+                ImagePart(url="s3://b/fjord.png", caption="the fjord at dawn"),
+                FilePart(url="s3://b/route.gpx", media_type="application/gpx+xml", name="route"),
+                TextPart(text="ünïcode ✓ and emoji 🌊"),
+                minutes=4,
+            ),
+        ],
+    )
+    memory.delete_messages(resource_id="user-a", message_ids=["gone"])
+    memory.update_thread(resource_id="user-a", thread_id="trip", title="Bergen trip", metadata={"tag": "sea"})
+    memory.update_working_memory(
+        resource_id="user-a", working_memory="# Alice\n- sails", options={"working_memory": True}
+    )
+    memory.update_working_memory(
+        resource_id="user-a",
+        thread_id="trip",
+        working_memory="# This trip\n- June",
+        options={"working_memory": {"enabled": True, "scope": "thread"}},
+    )
+    memory.save_messages(resource_id="user-b", thread_id="t1", messages=["I bake sourdough bread"])
+    store = memory.store
+    chunk = BufferedChunk(
+        id="c1", thread_id="trip", from_seq=4, to_seq=5, observations="- 🟡 image of a fjord", created_at=T0
+    )
+    record = ObservationRecord(
+        scope="thread",
+        resource_id="user-a",
+        thread_id="trip",
+        active_observations="- 🔴 sails to Bergen in June",
+        cursor={"trip": 3},
+        buffered_chunks=(chunk,),
+        generation_count=1,
+        origin_type="reflection",
+        pending_since=T0,
+        last_error="Unavailable: throttled",
+        failure_count=1,
+        usage=ModelUsage(observer_calls=2, observer_input_tokens=900),
+    )
+    store.put_observation_record(record, expected_version=0)
+    store.put_observation_record(
+        ObservationRecord(scope="resource", resource_id="user-a", cursor={"trip": 1}), expected_version=0
+    )
+
+
+def export(memory: Memory, path: Path, selection: Selection | None = None) -> list[str]:
+    lines = list(export_jsonl(memory.store, selection or Selection()))
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return lines
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Iterator[Memory]:
+    with open_backend("sqlite", tmp_path / "source") as backend:  # type: ignore[arg-type]
+        fill(backend.memory)
+        yield backend.memory
+
+
+def test_given_a_sqlite_database_when_moved_to_aws_and_back_then_every_record_is_the_same(
+    tmp_path: Path, source: Memory
+) -> None:
+    (tmp_path / "aws").mkdir()
+    (tmp_path / "back").mkdir()
+    first = export(source, tmp_path / "a.jsonl")
+
+    with open_backend("aws-managed", tmp_path / "aws") as aws:
+        imported = import_jsonl(aws.memory, tmp_path / "a.jsonl")
+        second = export(aws.memory, tmp_path / "b.jsonl")
+        hits = aws.memory.recall(resource_id="user-a", thread_id="new", query="sail Bergen June").hits
+    with open_backend("sqlite", tmp_path / "back") as back:
+        import_jsonl(back.memory, tmp_path / "b.jsonl")
+        third = export(back.memory, tmp_path / "c.jsonl")
+        again = back.memory.recall(resource_id="user-b", thread_id="new", query="sourdough").hits
+
+    assert imported.counts == {"resources": 1, "threads": 2, "messages": 5, "observation_records": 2}
+    assert imported.chunks_indexed > 0
+    assert first[1:] == second[1:] == third[1:]
+    kinds = [line.split('"', 4)[3] for line in first]
+    assert kinds.count("message") == 5 and kinds[-1] == "end"
+    assert "m1" in {h.message_id for h in hits} and again[0].message_id
+    assert '"seq":5' in "".join(first) and '"seq":2' not in "".join(first)  # the deleted message's gap
+
+
+def test_given_an_import_done_when_run_again_then_nothing_changes(tmp_path: Path, source: Memory) -> None:
+    export(source, tmp_path / "a.jsonl")
+    with open_backend("sqlite", tmp_path / "target") as target:  # type: ignore[arg-type]
+        import_jsonl(target.memory, tmp_path / "a.jsonl")
+        before = export(target.memory, tmp_path / "b.jsonl")
+        import_jsonl(target.memory, tmp_path / "a.jsonl")
+        assert export(target.memory, tmp_path / "c.jsonl")[1:] == before[1:]
+
+
+def test_given_a_target_with_other_content_under_an_id_when_importing_then_conflict_and_nothing_written(
+    tmp_path: Path, source: Memory
+) -> None:
+    export(source, tmp_path / "a.jsonl")
+    with open_backend("sqlite", tmp_path / "target") as target:  # type: ignore[arg-type]
+        target.memory.save_messages(resource_id="user-b", thread_id="t1", messages=["something else"])
+        with pytest.raises(Conflict) as err:
+            import_jsonl(target.memory, tmp_path / "a.jsonl")
+        assert err.value.message.startswith("line ")
+        assert target.memory.list_threads(resource_id="user-a").threads == ()
+
+
+def test_given_one_thread_when_exported_then_the_file_holds_it_alone(tmp_path: Path, source: Memory) -> None:
+    lines = export(source, tmp_path / "t.jsonl", Selection(resource_id="user-a", thread_id="trip"))
+    kinds = [line.split('"', 4)[3] for line in lines]
+    assert kinds == ["header", "thread", "message", "message", "message", "message", "observation_record", "end"]
+
+
+@pytest.mark.parametrize(
+    ("mangle", "reason"),
+    [
+        (lambda lines: lines[1:], "line 1: not a Memstack export"),
+        (lambda lines: lines[:-1], "truncated"),
+        (lambda lines: [lines[0], "{not json", *lines[1:]], "line 2: not JSON"),
+        (lambda lines: [lines[0], '{"type":"thing"}', *lines[1:]], "line 2: unknown record type 'thing'"),
+        (lambda lines: [lines[0].replace('"version":1', '"version":99'), *lines[1:]], "version 99"),
+        (lambda lines: [lines[0], *lines[2:]], "the end record counts"),
+        (lambda lines: [lines[0], lines[3], *lines[1:3], *lines[4:]], "does not follow its thread"),
+    ],
+    ids=["no-header", "no-end", "not-json", "unknown-type", "later-version", "counts", "order"],
+)
+def test_given_a_bad_file_when_importing_then_invalid_input_naming_the_line_and_nothing_written(
+    tmp_path: Path, source: Memory, mangle: object, reason: str
+) -> None:
+    lines = export(source, tmp_path / "a.jsonl")
+    (tmp_path / "bad.jsonl").write_text("\n".join(mangle(lines)) + "\n")  # type: ignore[operator]
+    with open_backend("sqlite", tmp_path / "target") as target:  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput) as err:
+            import_jsonl(target.memory, tmp_path / "bad.jsonl")
+        assert reason in err.value.message
+        assert target.memory.list_threads(resource_id="user-a").threads == ()

@@ -1,0 +1,121 @@
+"""``memstack.transfer.reindex`` on the embedded default: a database moves to another embedder (the
+SQLite index rebuilt in place, ``SqliteSearchIndex(rebuild=True)``), recall works with the new one, and a
+stopped rebuild resumes where it stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from memstack.adapters.hash_embed import HashEmbedder
+from memstack.adapters.sqlite.db import SqliteDatabase
+from memstack.adapters.sqlite.index import SqliteSearchIndex
+from memstack.bootstrap import build_local
+from memstack.errors import InvalidInput
+from memstack.ports import Vector
+from memstack.transfer import Selection, reindex
+
+VECTOR = {"semantic_recall": {"mode": "vector", "top_k": 1, "message_range": 0, "scope": "resource"}}
+TOPICS = ["sailing to Norway", "baking sourdough bread", "a violin concert", "fixing the bicycle"]
+
+
+def filled(path: Path, threads: int = 4) -> None:
+    with build_local(path=path, embedder="hash", options=VECTOR, background="inline") as memory:
+        for n in range(threads):
+            memory.save_messages(
+                resource_id="user-a", thread_id=f"t{n}", messages=[f"I talked about {TOPICS[n % 4]} today"]
+            )
+
+
+def recall_thread(memory: object, query: str) -> str:
+    result = memory.recall(resource_id="user-a", thread_id="other", query=query)  # type: ignore[attr-defined]
+    return str(result.hits[0].thread_id)
+
+
+class Stopping(HashEmbedder):
+    """A hash embedder that is interrupted (as by Ctrl-C) at its ``stop_at``-th request."""
+
+    def __init__(self, dimension: int, stop_at: int) -> None:
+        super().__init__(dimension)
+        self.calls, self.stop_at = 0, stop_at
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        self.calls += 1
+        if self.calls == self.stop_at:
+            raise KeyboardInterrupt
+        return super().embed_documents(texts)
+
+
+def test_given_a_database_on_one_embedder_when_reindexed_with_another_then_it_records_it_and_recall_works(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "memory.db"
+    filled(db)
+
+    with build_local(path=db, embedder=HashEmbedder(128), options=VECTOR, rebuild_index=True) as memory:
+        report = reindex(memory, Selection())
+
+    assert (report.threads, report.messages, report.model_id, report.dimension) == (4, 4, "hash-128", 128)
+    assert report.chunks == 4
+    with build_local(path=db, embedder=HashEmbedder(128), options=VECTOR) as memory:
+        assert recall_thread(memory, "sourdough bread") == "t1"
+    with pytest.raises(InvalidInput) as err:
+        build_local(path=db, embedder="hash", options=VECTOR)
+    assert "memstack reindex" in err.value.message and "128-dimensional" in err.value.message
+
+
+def test_given_a_reindex_stopped_midway_when_run_again_then_it_resumes_and_only_then_the_index_opens(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "memory.db"
+    filled(db)
+
+    with build_local(path=db, embedder=Stopping(128, stop_at=3), options=VECTOR, rebuild_index=True) as memory:
+        with pytest.raises(KeyboardInterrupt):
+            reindex(memory, Selection())
+
+    with pytest.raises(InvalidInput) as err:
+        build_local(path=db, embedder=HashEmbedder(128), options=VECTOR)
+    assert "has not finished" in err.value.message
+    with build_local(path=db, embedder=HashEmbedder(128), options=VECTOR, rebuild_index=True) as memory:
+        report = reindex(memory, Selection())
+    assert report.messages == 4 and report.chunks == 2  # the two threads done before the stop are skipped
+    with build_local(path=db, embedder=HashEmbedder(128), options=VECTOR) as memory:
+        assert [recall_thread(memory, TOPICS[n]) for n in range(4)] == ["t0", "t1", "t2", "t3"]
+
+
+def test_given_one_resource_when_reindexed_with_the_same_embedder_then_only_unindexed_messages_are_embedded(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "memory.db"
+    filled(db)
+
+    with build_local(path=db, embedder="hash", options=VECTOR) as memory:
+        report = reindex(memory, Selection(resource_id="user-a"))
+
+    assert (report.messages, report.chunks) == (4, 0)
+
+
+def test_given_a_rebuilt_file_when_its_index_is_opened_with_the_old_dimension_then_refused(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    filled(db, threads=1)
+    with build_local(path=db, embedder=HashEmbedder(128), options=VECTOR, rebuild_index=True) as memory:
+        reindex(memory, Selection())
+
+    database = SqliteDatabase(db)
+    try:
+        assert SqliteSearchIndex(database, 128, model_id="hash-128").rebuilding is False
+        with pytest.raises(InvalidInput) as err:
+            SqliteSearchIndex(database, 256, model_id="hash-256")
+        assert "128-dimensional" in err.value.message
+    finally:
+        database.close()
+
+
+def test_given_semantic_recall_off_when_reindexing_then_invalid_input(tmp_path: Path) -> None:
+    with build_local(path=tmp_path / "m.db", embedder="hash", options={"semantic_recall": False}) as memory:
+        with pytest.raises(InvalidInput) as err:
+            reindex(memory, Selection())
+    assert err.value.field == "semantic_recall"
