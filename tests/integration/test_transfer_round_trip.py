@@ -52,7 +52,9 @@ def fill(memory: Memory) -> None:
         resource_id="user-a",
         thread_id="trip",
         messages=[
-            message("m1", "user", TextPart(text="We sail to Bergen in June"), author=alice, metadata={"k": [1]}),
+            message(
+                "m1", "user", TextPart(text="We sail to Bergen in June"), author=alice, metadata={"k": [1]}
+            ),
             message("gone", "user", TextPart(text="deleted later"), minutes=1),
             message(
                 "m3",
@@ -170,7 +172,16 @@ def test_given_a_target_with_other_content_under_an_id_when_importing_then_confl
 def test_given_one_thread_when_exported_then_the_file_holds_it_alone(tmp_path: Path, source: Memory) -> None:
     lines = export(source, tmp_path / "t.jsonl", Selection(resource_id="user-a", thread_id="trip"))
     kinds = [line.split('"', 4)[3] for line in lines]
-    assert kinds == ["header", "thread", "message", "message", "message", "message", "observation_record", "end"]
+    assert kinds == [
+        "header",
+        "thread",
+        "message",
+        "message",
+        "message",
+        "message",
+        "observation_record",
+        "end",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -72,9 +72,12 @@ def test_given_a_reindex_stopped_midway_when_run_again_then_it_resumes_and_only_
     db = tmp_path / "memory.db"
     filled(db)
 
-    with build_local(path=db, embedder=Stopping(128, stop_at=3), options=VECTOR, rebuild_index=True) as memory:
-        with pytest.raises(KeyboardInterrupt):
-            reindex(memory, Selection())
+    stopping = Stopping(128, stop_at=3)
+    with (
+        build_local(path=db, embedder=stopping, options=VECTOR, rebuild_index=True) as memory,
+        pytest.raises(KeyboardInterrupt),
+    ):
+        reindex(memory, Selection())
 
     with pytest.raises(InvalidInput) as err:
         build_local(path=db, embedder=HashEmbedder(128), options=VECTOR)
@@ -98,7 +101,9 @@ def test_given_one_resource_when_reindexed_with_the_same_embedder_then_only_unin
     assert (report.messages, report.chunks) == (4, 0)
 
 
-def test_given_a_rebuilt_file_when_its_index_is_opened_with_the_old_dimension_then_refused(tmp_path: Path) -> None:
+def test_given_a_rebuilt_file_when_its_index_is_opened_with_the_old_dimension_then_refused(
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "memory.db"
     filled(db, threads=1)
     with build_local(path=db, embedder=HashEmbedder(128), options=VECTOR, rebuild_index=True) as memory:
@@ -115,7 +120,10 @@ def test_given_a_rebuilt_file_when_its_index_is_opened_with_the_old_dimension_th
 
 
 def test_given_semantic_recall_off_when_reindexing_then_invalid_input(tmp_path: Path) -> None:
-    with build_local(path=tmp_path / "m.db", embedder="hash", options={"semantic_recall": False}) as memory:
-        with pytest.raises(InvalidInput) as err:
-            reindex(memory, Selection())
+    off = {"semantic_recall": False}
+    with (
+        build_local(path=tmp_path / "m.db", embedder="hash", options=off) as memory,
+        pytest.raises(InvalidInput) as err,
+    ):
+        reindex(memory, Selection())
     assert err.value.field == "semantic_recall"
