@@ -1,14 +1,30 @@
-"""The ``memstack`` command."""
+"""The ``memstack`` command: ``demo``, ``serve``, ``mcp`` and ``erase`` here; the operator's toolkit in
+modules per command group (``browse``: threads, messages, context, recall, working-memory,
+observations; ``transfer``: export, import, reindex), sharing one convention (``common``)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memstack.cli import browse, transfer
+from memstack.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    Terminated,
+    backend_arguments,
+    check_target,
+    embedder_argument,
+    existing_database,
+    open_client,
+    remote_arguments,
+    say,
+)
 from memstack.errors import InvalidInput, MemstackError
 
 if TYPE_CHECKING:
@@ -24,6 +40,7 @@ def _ints(value: str) -> list[int]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memstack", description="Agent memory: threads, recall, context.")
+    parser.add_argument("--version", action="version", version=f"memstack {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo",
@@ -67,7 +84,18 @@ def _parser() -> argparse.ArgumentParser:
     _serve_parser(sub)
     _erase_parser(sub)
     _mcp_parser(sub)
+    browse.add_parsers(sub)
+    transfer.add_parsers(sub)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memstack")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def _mcp_parser(sub: Any) -> None:
@@ -90,18 +118,9 @@ def _mcp_parser(sub: Any) -> None:
         "local memory",
     )
     mcp.add_argument("--sigv4", action="store_true", help="--url: sign requests with SigV4 (IAM auth)")
-    _backend_arguments(mcp)
-    _embedder_argument(mcp)
+    backend_arguments(mcp)
+    embedder_argument(mcp)
     mcp.add_argument("--thread-id", default="mcp", help="the thread tools use when the model names none")
-
-
-def _embedder_argument(parser: argparse.ArgumentParser) -> None:
-    """``--embedder`` of a command that builds a memory (``build_memory``)."""
-    parser.add_argument(
-        "--embedder",
-        choices=["hash", "local", "openai", "bedrock"],
-        help="default: MEMSTACK_EMBEDDER, else openai when OPENAI_API_KEY is set, else local",
-    )
 
 
 def _serve_parser(sub: Any) -> None:
@@ -113,8 +132,8 @@ def _serve_parser(sub: Any) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free port)")
-    _backend_arguments(serve)
-    _embedder_argument(serve)
+    backend_arguments(serve)
+    embedder_argument(serve)
     serve.add_argument(
         "--auth",
         choices=["iam", "jwt"],
@@ -122,19 +141,6 @@ def _serve_parser(sub: Any) -> None:
         "claims are read unverified from the X-Memstack-Claims header (a JSON object)",
     )
     serve.add_argument("--verbose", action="store_true", help="also print the API's JSON log lines")
-
-
-def _backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--backend`` and ``--db``, the local backend of ``serve`` and ``erase``."""
-    parser.add_argument(
-        "--backend",
-        choices=["sqlite", "aws"],
-        help="sqlite (embedded) or aws: DynamoDB + OpenSearch at the endpoints in the MEMSTACK_* settings "
-        "(default: MEMSTACK_BACKEND, else sqlite)",
-    )
-    parser.add_argument(
-        "--db", help="SQLite file of the sqlite backend (default: MEMSTACK_DB_PATH, .memstack/memory.db)"
-    )
 
 
 def _erase_parser(sub: Any) -> None:
@@ -147,21 +153,9 @@ def _erase_parser(sub: Any) -> None:
     )
     erase.add_argument("--resource", required=True, help="the resource id to erase")
     erase.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    _backend_arguments(erase)
-    erase.add_argument(
-        "--embedder",
-        choices=["hash", "local", "openai"],
-        help="the embedder the index was built with (its dimension must match; default: MEMSTACK_EMBEDDER)",
-    )
-    erase.add_argument("--url", help="erase through a Memstack API at this URL instead of a local backend")
-    erase.add_argument("--sigv4", action="store_true", help="--url: sign requests with SigV4 (IAM auth)")
-    erase.add_argument(
-        "--header",
-        action="append",
-        default=[],
-        metavar="NAME:VALUE",
-        help="--url: an extra request header, e.g. 'Authorization: Bearer <token>' (JWT auth); repeatable",
-    )
+    backend_arguments(erase)
+    embedder_argument(erase)
+    remote_arguments(erase, "erase")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -169,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     other 4xx errors), 1 when a backend failed (``Unavailable``)."""
     args = _parser().parse_args(argv)
     try:
+        if hasattr(args, "run"):
+            code: int = args.run(args)
+            return code
         if args.command == "demo":
             return _demo(args)
         if args.command == "serve":
@@ -180,6 +177,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemstackError as exc:
         print(f"memstack: {exc}", file=sys.stderr)
         return 1 if exc.status >= 500 else 2
+    except KeyboardInterrupt:
+        say(f"memstack {args.command}: stopped (Ctrl-C)")
+        return EXIT_INTERRUPTED
+    except Terminated:
+        say(f"memstack {args.command}: stopped (SIGTERM)")
+        return EXIT_TERMINATED
+    except BrokenPipeError:
+        # the reader of stdout went away (`memstack export | head`): what was asked for was delivered, and
+        # the interpreter's final flush must not fail again on the closed pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return 1
 
 
@@ -232,15 +240,10 @@ def _erase(args: argparse.Namespace) -> int:
 
     resource_id = check_id(args.resource, "resource")
     remote = args.url is not None
-    if remote and (args.db or args.backend or args.embedder):
-        raise InvalidInput(
-            "--url erases through the API: --db, --backend and --embedder do not apply", field="url"
-        )
-    if not remote and (args.sigv4 or args.header):
-        raise InvalidInput("--sigv4 and --header apply with --url only", field="url")
+    check_target(args)
     where = args.url if remote else args.db or f"the {args.backend or 'MEMSTACK_BACKEND'} backend"
     if not remote:
-        _existing_database(args)
+        existing_database(args)
     if not args.yes:
         prompt = (
             f"Erase everything resource {resource_id!r} owns in {where}? This cannot be undone.\n"
@@ -260,23 +263,6 @@ def _erase(args: argparse.Namespace) -> int:
     return 0
 
 
-def _existing_database(args: argparse.Namespace) -> None:
-    """A local erasure must name a database that exists: opening a mistyped path would create an empty
-    one and report a successful erasure of nothing.
-
-    Raises:
-        InvalidInput: the sqlite backend's file is missing (field ``db``).
-    """
-    from memstack.settings import load_settings
-
-    settings = load_settings()
-    if (args.backend or settings.backend) != "sqlite":
-        return
-    path = Path(args.db or settings.db_path)
-    if not path.is_file():
-        raise InvalidInput(f"no database at {path}: nothing to erase (check --db)", field="db")
-
-
 def _erase_local(args: argparse.Namespace, resource_id: str) -> Any:
     from memstack.serve import build_memory
 
@@ -285,15 +271,7 @@ def _erase_local(args: argparse.Namespace, resource_id: str) -> Any:
 
 
 def _erase_remote(args: argparse.Namespace, resource_id: str) -> Any:
-    from memstack.client import MemstackClient
-
-    headers: dict[str, str] = {}
-    for header in args.header:
-        name, sep, value = header.partition(":")
-        if not sep or not name.strip():
-            raise InvalidInput(f"--header must be NAME:VALUE, not {header!r}", field="header")
-        headers[name.strip()] = value.strip()
-    with MemstackClient(args.url, sigv4=args.sigv4, headers=headers) as client:
+    with open_client(args) as client:
         return client.erase_resource(resource_id=resource_id)
 
 

@@ -1,0 +1,5 @@
+"""``python -m memstack.cli``: the ``memstack`` command."""
+
+from memstack.cli import main
+
+raise SystemExit(main())
