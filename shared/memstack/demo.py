@@ -9,18 +9,18 @@ fresh thread of that resource and check which evidence turns it holds.
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from memstack.locomo import CATEGORIES, Conversation
 from memstack.memory import Memory
 from memstack.observation.prompts import request_kind
 from memstack.ports import ChatModel, ChatResult
+from memstack.transfer.progress import NoProgress, Progress
 
 DEMO_MESSAGE_TOKENS = 2_000
 """``--observational``: the Observer's threshold in the demo. Mastra's 30,000 is more than a whole LoCoMo
@@ -117,14 +117,14 @@ def _p50(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def run(
-    memory: Memory, conversations: list[Conversation], *, progress: TextIO | None = sys.stderr
-) -> DemoResult:
-    """Replay and question every conversation through ``memory``; returns the figures."""
+def run(memory: Memory, conversations: list[Conversation], *, progress: Progress | None = None) -> DemoResult:
+    """Replay and question every conversation through ``memory``; returns the figures. ``progress``
+    counts turns saved and questions asked (``memstack.cli.progress.ProgressBar`` shows it)."""
     result = DemoResult(conversations=len(conversations))
-    for n, conv in enumerate(conversations, start=1):
+    progress = progress or NoProgress()
+    progress.start(sum(c.turn_count + len(c.questions) for c in conversations), "steps")
+    for conv in conversations:
         total = conv.turn_count
-        done = 0
         for thread_id, turns in conv.sessions.items():
             for turn in turns:
                 t0 = time.perf_counter()
@@ -145,28 +145,17 @@ def run(
                 t2 = time.perf_counter()
                 result.context_ms.append((t1 - t0) * 1000)
                 result.save_ms.append((t2 - t1) * 1000)
-                done += 1
-                if progress is not None and (done % 50 == 0 or done == total):
-                    progress.write(
-                        f"\r[{n}/{len(conversations)}] {conv.resource_id}: saved {done}/{total} turns"
-                    )
-                    progress.flush()
+                progress.advance(1)
         result.messages += total
         question_thread = f"{conv.resource_id}-questions"
-        for i, q in enumerate(conv.questions, start=1):
+        for q in conv.questions:
             ctx = memory.context(thread_id=question_thread, resource_id=conv.resource_id, message=q.text)
             shown = ctx.message_ids
             result.context_sizes.append(len(shown))
             result.scores.append(
                 (conv.resource_id, q.category, sum(e in shown for e in q.evidence) / len(q.evidence))
             )
-            if progress is not None and (i % 50 == 0 or i == len(conv.questions)):
-                progress.write(
-                    f"\r[{n}/{len(conversations)}] {conv.resource_id}: asked {i}/{len(conv.questions)} questions"
-                )
-                progress.flush()
-        if progress is not None:
-            progress.write("\n")
+            progress.advance(1)
     return result
 
 

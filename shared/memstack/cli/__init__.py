@@ -24,7 +24,9 @@ from memstack.cli.common import (
     open_client,
     remote_arguments,
     say,
+    stoppable,
 )
+from memstack.cli.progress import ProgressBar
 from memstack.errors import InvalidInput, MemstackError
 
 if TYPE_CHECKING:
@@ -167,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             code: int = args.run(args)
             return code
         if args.command == "demo":
-            return _demo(args)
+            with stoppable():  # the temporary database goes with the block
+                return _demo(args)
         if args.command == "serve":
             return _serve(args)
         if args.command == "erase":
@@ -352,8 +355,8 @@ def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, 
         if isinstance(db, str)
         else build(db, embedder=args.embedder, options=options, chat_model=chat, background="inline")
     )
-    with memory:
-        result = demo.run(memory, conversations, progress=None if args.quiet else sys.stderr)
+    with memory, ProgressBar("demo", quiet=args.quiet) as bar:
+        result = demo.run(memory, conversations, progress=bar)
         summary = demo.observation_line(memory, conversations, chat) if chat is not None else None
     print(demo.table(result))
     if summary is not None:
