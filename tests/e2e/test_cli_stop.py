@@ -74,6 +74,21 @@ def memstack(*args: str, cwd: Path) -> subprocess.Popen[str]:
     )
 
 
+def finished(*args: str, cwd: Path) -> str:
+    """Run ``memstack *args`` to its end; its stdout (it must succeed)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "memstack.cli", *args],
+        cwd=cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=JOB_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def stop_mid_job(
     process: subprocess.Popen[str], job: str, signum: int, paused: Callable[[], None] = lambda: None
 ) -> tuple[int, str]:
@@ -113,43 +128,14 @@ def test_given_an_import_when_stopped_mid_job_then_clean_exit_no_leftovers_and_a
     assert exit_code == code, err
     assert "Traceback" not in err and "memstack import: stopped" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db"]  # no -wal, -shm or -journal
-    rerun = subprocess.run(
-        [sys.executable, "-m", "memstack.cli", *args, "--json", "--quiet"],
-        cwd=tmp_path,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=JOB_SECONDS,
-        check=False,
-    )
-    assert rerun.returncode == 0, rerun.stderr
-    assert json.loads(rerun.stdout)["counts"]["messages"] == THREADS * PER_THREAD
+    rerun = finished(*args, "--json", "--quiet", cwd=tmp_path)
+    assert json.loads(rerun)["counts"]["messages"] == THREADS * PER_THREAD
 
 
 def test_given_an_export_to_a_file_when_terminated_mid_job_then_exit_143_and_no_file_is_left(
     tmp_path: Path, export_file: Path
 ) -> None:
-    load = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memstack.cli",
-            "import",
-            str(export_file),
-            "--db",
-            "memory.db",
-            "--embedder",
-            "hash",
-            "--quiet",
-        ],
-        cwd=tmp_path,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=JOB_SECONDS,
-        check=False,
-    )
-    assert load.returncode == 0, load.stderr
+    finished("import", str(export_file), "--db", "memory.db", "--embedder", "hash", "--quiet", cwd=tmp_path)
 
     process = memstack("export", "--db", "memory.db", "--embedder", "hash", "-o", "out.jsonl", cwd=tmp_path)
 

@@ -121,3 +121,18 @@ def test_given_a_mistyped_database_path_when_erasing_then_it_refuses_and_creates
     assert code != 0
     assert "no database at" in capsys.readouterr().err
     assert not missing.parent.exists()
+
+
+def test_given_json_when_erasing_then_the_receipt_as_the_api_answers_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    db = tmp_path / "memory.db"
+    filled(db)
+
+    code = main(["erase", "--resource", "user-a", "--db", str(db), "--embedder", "hash", "--yes", "--json"])
+
+    receipt = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert receipt["resource_id"] == "user-a" and receipt["counts"]["messages"] == 2

@@ -21,7 +21,9 @@ from memstack.cli.common import (
     check_target,
     embedder_argument,
     existing_database,
+    json_argument,
     open_client,
+    print_json,
     remote_arguments,
     say,
     stoppable,
@@ -158,6 +160,7 @@ def _erase_parser(sub: Any) -> None:
     backend_arguments(erase)
     embedder_argument(erase)
     remote_arguments(erase, "erase")
+    json_argument(erase)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -260,6 +263,9 @@ def _erase(args: argparse.Namespace) -> int:
             print("memstack erase: not confirmed; nothing was erased", file=sys.stderr)
             return 1
     receipt = _erase_remote(args, resource_id) if remote else _erase_local(args, resource_id)
+    if args.json:
+        print_json(receipt.to_dict())
+        return 0
     print(f"erased resource {receipt.resource_id!r}:")
     for key in ERASE_COUNT_KEYS:
         print(f"  {key:<20} {receipt.counts.get(key, 0)}")
