@@ -208,9 +208,8 @@ def run_wm_set(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"updated": True, "scope": args.scope})
     else:
-        print(
-            f"working memory of {args.scope} {thread if args.scope == 'thread' else args.resource!r} updated"
-        )
+        owner = thread if args.scope == "thread" else args.resource
+        print(f"working memory of {args.scope} {owner!r} updated")
     return 0
 
 
