@@ -239,3 +239,14 @@ def test_given_version_when_asked_then_the_installed_version(capsys: pytest.Capt
     with pytest.raises(SystemExit) as done:
         main(["--version"])
     assert done.value.code == 0 and capsys.readouterr().out == f"memstack {version('memstack')}\n"
+
+
+def test_given_the_deployment_turns_semantic_recall_off_when_reindexing_then_exit_2_saying_so(
+    db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMSTACK_OPTIONS", '{"semantic_recall": false, "observational_memory": true}')
+    code, _, err = run(capsys, "reindex", "--db", str(db), "--embedder", "local")
+    assert code == 2 and "semantic recall is off" in err
+
+    monkeypatch.delenv("MEMSTACK_OPTIONS")
+    assert run(capsys, "threads", "--resource", "alice", "--db", str(db), *LOCAL)[0] == 0  # left as it was

@@ -169,6 +169,7 @@ def _reindex_memory(args: argparse.Namespace) -> Any:
         InvalidInput: ``--resource`` with another embedder than the SQLite index's (one model per file).
     """
     from memstack.bootstrap import build_local
+    from memstack.config import MemoryOptions
     from memstack.settings import load_settings
 
     settings = load_settings(**({"backend": args.backend} if args.backend else {}))
@@ -176,10 +177,15 @@ def _reindex_memory(args: argparse.Namespace) -> Any:
     if settings.backend != "sqlite":
         return open_local(args)
     path = args.db or settings.db_path
+    # the deployment's semantic-recall options (chunking, tool text) make the same index entries as its
+    # indexer; the other layers take no part in a reindex, so they need no chat model here
+    options = {"semantic_recall": (settings.options or {}).get("semantic_recall", True)}
+    if not MemoryOptions.parse(options).semantic_recall.enabled:  # refused before the index is touched
+        raise InvalidInput("semantic recall is off: there is no index to rebuild", field="semantic_recall")
     if args.resource is None:
-        return build_local(path=path, embedder=embedder, rebuild_index=True)
+        return build_local(path=path, embedder=embedder, options=options, rebuild_index=True)
     try:
-        return build_local(path=path, embedder=embedder)
+        return build_local(path=path, embedder=embedder, options=options)
     except InvalidInput as exc:
         if exc.field not in ("dimension", "embedder"):
             raise
