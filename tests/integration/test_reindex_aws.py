@@ -30,9 +30,10 @@ def test_given_messages_on_aws_when_reindexed_with_another_embedder_then_its_ind
                 tokenizer=default_tokenizer(),
                 options=VECTOR,
             )
-            first = reindex(memory, Selection())
-            again = reindex(memory, Selection(resource_id="alice"))
-            hits = memory.recall(resource_id="alice", thread_id="new", query="sourdough bread").hits
+            with memory:  # closes the store and the index too, as the factories do after it
+                first = reindex(memory, Selection())
+                again = reindex(memory, Selection(resource_id="alice"))
+                hits = memory.recall(resource_id="alice", thread_id="new", query="sourdough bread").hits
 
     assert (first.messages, first.chunks, first.model_id) == (3, 3, "hash-128")
     assert (again.messages, again.chunks) == (3, 0)
