@@ -22,6 +22,7 @@ from memstack.client import (
     DEFAULT_TIMEOUT,
     Call,
     Calls,
+    ContextInspection,
     RemoteContext,
     RemoteObservations,
     _auth,
@@ -33,6 +34,7 @@ from memstack.client import (
 from memstack.memory import CloneResult, Include
 from memstack.model import EraseReceipt, Message, MessagePage, Thread, ThreadPage, ToolCallPart
 from memstack.recall import RecallResult
+from memstack.usecases.inspect import IndexHealth
 
 __all__ = ["AsyncMemstackClient"]
 
@@ -399,3 +401,22 @@ class AsyncMemstackClient:
                 self._rid(resource_id), thread_id, message, instructions, context, options, count_tokens
             )
         )
+
+    async def inspect_context(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        message: Message | Mapping[str, Any] | str | None = None,
+        instructions: str | Sequence[str] | None = None,
+        context: Sequence[Message | Mapping[str, Any] | str] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> ContextInspection:
+        """What the model sees for a turn, explained (``MemstackClient.inspect_context``)."""
+        return await self._run(
+            Calls.inspect_context(self._rid(resource_id), thread_id, message, instructions, context, options)
+        )
+
+    async def index_health(self, *, resource_id: str | None = None, limit: int = 10_000) -> IndexHealth:
+        """How the resource's search index matches its messages (``MemstackClient.index_health``)."""
+        return await self._run(Calls.index_health(self._rid(resource_id), limit))

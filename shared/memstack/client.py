@@ -59,6 +59,7 @@ from memstack.model import (
     ToolCallPart,
 )
 from memstack.recall import RecallResult
+from memstack.usecases.inspect import IndexHealth, IndexSample, LayerTokens
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds per request (connect, read, write, pool) unless the constructor says otherwise."""
@@ -141,6 +142,28 @@ class RemoteContext:
 
 
 @dataclass(frozen=True)
+class ContextInspection:
+    """What the model sees for a turn, explained (``POST /v1/threads/{thread_id}/inspect``).
+
+    Attributes:
+        layers: the layers in the order the model reads them, each with its tokens
+            (``memstack.usecases.inspect.LayerTokens``).
+        token_count: tokens of the whole OpenAI request (messages and tools).
+        system, messages, history_ids, recalled_ids: the context, as ``RemoteContext``.
+        requests: the exact request bodies by provider: ``openai`` (``{messages, tools?}``), ``bedrock``
+            (Converse: ``{system, messages, toolConfig?}``) and ``anthropic`` (``{system?, messages, tools?}``).
+    """
+
+    layers: list[LayerTokens]
+    token_count: int
+    system: list[SystemMessage]
+    messages: list[Message]
+    history_ids: list[str]
+    recalled_ids: list[str]
+    requests: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class RemoteObservations:
     """The observation record that serves a thread, as ``GET /v1/threads/{thread_id}/observations`` sums
     it up (``ObservationRecord`` without the buffered chunks' text or other threads' cursors).
@@ -209,6 +232,10 @@ def _str(value: Any) -> str:
 
 def _opt_str(value: Any) -> str | None:
     return None if value is None else _str(value)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 class SigV4Auth(httpx.Auth):
@@ -698,6 +725,8 @@ class Calls:
                         vector_rank=h.get("vector_rank"),
                         keyword_rank=h.get("keyword_rank"),
                         seq=int(h.get("seq") or 0),
+                        vector_score=_opt_float(h.get("vector_score")),
+                        keyword_score=_opt_float(h.get("keyword_score")),
                     )
                     for h in data["hits"]
                 ],
@@ -718,15 +747,7 @@ class Calls:
         options: dict[str, Any] | None,
         count_tokens: bool = False,
     ) -> Call[RemoteContext]:
-        body: dict[str, Any] = {}
-        if message is not None:
-            body["message"] = _message_in(message)
-        if instructions is not None:
-            body["instructions"] = [instructions] if isinstance(instructions, str) else list(instructions)
-        if context is not None:
-            body["context"] = [_message_in(m) for m in context]
-        if options is not None:
-            body["options"] = options
+        body = _turn_body(message, instructions, context, options)
         if count_tokens:
             body["count_tokens"] = True
 
@@ -750,6 +771,72 @@ class Calls:
         return Call(
             "POST", ["threads", _routable(thread_id), "context"], {"resource_id": resource_id}, body, read
         )
+
+    @staticmethod
+    def inspect_context(
+        resource_id: str,
+        thread_id: str,
+        message: Message | Mapping[str, Any] | str | None,
+        instructions: str | Sequence[str] | None,
+        context: Sequence[Message | Mapping[str, Any] | str] | None,
+        options: dict[str, Any] | None,
+    ) -> Call[ContextInspection]:
+        body = _turn_body(message, instructions, context, options)
+
+        def read(data: Any) -> ContextInspection:
+            return ContextInspection(
+                layers=[
+                    LayerTokens(x["layer"], x["role"], int(x["messages"]), int(x["tokens"]), int(x["tools"]))
+                    for x in data["layers"]
+                ],
+                token_count=int(data["token_count"]),
+                system=[SystemMessage(text=s["text"], kind=s["kind"]) for s in data["system"]],
+                messages=[Message.model_validate(m) for m in data["conversation"]],
+                history_ids=list(data["history_ids"]),
+                recalled_ids=list(data["recalled_ids"]),
+                requests={name: dict(data[name]) for name in ("openai", "bedrock", "anthropic")},
+            )
+
+        return Call(
+            "POST", ["threads", _routable(thread_id), "inspect"], {"resource_id": resource_id}, body, read
+        )
+
+    @staticmethod
+    def index_health(resource_id: str, limit: int) -> Call[IndexHealth]:
+        def read(data: Any) -> IndexHealth:
+            counts = ("threads", "messages", "indexed", "not_indexed", "stale", "unsearchable")
+            return IndexHealth(
+                resource_id=_str(data["resource_id"]),
+                embedding_model=_str(data["embedding_model"]),
+                dimension=int(data["dimension"]),
+                complete=bool(data["complete"]),
+                samples=[
+                    IndexSample(_str(x["thread_id"]), _str(x["message_id"]), int(x["seq"]), x["state"])
+                    for x in data["samples"]
+                ],
+                **{name: int(data[name]) for name in counts},
+            )
+
+        return Call("GET", ["index-health"], {"resource_id": resource_id, "limit": limit}, read=read)
+
+
+def _turn_body(
+    message: Message | Mapping[str, Any] | str | None,
+    instructions: str | Sequence[str] | None,
+    context: Sequence[Message | Mapping[str, Any] | str] | None,
+    options: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The body of the context and inspect routes: the turn's fields that were given."""
+    body: dict[str, Any] = {}
+    if message is not None:
+        body["message"] = _message_in(message)
+    if instructions is not None:
+        body["instructions"] = [instructions] if isinstance(instructions, str) else list(instructions)
+    if context is not None:
+        body["context"] = [_message_in(m) for m in context]
+    if options is not None:
+        body["options"] = options
+    return body
 
 
 def _auth(base_url: str, sigv4: bool | Mapping[str, Any]) -> httpx.Auth | None:
@@ -1183,3 +1270,34 @@ class MemstackClient:
                 self._rid(resource_id), thread_id, message, instructions, context, options, count_tokens
             )
         )
+
+    def inspect_context(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        message: Message | Mapping[str, Any] | str | None = None,
+        instructions: str | Sequence[str] | None = None,
+        context: Sequence[Message | Mapping[str, Any] | str] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> ContextInspection:
+        """What the model sees for a turn, explained: the arguments of ``context``; nothing is saved.
+
+        Returns:
+            A ``ContextInspection``: the layers in order with their tokens, the total, and the exact
+            OpenAI, Bedrock Converse and Anthropic request bodies (``requests``).
+
+        Raises:
+            InvalidInput: bad input.
+        """
+        return self._run(
+            Calls.inspect_context(self._rid(resource_id), thread_id, message, instructions, context, options)
+        )
+
+    def index_health(self, *, resource_id: str | None = None, limit: int = 10_000) -> IndexHealth:
+        """How the resource's search index matches its first ``limit`` messages (``Memory.index_health``).
+
+        Raises:
+            InvalidInput: ``limit`` outside 1..100,000.
+        """
+        return self._run(Calls.index_health(self._rid(resource_id), limit))

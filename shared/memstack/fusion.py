@@ -54,7 +54,16 @@ def keyword_relevance(score: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class FusedHit:
-    """A message chosen by fusion, with its fused score (higher is better) and where it came from."""
+    """A message chosen by recall, with its score (higher is better) and where it came from.
+
+    Attributes:
+        score: the fused score in ``hybrid`` mode; the retriever's own score in ``vector`` or ``keyword``
+            mode.
+        vector_rank, keyword_rank: the message's rank (from 1) in each retriever's list; ``None`` when that
+            retriever did not return it.
+        vector_score: the vector retriever's score of its best chunk (cosine similarity, -1..1).
+        keyword_score: the keyword retriever's score of its best chunk (BM25, Lucene scale, >= 0).
+    """
 
     message_id: str
     thread_id: str
@@ -62,6 +71,8 @@ class FusedHit:
     vector_rank: int | None = None
     keyword_rank: int | None = None
     seq: int = 0
+    vector_score: float | None = None
+    keyword_score: float | None = None
 
 
 def fuse(
@@ -95,11 +106,15 @@ def fuse(
     hits: dict[str, IndexHit] = {}
     vranks: dict[str, int] = {}
     kranks: dict[str, int] = {}
-    for found, weight, ranks in ((vector, vector_weight, vranks), (keyword, keyword_weight, kranks)):
+    vscores: dict[str, float] = {}
+    kscores: dict[str, float] = {}
+    lists = ((vector, vector_weight, vranks, vscores), (keyword, keyword_weight, kranks, kscores))
+    for found, weight, ranks, own in lists:
         for rank, hit in enumerate(found, start=1):
             if hit.message_id in ranks:
                 continue
             ranks[hit.message_id] = rank
+            own[hit.message_id] = hit.score
             hits.setdefault(hit.message_id, hit)
             base[hit.message_id] = base.get(hit.message_id, 0.0) + weight / (rank_constant + rank)
     scores = dict(base)
@@ -130,6 +145,8 @@ def fuse(
             vector_rank=vranks.get(mid),
             keyword_rank=kranks.get(mid),
             seq=hits[mid].seq,
+            vector_score=vscores.get(mid),
+            keyword_score=kscores.get(mid),
         )
         for mid in chosen
     ]

@@ -39,6 +39,7 @@ from memstack.recall import EmbeddingCache, RecallResult
 from memstack.scope import Scope
 from memstack.usecases.background import Background, BackgroundWork
 from memstack.usecases.core import SystemClock, build_core
+from memstack.usecases.inspect import IndexHealth, index_health
 from memstack.usecases.messages import Include, Messages
 from memstack.usecases.threads import CloneResult, Threads
 from memstack.usecases.turns import Turns
@@ -375,6 +376,11 @@ class Memory(BackgroundWork):
         """Semantic recall alone: the best hits for ``query`` in the resource and their neighbour windows.
         Raises ``InvalidInput``, ``Unavailable`` (embedder or index failed)."""
         return self._turns.recall(Scope.of(resource_id, thread_id), query, options)
+
+    def index_health(self, *, resource_id: str, limit: int = 10_000) -> IndexHealth:
+        """How the resource's search index matches its first ``limit`` messages (read-only; see
+        ``memstack.usecases.inspect.index_health``). Raises ``InvalidInput``."""
+        return index_health(self._core, Scope.resource(resource_id), limit=limit)
 
     def context(
         self,

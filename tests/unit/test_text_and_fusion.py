@@ -95,3 +95,15 @@ def test_given_ties_when_fused_then_order_is_stable() -> None:
     a = fuse(hits("x", "y"), [], top_k=2, vector_weight=1, keyword_weight=1, rank_constant=60)
     b = fuse(hits("x", "y"), [], top_k=2, vector_weight=1, keyword_weight=1, rank_constant=60)
     assert a == b and [h.message_id for h in a] == ["x", "y"]
+
+
+def test_given_two_lists_when_fused_then_each_hit_keeps_each_retrievers_own_score_of_its_best_chunk() -> None:
+    vector = [IndexHit("b", "t", 0.9), IndexHit("a", "t", 0.5), IndexHit("b", "t", 0.4)]
+    keyword = [IndexHit("b", "t", 7.5), IndexHit("c", "t", 3.0)]
+    fused = {
+        h.message_id: h
+        for h in fuse(vector, keyword, top_k=3, vector_weight=1, keyword_weight=1, rank_constant=60)
+    }
+    assert (fused["b"].vector_score, fused["b"].keyword_score) == (0.9, 7.5)
+    assert (fused["a"].vector_score, fused["a"].keyword_score) == (0.5, None)
+    assert (fused["c"].vector_score, fused["c"].keyword_score) == (None, 3.0)

@@ -43,6 +43,7 @@ from memstack.api.deps import API_PREFIX, HEALTH_PATH, MemoryProvider, ServerMis
 from memstack.api.routes import (
     context,
     health,
+    inspect,
     messages,
     observations,
     recall,
@@ -92,6 +93,7 @@ ROUTE_SETS: dict[RouteSet, tuple[APIGatewayRouter, ...]] = {
         working_memory.router,
         observations.router,
         resources.router,
+        inspect.router,
     ),
     "context": (context.router,),
 }

@@ -46,6 +46,7 @@ ERROR_RESPONSES = {
 _QUERY_MODELS: tuple[type[BaseModel], ...] = (
     schemas.ListThreadsQuery,
     schemas.ListMessagesQuery,
+    schemas.IndexHealthQuery,
     schemas.OptionsQuery,
     schemas.ResourceQuery,
 )

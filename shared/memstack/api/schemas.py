@@ -459,9 +459,18 @@ class RecallHit(BaseModel):
     message_id: str
     thread_id: str
     seq: int = Field(description="The message's position in its thread (as on ``Message``).")
-    score: float
-    vector_rank: int | None = None
-    keyword_rank: int | None = None
+    score: float = Field(
+        description="The fused score in hybrid mode (weighted reciprocal ranks plus neighbour support); the "
+        "retriever's own score in vector or keyword mode. Higher is better."
+    )
+    vector_rank: int | None = Field(None, description="Rank (from 1) in the vector list; null: not in it.")
+    keyword_rank: int | None = Field(None, description="Rank (from 1) in the keyword list; null: not in it.")
+    vector_score: float | None = Field(
+        None, description="The vector retriever's own score (cosine similarity); null: not in its list."
+    )
+    keyword_score: float | None = Field(
+        None, description="The keyword retriever's own score (BM25, Lucene scale); null: not in its list."
+    )
 
 
 class RecallOut(BaseModel):
@@ -469,6 +478,95 @@ class RecallOut(BaseModel):
 
     hits: list[RecallHit]
     messages: list[Message]
+
+
+class InspectBody(_Request):
+    """``POST /v1/threads/{thread_id}/inspect``: the turn to assemble and explain (as ``ContextBody``)."""
+
+    message: MessageInput | None = Field(
+        None, description="The new user message (not saved): a message object or a plain string."
+    )
+    instructions: Annotated[
+        list[str] | None,
+        BeforeValidator(_string_list),
+        WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
+    ] = Field(None, description="System instructions (a string or a list), shown first.")
+    context: list[MessageInput] | None = Field(
+        None, description="Call-time messages shown after history, never saved; at most 1000 (413)."
+    )
+    options: Options = None
+
+
+class LayerOut(BaseModel):
+    """One layer of the assembled context and its tokens (``memstack.usecases.inspect.LayerTokens``)."""
+
+    layer: str = Field(
+        description="instructions, working_memory, recall (cross-thread block), observations, reminders, "
+        "history, recalled (same-thread recall), context (call-time), message (the new one) or tools."
+    )
+    role: Literal["system", "conversation", "tools"]
+    messages: int = Field(description="Memstack messages in the layer (0 for tools).")
+    tools: int = Field(0, description="Tool definitions (the tools layer).")
+    tokens: int = Field(
+        description="Tokens (tiktoken o200k_base, with the per-message overhead); a conversation layer is "
+        "counted rendered on its own."
+    )
+
+
+class InspectOut(BaseModel):
+    """What the model sees for a turn, explained: layers in order with tokens, and the provider requests."""
+
+    layers: list[LayerOut] = Field(description="The layers in the order the model reads them.")
+    token_count: int = Field(description="Tokens of the whole OpenAI request (messages + tools).")
+    system: list[SystemOut] = Field(description="The system messages, in layer order.")
+    conversation: list[Message] = Field(description="The conversation as Memstack messages.")
+    history_ids: list[str]
+    recalled_ids: list[str]
+    openai: dict[str, Any] = Field(
+        description="The chat-completions request body without the model: {messages, tools?}."
+    )
+    bedrock: dict[str, Any] = Field(
+        description="The Amazon Bedrock Converse request without modelId: {system, messages, toolConfig?}."
+    )
+    anthropic: dict[str, Any] = Field(
+        description="The Anthropic Messages request without model and max_tokens: {system?, messages, tools?}."
+    )
+
+
+class IndexHealthQuery(ResourceQuery):
+    """``GET /v1/index-health``: the resource, and how many of its messages to read."""
+
+    limit: int = Field(
+        10_000, ge=1, le=100_000, description="The most messages to read (threads by creation, seq order)."
+    )
+
+
+class IndexSampleOut(BaseModel):
+    """A message whose index entries do not match it."""
+
+    thread_id: str
+    message_id: str
+    seq: int
+    state: Literal["not_indexed", "stale"] = Field(
+        description="not_indexed: never indexed, or saved again since; stale: indexed from other content, "
+        "thread metadata or another embedder."
+    )
+
+
+class IndexHealthOut(BaseModel):
+    """How well the resource's search index matches its stored messages (``Memory.index_health``)."""
+
+    resource_id: str
+    embedding_model: str = Field(description="The embedder recall searches with (its model id).")
+    dimension: int = Field(description="The index's vector dimension.")
+    threads: int = Field(description="Threads read.")
+    messages: int = Field(description="Messages read.")
+    indexed: int = Field(description="Messages whose index entries match what indexing them now writes.")
+    not_indexed: int = Field(description="Searchable messages never indexed (or saved again since).")
+    stale: int = Field(description="Messages indexed from other content, thread metadata or embedder.")
+    unsearchable: int = Field(description="Messages without searchable text (nothing to index).")
+    complete: bool = Field(description="False when limit messages were read before the end.")
+    samples: list[IndexSampleOut] = Field(description="Up to 50 not_indexed or stale messages.")
 
 
 class Health(BaseModel):

@@ -108,6 +108,15 @@ class EmbeddingCache:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexPlan:
+    """What indexing a message makes: its number of chunks (0: nothing searchable) and the fingerprint
+    the store marks it with (``MemoryStore.set_index_marks``)."""
+
+    chunks: int
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
 class RecallResult:
     """What recall found: the fused hits (best first) and the messages around them (by thread, seq)."""
 
@@ -313,6 +322,13 @@ class SemanticRecall:
         if stale:
             self.index.delete_documents(resource_id, sorted(stale))
 
+    def planned_mark(self, thread: Thread, message: Message, options: SemanticRecallOptions) -> IndexPlan:
+        """What ``index_messages`` would index for ``message`` now and the mark it would set: a mark in the
+        store that differs was made from other content, thread metadata or embedder (index health)."""
+        text = searchable_text(message, options.tool_text_chars)
+        chunks = chunk_text(text, options.chunk_chars) if text else []
+        return IndexPlan(chunks=len(chunks), fingerprint=self._fingerprint(thread, message, chunks))
+
     def _fingerprint(self, thread: Thread, message: Message, chunks: list[str]) -> str:
         """What an index entry of the message is made of (embedder, chunks, order, metadata), hashed."""
         data = json.dumps(
@@ -375,12 +391,16 @@ class SemanticRecall:
             khits = [h for h in khits if keyword_relevance(h.score) >= options.threshold]
         if options.mode == "vector":
             return [
-                FusedHit(h.message_id, h.thread_id, h.score, vector_rank=i + 1, seq=h.seq)
+                FusedHit(
+                    h.message_id, h.thread_id, h.score, vector_rank=i + 1, seq=h.seq, vector_score=h.score
+                )
                 for i, h in enumerate(vhits)
             ]
         if options.mode == "keyword":
             return [
-                FusedHit(h.message_id, h.thread_id, h.score, keyword_rank=i + 1, seq=h.seq)
+                FusedHit(
+                    h.message_id, h.thread_id, h.score, keyword_rank=i + 1, seq=h.seq, keyword_score=h.score
+                )
                 for i, h in enumerate(khits)
             ]
         h = options.hybrid

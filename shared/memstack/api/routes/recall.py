@@ -34,6 +34,8 @@ def recall(thread_id: str, body: RecallBody, query: Annotated[ResourceQuery, Que
                 score=h.score,
                 vector_rank=h.vector_rank,
                 keyword_rank=h.keyword_rank,
+                vector_score=h.vector_score,
+                keyword_score=h.keyword_score,
             )
             for h in result.hits
         ],
