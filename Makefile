@@ -12,8 +12,10 @@ SAM_VENV := .venv-sam
 TEMPLATE := cdk.out/Memstack.template.json
 
 BENCH_STAMP := $(VENV)/.installed-bench
+# Memstack Studio's browser tests drive Debian's chromium through Playwright (never a downloaded browser).
+CHROMIUM := /usr/bin/chromium
 
-.PHONY: bench demo test lint typecheck install clean synth bundle sam-check cdk-cli
+.PHONY: bench demo test lint typecheck install clean synth bundle sam-check cdk-cli browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,6 +26,15 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Installed with apt when missing: as root, or through sudo when there is one.
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; \
+	elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \
+	else echo "$(CHROMIUM) is missing and neither root nor sudo is available: install Debian's chromium" >&2; exit 1; fi; \
+	$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+
+browser: $(CHROMIUM)
 
 # The benchmarks need matplotlib (the optional `bench` group), kept out of `make test`'s install.
 $(BENCH_STAMP): $(STAMP) pyproject.toml
@@ -37,7 +48,7 @@ bench: $(BENCH_STAMP)
 demo: $(STAMP)
 	$(BIN)/memstack demo $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/ruff check shared tests benchmarks functions infra app.py examples
 	$(BIN)/mypy
 	$(BIN)/mypy infra app.py

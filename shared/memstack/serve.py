@@ -18,6 +18,8 @@ auth check are the very code the Lambda functions run (docs/api.md).
   ``/v1/resources/{resource_id}``). The API's own INFO lines are off unless ``verbose``. A client that hangs
   up (``BrokenPipeError``, ``ConnectionResetError``) costs one DEBUG line of the ``memstack.serve`` logger,
   never a traceback.
+* Memstack Studio (``memstack.studio``): ``/`` and ``/studio`` redirect to ``/studio/``, which serves the
+  packaged page; it calls the API routes of this same server.
 * Every method gets the API's JSON error shape: HEAD is answered as GET without the body; OPTIONS and any
   other method reach the resolver, which answers 405 ``method_not_allowed`` (with ``Allow``) on a known path
   and 404 elsewhere; malformed requests the stdlib refuses (bad request line, header limits) get JSON too.
@@ -244,7 +246,8 @@ class _Handler(BaseHTTPRequestHandler):
         method = self.command
         path, _, query = self.path.partition("?")
         with self.server.in_flight():
-            status, headers, body = self._answer("GET" if method == "HEAD" else method, path, query)
+            verb = "GET" if method == "HEAD" else method
+            status, headers, body = self._studio(verb, path) or self._answer(verb, path, query)
             if self.server.stopping:
                 self.close_connection = True
             try:
@@ -265,6 +268,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 _log.debug("client went away during the response: %s", type(exc).__name__)
         self.server.access(method, path, status, (time.perf_counter() - started) * 1000)
+
+    def _studio(self, method: str, path: str) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        """Memstack Studio's answer (``/``, ``/studio/…``: ``memstack.studio``), or ``None`` for the API;
+        a body sent to a Studio path is never read, so that connection closes."""
+        from memstack.studio import studio_response
+
+        answer = studio_response(method, path)
+        if answer is not None and self.headers.get("Content-Length", "0") not in ("", "0"):
+            self.close_connection = True
+        return answer
 
     def _answer(self, method: str, path: str, query: str) -> tuple[int, list[tuple[str, str]], bytes]:
         from memstack.api.http import handle_http

@@ -30,6 +30,7 @@ from memstack.cli.common import (
 )
 from memstack.cli.progress import ProgressBar
 from memstack.errors import InvalidInput, MemstackError
+from memstack.studio import command as studio_command
 
 if TYPE_CHECKING:
     from memstack.settings import Settings
@@ -90,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     _mcp_parser(sub)
     browse.add_parsers(sub)
     transfer.add_parsers(sub)
+    studio_command.add_parser(sub)
     return parser
 
 
