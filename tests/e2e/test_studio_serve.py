@@ -261,3 +261,15 @@ def test_given_the_command_then_it_serves_until_sigterm_and_refuses_sigv4_with_j
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
     bad = subprocess.run([*cmd[:5], "localhost:1"], capture_output=True, text=True, env=clean_env())
     assert bad.returncode == 2 and "--url must be an http(s) URL" in bad.stderr
+
+
+def test_given_the_package_data_then_every_studio_file_is_shipped_in_the_wheel() -> None:
+    import fnmatch
+    import tomllib
+
+    root = STATIC.parents[3]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "memstack.studio"
+    ]
+    files = [p.relative_to(STATIC.parent).as_posix() for p in STATIC.iterdir()]
+    assert files and all(any(fnmatch.fnmatch(f, g) for g in globs) for f in files), (files, globs)
