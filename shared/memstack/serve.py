@@ -456,26 +456,33 @@ def serve(memory: Memory, config: ServeConfig, *, banner: str = "", out: TextIO 
     except BaseException:
         memory.close()
         raise
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _stop_signals()}
     loop = threading.Thread(target=server.serve_forever, args=(0.2,), name="memstack-serve", daemon=True)
-    try:
-        loop.start()
-        print(f"memstack serve: listening on {server.url}{banner}", file=out, flush=True)
-        while not stop.wait(0.5):
-            pass
-        print("memstack serve: stopping", file=out, flush=True)
-    finally:
-        server.stopping = True
-        server.shutdown()  # no new requests
-        server.wait_idle(SHUTDOWN_GRACE_SECONDS)
-        server.server_close()
-        memory.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with stop_requested() as stop:
+        try:
+            loop.start()
+            print(f"memstack serve: listening on {server.url}{banner}", file=out, flush=True)
+            while not stop.wait(0.5):
+                pass
+            print("memstack serve: stopping", file=out, flush=True)
+        finally:
+            server.stopping = True
+            server.shutdown()  # no new requests
+            server.wait_idle(SHUTDOWN_GRACE_SECONDS)
+            server.server_close()
+            memory.close()
     print("memstack serve: stopped", file=out, flush=True)
     return 0
 
 
-def _stop_signals() -> list[signal.Signals]:
-    return [signal.SIGINT] + ([signal.SIGTERM] if hasattr(signal, "SIGTERM") else [])
+@contextmanager
+def stop_requested() -> Iterator[threading.Event]:
+    """An event that Ctrl-C (SIGINT) or SIGTERM sets while inside (instead of raising or killing), so a
+    server can stop gracefully; the previous handlers are restored on exit. Main thread only."""
+    stop = threading.Event()
+    signals = [signal.SIGINT] + ([signal.SIGTERM] if hasattr(signal, "SIGTERM") else [])
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in signals}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

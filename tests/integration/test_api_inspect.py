@@ -4,7 +4,6 @@ what the model sees layer by layer (``POST /v1/threads/{thread_id}/inspect``) an
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,14 +15,6 @@ from tests.integration.events import Api
 from tests.observation_support import om_memory, save_sentences
 
 T = "trip"
-
-
-@pytest.fixture
-def memory() -> Iterator[Memory]:
-    with Memory.local(
-        ":memory:", embedder="hash", background="inline", working_memory={"enabled": True}
-    ) as m:
-        yield m
 
 
 @pytest.fixture

@@ -195,8 +195,8 @@ class DeleteMessagesBody(_Request):
     message_ids: list[Id] = Field(min_length=1, description="At most 1000 ids (413).")
 
 
-class ContextBody(_Request):
-    """``POST /v1/threads/{thread_id}/context``: the turn to assemble."""
+class TurnBody(_Request):
+    """The turn to assemble: what ``POST …/context`` and ``POST …/inspect`` take (``Memory.context``)."""
 
     message: MessageInput | None = Field(
         None, description="The new user message (not saved): a message object or a plain string."
@@ -209,13 +209,27 @@ class ContextBody(_Request):
     context: list[MessageInput] | None = Field(
         None, description="Call-time messages shown after history, never saved; at most 1000 (413)."
     )
+    options: Options = None
+
+    def turn(self) -> dict[str, Any]:
+        """The keyword arguments of ``Memory.context`` besides the thread and the resource."""
+        return {
+            "message": self.message.to_input() if self.message is not None else None,
+            "instructions": self.instructions,
+            "context": [m.to_input() for m in self.context] if self.context is not None else None,
+            "options": self.options,
+        }
+
+
+class ContextBody(TurnBody):
+    """``POST /v1/threads/{thread_id}/context``: the turn to assemble."""
+
     count_tokens: bool = Field(
         False,
         description="Count the tokens of messages + tools (tiktoken o200k_base) into token_count. Off by "
         "default: loading the tokenizer costs a cold function ~250 ms of CPU. A token budget in the "
         "options counts them anyway.",
     )
-    options: Options = None
 
 
 class WorkingMemoryBody(_Request):
@@ -480,21 +494,8 @@ class RecallOut(BaseModel):
     messages: list[Message]
 
 
-class InspectBody(_Request):
-    """``POST /v1/threads/{thread_id}/inspect``: the turn to assemble and explain (as ``ContextBody``)."""
-
-    message: MessageInput | None = Field(
-        None, description="The new user message (not saved): a message object or a plain string."
-    )
-    instructions: Annotated[
-        list[str] | None,
-        BeforeValidator(_string_list),
-        WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
-    ] = Field(None, description="System instructions (a string or a list), shown first.")
-    context: list[MessageInput] | None = Field(
-        None, description="Call-time messages shown after history, never saved; at most 1000 (413)."
-    )
-    options: Options = None
+class InspectBody(TurnBody):
+    """``POST /v1/threads/{thread_id}/inspect``: the turn to assemble and explain (tokens always counted)."""
 
 
 class LayerOut(BaseModel):

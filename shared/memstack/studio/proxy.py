@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import sys
 import threading
 from dataclasses import dataclass
@@ -233,22 +232,20 @@ def run_studio(config: ProxyConfig, *, out: TextIO | None = None) -> int:
     Raises:
         InvalidInput: bad ``config``. OSError: the address cannot be bound.
     """
+    from memstack.serve import stop_requested
+
     out = out if out is not None else sys.stdout
     server = make_studio_server(config)
-    stop = threading.Event()
-    stops = [signal.SIGINT] + ([signal.SIGTERM] if hasattr(signal, "SIGTERM") else [])
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in stops}
     loop = threading.Thread(target=server.serve_forever, args=(0.2,), name="memstack-studio", daemon=True)
-    try:
-        loop.start()
-        print(f"memstack studio: open {server.url}/studio/ (API {server.base_url})", file=out, flush=True)
-        while not stop.wait(0.5):
-            pass
-    finally:
-        server.shutdown()
-        server.server_close()
-        server.client.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with stop_requested() as stop:
+        try:
+            loop.start()
+            print(f"memstack studio: open {server.url}/studio/ (API {server.base_url})", file=out, flush=True)
+            while not stop.wait(0.5):
+                pass
+        finally:
+            server.shutdown()
+            server.server_close()
+            server.client.close()
     print("memstack studio: stopped", file=out, flush=True)
     return 0

@@ -26,14 +26,7 @@ router = new_router()
     description="Nothing is saved. Another resource's thread id reads as a new, empty thread.",
 )
 def context(thread_id: str, body: ContextBody, query: Annotated[ResourceQuery, Query()]) -> ContextOut:
-    ctx = current_memory().context(
-        thread_id=thread_id,
-        resource_id=query.resource_id,
-        message=body.message.to_input() if body.message is not None else None,
-        instructions=body.instructions,
-        context=[m.to_input() for m in body.context] if body.context is not None else None,
-        options=body.options,
-    )
+    ctx = current_memory().context(thread_id=thread_id, resource_id=query.resource_id, **body.turn())
     rendered = ctx.to_openai()
     out = ContextOut(
         messages=rendered["messages"],

@@ -11,7 +11,6 @@ from memstack.api.deps import API_PREFIX, current_memory, new_router
 from memstack.api.schemas import (
     IndexHealthOut,
     IndexHealthQuery,
-    IndexSampleOut,
     InspectBody,
     InspectOut,
     LayerOut,
@@ -39,14 +38,7 @@ router = new_router()
 def inspect_context(
     thread_id: str, body: InspectBody, query: Annotated[ResourceQuery, Query()]
 ) -> InspectOut:
-    ctx = current_memory().context(
-        thread_id=thread_id,
-        resource_id=query.resource_id,
-        message=body.message.to_input() if body.message is not None else None,
-        instructions=body.instructions,
-        context=[m.to_input() for m in body.context] if body.context is not None else None,
-        options=body.options,
-    )
+    ctx = current_memory().context(thread_id=thread_id, resource_id=query.resource_id, **body.turn())
     layers = context_layers(ctx, context_count=len(body.context or []), has_message=body.message is not None)
     logger.info(
         "inspect",
@@ -78,16 +70,4 @@ def inspect_context(
 )
 def index_health(query: Annotated[IndexHealthQuery, Query()]) -> IndexHealthOut:
     found = current_memory().index_health(resource_id=query.resource_id, limit=query.limit)
-    return IndexHealthOut(
-        resource_id=found.resource_id,
-        embedding_model=found.embedding_model,
-        dimension=found.dimension,
-        threads=found.threads,
-        messages=found.messages,
-        indexed=found.indexed,
-        not_indexed=found.not_indexed,
-        stale=found.stale,
-        unsearchable=found.unsearchable,
-        complete=found.complete,
-        samples=[IndexSampleOut.model_validate(s, from_attributes=True) for s in found.samples],
-    )
+    return IndexHealthOut.model_validate(found, from_attributes=True)
