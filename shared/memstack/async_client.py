@@ -22,7 +22,6 @@ from memstack.client import (
     DEFAULT_TIMEOUT,
     Call,
     Calls,
-    ContextInspection,
     RemoteContext,
     RemoteObservations,
     _auth,
@@ -34,7 +33,7 @@ from memstack.client import (
 from memstack.memory import CloneResult, Include
 from memstack.model import EraseReceipt, Message, MessagePage, Thread, ThreadPage, ToolCallPart
 from memstack.recall import RecallResult
-from memstack.usecases.inspect import IndexHealth
+from memstack.usecases.inspect import ContextInspection, IndexHealth
 
 __all__ = ["AsyncMemstackClient"]
 

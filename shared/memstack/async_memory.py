@@ -85,6 +85,8 @@ class AsyncMemory:
     get_observation_record = _OffLoop(Memory.get_observation_record)
     recall = _OffLoop(Memory.recall)
     context = _OffLoop(Memory.context)
+    inspect_context = _OffLoop(Memory.inspect_context)
+    index_health = _OffLoop(Memory.index_health)
 
     async def aclose(self) -> None:
         """Close the memory's store and index."""

@@ -59,7 +59,7 @@ from memstack.model import (
     ToolCallPart,
 )
 from memstack.recall import RecallResult
-from memstack.usecases.inspect import IndexHealth, IndexSample, LayerTokens
+from memstack.usecases.inspect import ContextInspection, IndexHealth, IndexSample, LayerTokens
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds per request (connect, read, write, pool) unless the constructor says otherwise."""
@@ -139,28 +139,6 @@ class RemoteContext:
         from memstack.render.anthropic import to_anthropic_request
 
         return to_anthropic_request(self.openai_messages, self.tools)
-
-
-@dataclass(frozen=True)
-class ContextInspection:
-    """What the model sees for a turn, explained (``POST /v1/threads/{thread_id}/inspect``).
-
-    Attributes:
-        layers: the layers in the order the model reads them, each with its tokens
-            (``memstack.usecases.inspect.LayerTokens``).
-        token_count: tokens of the whole OpenAI request (messages and tools).
-        system, messages, history_ids, recalled_ids: the context, as ``RemoteContext``.
-        requests: the exact request bodies by provider: ``openai`` (``{messages, tools?}``), ``bedrock``
-            (Converse: ``{system, messages, toolConfig?}``) and ``anthropic`` (``{system?, messages, tools?}``).
-    """
-
-    layers: list[LayerTokens]
-    token_count: int
-    system: list[SystemMessage]
-    messages: list[Message]
-    history_ids: list[str]
-    recalled_ids: list[str]
-    requests: dict[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)

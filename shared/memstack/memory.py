@@ -39,7 +39,7 @@ from memstack.recall import EmbeddingCache, RecallResult
 from memstack.scope import Scope
 from memstack.usecases.background import Background, BackgroundWork
 from memstack.usecases.core import SystemClock, build_core
-from memstack.usecases.inspect import IndexHealth, index_health
+from memstack.usecases.inspect import Inspection
 from memstack.usecases.messages import Include, Messages
 from memstack.usecases.threads import CloneResult, Threads
 from memstack.usecases.turns import Turns
@@ -49,7 +49,7 @@ __all__ = ["CloneResult", "Include", "Memory", "strip_tags"]
 
 
 @traced
-class Memory(BackgroundWork):
+class Memory(BackgroundWork, Inspection):
     """Agent memory over a store, a search index, an embedder and a tokenizer.
 
     Args:
@@ -376,11 +376,6 @@ class Memory(BackgroundWork):
         """Semantic recall alone: the best hits for ``query`` in the resource and their neighbour windows.
         Raises ``InvalidInput``, ``Unavailable`` (embedder or index failed)."""
         return self._turns.recall(Scope.of(resource_id, thread_id), query, options)
-
-    def index_health(self, *, resource_id: str, limit: int = 10_000) -> IndexHealth:
-        """How the resource's search index matches its first ``limit`` messages (read-only; see
-        ``memstack.usecases.inspect.index_health``). Raises ``InvalidInput``."""
-        return index_health(self._core, Scope.resource(resource_id), limit=limit)
 
     def context(
         self,

@@ -232,6 +232,7 @@ def test_given_the_clients_then_inspect_and_index_health_answer_what_the_library
     import asyncio
 
     from memstack.async_client import AsyncMemstackClient
+    from memstack.async_memory import AsyncMemory
     from memstack.client import MemstackClient
     from memstack.usecases.inspect import context_layers
     from tests.served import serving
@@ -241,6 +242,14 @@ def test_given_the_clients_then_inspect_and_index_health_answer_what_the_library
     with serving(memory) as url, MemstackClient(url, resource_id="user-a") as client:
         seen = client.inspect_context(thread_id=T, message="ferry?", instructions="Be brief.")
         assert seen.layers == context_layers(local, context_count=0, has_message=True)
+        in_process = memory.inspect_context(
+            resource_id="user-a", thread_id=T, message="ferry?", instructions="Be brief."
+        )
+        assert (seen.layers, seen.requests, seen.token_count) == (
+            in_process.layers,
+            in_process.requests,
+            in_process.token_count,
+        )
         assert seen.token_count == local.token_count
         assert seen.requests["openai"] == local.to_openai()
         assert seen.requests["bedrock"] == local.to_bedrock()
@@ -253,5 +262,7 @@ def test_given_the_clients_then_inspect_and_index_health_answer_what_the_library
                 ), await aclient.index_health(limit=3)
 
         inspected, limited = asyncio.run(remote())
+        wrapped = AsyncMemory(memory)
+        assert asyncio.run(wrapped.index_health(resource_id="user-a", limit=3)) == limited
         assert [x.layer for x in inspected.layers] == ["working_memory", "history", "message", "tools"]
         assert (limited.messages, limited.complete) == (3, False)

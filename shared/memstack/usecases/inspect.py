@@ -10,15 +10,26 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from memstack.context import MESSAGE_OVERHEAD_TOKENS, ModelContext, count_tokens, render_openai
+from memstack.context import (
+    MESSAGE_OVERHEAD_TOKENS,
+    ModelContext,
+    SystemMessage,
+    count_tokens,
+    render_openai,
+)
 from memstack.model import Message, Thread
 from memstack.observation.context import CONTINUATION_ID
 from memstack.ports import IndexState, Tokenizer
 from memstack.scope import Scope
 from memstack.usecases.checks import check_limit
 from memstack.usecases.core import Core
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from memstack.usecases.turns import Turns
 
 LayerName = Literal[
     "instructions",
@@ -101,6 +112,48 @@ def context_layers(ctx: ModelContext, *, context_count: int, has_message: bool) 
         tokens = tokenizer.count(json.dumps(list(ctx.tools), ensure_ascii=False)) if tokenizer else 0
         out.append(LayerTokens("tools", "tools", 0, tokens, tools=len(ctx.tools)))
     return out
+
+
+@dataclass(frozen=True)
+class ContextInspection:
+    """What the model sees for a turn, explained (``Memory.inspect_context``, ``POST …/inspect``).
+
+    Attributes:
+        layers: the layers in the order the model reads them, each with its tokens (``context_layers``).
+        token_count: tokens of the whole OpenAI request (messages and tools), as ``ModelContext`` counts.
+        system, messages, history_ids, recalled_ids: the context, as ``ModelContext`` has them.
+        requests: the exact request bodies by provider: ``openai`` (``{messages, tools?}``), ``bedrock``
+            (Converse: ``{system, messages, toolConfig?}``) and ``anthropic`` (``{system?, messages, tools?}``),
+            without the model id.
+    """
+
+    layers: list[LayerTokens]
+    token_count: int
+    system: list[SystemMessage]
+    messages: list[Message]
+    history_ids: list[str]
+    recalled_ids: list[str]
+    requests: dict[str, dict[str, Any]]
+
+
+def inspect_context(ctx: ModelContext, *, message_given: bool, context: object) -> ContextInspection:
+    """``ctx`` explained: its layers with their tokens, the token total and the provider requests.
+
+    Args:
+        ctx: the context ``Memory.context`` assembled.
+        message_given: whether a new message was passed to it.
+        context: the call-time ``context`` it was passed (a message, a list of them, or ``None``).
+    """
+    count = 0 if context is None else len(context) if isinstance(context, list | tuple) else 1
+    return ContextInspection(
+        layers=context_layers(ctx, context_count=count, has_message=message_given),
+        token_count=ctx.token_count,
+        system=list(ctx.system),
+        messages=list(ctx.messages),
+        history_ids=list(ctx.history_ids),
+        recalled_ids=[m.id for m in ctx.recalled],
+        requests={"openai": ctx.to_openai(), "bedrock": ctx.to_bedrock(), "anthropic": ctx.to_anthropic()},
+    )
 
 
 def _system_tokens(tokenizer: Tokenizer | None, text: str) -> int:
@@ -258,3 +311,34 @@ def _message_pages(core: Core, thread: Thread, budget: int) -> Iterator[list[Mes
         yield page
         budget -= len(page)
         after = page[-1].seq
+
+
+class Inspection:
+    """The looking-into part of ``Memory``'s API (read-only): ``Memory`` inherits it; ``_core`` and
+    ``_turns`` are its use cases."""
+
+    _core: Core
+    _turns: Turns
+
+    def inspect_context(
+        self,
+        *,
+        thread_id: str,
+        resource_id: str,
+        message: Message | dict[str, Any] | str | None = None,
+        instructions: str | Sequence[str] | None = None,
+        context: Sequence[Message | dict[str, Any] | str] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> ContextInspection:
+        """``Memory.context(...)`` explained: the layers in order with their tokens, and the OpenAI, Bedrock
+        and Anthropic requests (``inspect_context``). Takes and raises what ``context`` does."""
+        scope = Scope.of(resource_id, thread_id)
+        ctx = self._turns.context(
+            scope, message=message, instructions=instructions, context=context, overrides=options
+        )
+        return inspect_context(ctx, message_given=message is not None, context=context)
+
+    def index_health(self, *, resource_id: str, limit: int = 10_000) -> IndexHealth:
+        """How the resource's search index matches its first ``limit`` messages (``index_health``).
+        Raises ``InvalidInput``."""
+        return index_health(self._core, Scope.resource(resource_id), limit=limit)

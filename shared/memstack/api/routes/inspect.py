@@ -17,7 +17,6 @@ from memstack.api.schemas import (
     ResourceQuery,
     SystemOut,
 )
-from memstack.usecases.inspect import context_layers
 
 logger = logging.getLogger(__name__)
 
@@ -38,25 +37,21 @@ router = new_router()
 def inspect_context(
     thread_id: str, body: InspectBody, query: Annotated[ResourceQuery, Query()]
 ) -> InspectOut:
-    ctx = current_memory().context(thread_id=thread_id, resource_id=query.resource_id, **body.turn())
-    layers = context_layers(ctx, context_count=len(body.context or []), has_message=body.message is not None)
+    found = current_memory().inspect_context(
+        thread_id=thread_id, resource_id=query.resource_id, **body.turn()
+    )
     logger.info(
         "inspect",
-        extra={"thread_id": thread_id, "layers": len(layers), "token_count": ctx.token_count},
+        extra={"thread_id": thread_id, "layers": len(found.layers), "token_count": found.token_count},
     )
     return InspectOut(
-        layers=[
-            LayerOut(layer=x.layer, role=x.role, messages=x.messages, tools=x.tools, tokens=x.tokens)
-            for x in layers
-        ],
-        token_count=ctx.token_count,
-        system=[SystemOut(kind=s.kind, text=s.text) for s in ctx.system],
-        conversation=ctx.messages,
-        history_ids=ctx.history_ids,
-        recalled_ids=[m.id for m in ctx.recalled],
-        openai=ctx.to_openai(),
-        bedrock=ctx.to_bedrock(),
-        anthropic=ctx.to_anthropic(),
+        layers=[LayerOut.model_validate(x, from_attributes=True) for x in found.layers],
+        token_count=found.token_count,
+        system=[SystemOut(kind=x.kind, text=x.text) for x in found.system],
+        conversation=found.messages,
+        history_ids=found.history_ids,
+        recalled_ids=found.recalled_ids,
+        **found.requests,
     )
 
 
