@@ -250,11 +250,16 @@ def index_health(core: Core, scope: Scope, *, limit: int = 10_000) -> IndexHealt
     counts: dict[str, int] = dict.fromkeys(_COUNTS, 0)
     samples: list[IndexSample] = []
     for thread in _threads(core, rid):
+        # one message past the limit is read to tell "exactly limit" from "more than limit"; a thread
+        # counts as read unless that one message is all that was read of it
         counts["threads"] += 1
-        # one message past the limit is read to tell "exactly limit" from "more than limit"
+        before = counts["messages"]
         for page in _message_pages(core, thread, limit + 1 - counts["messages"]):
-            states = core.store.get_index_state(rid, [m.id for m in page])
             room = limit - counts["messages"]
+            if room == 0:
+                counts["threads"] -= counts["messages"] == before
+                return _health(core, rid, counts, samples, complete=False)
+            states = core.store.get_index_state(rid, [m.id for m in page])
             for message in page[:room]:
                 plan = core.recall.planned_mark(thread, message, options)
                 state = _state(states.get(message.id), plan.fingerprint, plan.chunks)
