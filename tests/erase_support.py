@@ -4,10 +4,10 @@ Test-side only. It reads *everything* stored, without knowing the adapters' layo
 thing that mentions the resource, so a table, key prefix or index added later cannot be missed:
 
 * SQLite: every table in ``sqlite_master`` (the store's, the index's, FTS5 and any vector-extension shadow
-  tables), every row, every cell: a text or blob cell holding the resource id (or the FTS5 scope token of
-  the resource) marks the row. An FTS5 table's inverted index (its ``_data``/``_idx`` shadow tables) is
-  read through ``fts5vocab``, the reader that applies FTS5's deletes: a term still there is reachable by
-  a query.
+  tables), every row, every cell: a text or blob cell holding the resource id marks the row (the keyword
+  index's postings are keyed by resource id, so they are caught here). An FTS5 table's inverted index (its
+  ``_data``/``_idx`` shadow tables), should one be added, is read through ``fts5vocab``, the reader that
+  applies FTS5's deletes: a term naming the resource still there is reachable by a query.
 * AWS: a Scan of the whole DynamoDB table (the store never scans; this is the test looking), any string
   attribute holding the resource id marking the item; every object of the S3 bucket, mapped to its owner
   by its key (``messages/{sha256(resource_id)}/{sha256(thread_id)}/…``); every document of every index of
@@ -28,7 +28,6 @@ from typing import Any
 from memstack.adapters.dynamodb.bodies import BodyStore
 from memstack.adapters.dynamodb.store import DynamoDBMemoryStore
 from memstack.adapters.sqlite.db import SqliteDatabase
-from memstack.adapters.sqlite.index import scope_token
 from memstack.adapters.sqlite.store import SqliteMemoryStore
 from tests.opensearch_double import OpenSearchDouble
 
@@ -45,7 +44,7 @@ def _mentions(values: Iterable[Any], needles: list[str]) -> bool:
 def sqlite_remnants(db: SqliteDatabase, resource_id: str, thread_id: str | None = None) -> list[str]:
     """What the SQLite file still holds of the resource (of its thread ``thread_id`` when given)."""
     needles = [resource_id] if thread_id is None else [resource_id, thread_id]
-    tokens = {scope_token(resource_id) if thread_id is None else scope_token(resource_id, thread_id)}
+    tokens = {n.casefold() for n in needles}  # an FTS5 table would hold an id as a lower-cased term
     conn = db.conn
     with db.lock:
         tables = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
@@ -61,7 +60,7 @@ def sqlite_remnants(db: SqliteDatabase, resource_id: str, thread_id: str | None 
             if name in shadows:
                 continue  # read through fts5vocab above
             for row in conn.execute(f'SELECT * FROM "{name}"'):
-                if _mentions(row, needles) or _mentions(row, sorted(tokens)):
+                if _mentions(row, needles):
                     found.append(f"sqlite {name}: {_short(row)}")
     return found
 

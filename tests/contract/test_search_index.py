@@ -903,10 +903,26 @@ def test_sqlite_given_rewrites_and_deletes_when_they_are_done_then_no_keyword_en
     index.delete_messages("r1", ["m3"])
     index.delete_thread("r1", "t2")
 
-    # FTS5 silently accepts a second row under a reused rowid, so a stale row would match the new chunk.
-    fts_rows = db.query("SELECT count(*) FROM search_fts_docsize")[0][0]
-    chunk_rows = db.query("SELECT count(*) FROM search_chunks")[0][0]
-    assert (fts_rows, chunk_rows) == (1, 1)
+    # Every posting must name a live chunk of its resource, and the statistics must count exactly those.
+    postings = _postings(db)
+    chunks = {
+        (r, rowid): length
+        for r, rowid, length in db.query("SELECT resource_id, rowid, length FROM search_chunks")
+    }
+    assert {(r, rowid) for r, _term, rowid in postings} == set(chunks)
+    stats = db.query("SELECT resource_id, chunks, tokens FROM search_keyword_stats")
+    assert stats == [("r1", 1, sum(chunks.values()))]
+
+
+def _postings(db: Any) -> list[tuple[str, str, int]]:
+    """Every ``(resource_id, term, rowid)`` posting of the SQLite keyword index."""
+    from memstack.adapters.sqlite.keywords import _unpack
+
+    return [
+        (resource_id, term, int(rowid))
+        for resource_id, term, blob in db.query("SELECT resource_id, term, postings FROM search_postings")
+        for rowid in _unpack(bytes(blob))[0].tolist()
+    ]
 
 
 @pytest.mark.parametrize("cache_bytes", [0, 10_000_000])
@@ -965,53 +981,105 @@ def test_given_an_all_zero_entry_vector_when_searching_then_found_by_keywords_ne
     assert [h.message_id for h in found.keyword or []] == ["emoji"]
 
 
-def test_sqlite_given_a_corpus_when_searching_keywords_then_the_fast_path_equals_the_full_query() -> None:
+def _reference_bm25(texts: dict[str, str], query: str) -> dict[str, float]:
+    """BM25 as FTS5's ``bm25()`` computes it (k1 1.2, b 0.75, idf floored at 1e-6) over ``texts`` alone,
+    divided by 2.2 (Lucene's scale), for every text that has a query term."""
+    from memstack.adapters.search_text import query_terms
+    from memstack.adapters.sqlite.keywords import tokens
+
+    docs = {m: tokens(t) for m, t in texts.items()}
+    avgdl = sum(len(d) for d in docs.values()) / len(docs)
+    terms = [token for word in query_terms(query) for token in tokens(word)]
+    scores: dict[str, float] = {}
+    for m, words in docs.items():
+        total = 0.0
+        for term in terms:
+            df = sum(term in d for d in docs.values())
+            idf = max(math.log((len(docs) - df + 0.5) / (df + 0.5)), 0) or 1e-6
+            tf = words.count(term)
+            total += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(words) / avgdl))
+        if any(term in words for term in terms):
+            scores[m] = total / 2.2
+    return scores
+
+
+def test_sqlite_given_a_corpus_when_searching_keywords_then_scores_are_bm25_of_the_resource_alone() -> None:
     from memstack.adapters.sqlite.db import SqliteDatabase
-    from memstack.adapters.sqlite.index import _FTS5_BM25_SCALE, SqliteSearchIndex, _keyword_sql, fts_query
+    from memstack.adapters.sqlite.index import SqliteSearchIndex
 
     ix = SqliteSearchIndex(SqliteDatabase(":memory:"), DIM)
     rng = random.Random(7)
-    words = [
-        "apple",
-        "banana",
-        "cherry",
-        "date",
-        "elder",
-        "fig",
-        "grape",
-        "honey",
-        "iris",
-        "juniper",
-        "kiwi",
-        "lemon",
-        "mango",
-    ]
+    words = ["apple", "banana", "cherry", "date", "elder", "fig", "grape", "honey", "iris", "juniper", "kiwi", "lemon", "mango"]
+    texts = {i: " ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) for i in range(300)}
     entries = [
         entry(
             f"m{i:03d}",
-            " ".join(rng.choice(words) for _ in range(rng.randint(1, 12))),
+            text,
             unit(rng.random() + 0.01, rng.random()),
             thread_id=f"t{i % 3}",
             resource_id="r1" if i % 5 else "r2",
-            chunk=0,
             seq=i,
         )
-        for i in range(200)
+        for i, text in texts.items()
     ]
-    entries += [entry("m000", "apple apple apple", E0, chunk=1, thread_id="t0")]  # a second chunk
     ix.upsert(entries)
-    for query in ("apple", "banana cherry", "kiwi lemon mango fig", "honey", "zebra"):
-        match = fts_query(query)
-        assert match is not None
+    ix.upsert([entry("m299", "kiwi kiwi", E0, resource_id="r1", thread_id="t2", seq=299)])  # rewritten
+    ix.delete_messages("r1", ["m298"])
+    texts[299] = "kiwi kiwi"
+    del texts[298]
+    own = {f"m{i:03d}": t for i, t in texts.items() if i % 5}
+    for query in ("apple", "banana cherry", "kiwi lemon mango fig", "honey Honey honeys", "zebra"):
+        expected = _reference_bm25(own, query)
         for thread_id in (None, "t1"):
             for top_k in (1, 4, 16, 300):
-                sql, params = _keyword_sql(match, "r1", thread_id, None, top_k)
-                full = [(m, t, q, -r / _FTS5_BM25_SCALE) for m, t, q, r in ix._db.conn.execute(sql, params)]
-                fast = [
-                    (h.message_id, h.thread_id, h.seq, h.score)
-                    for h in ix._keyword_ranked_first(ix._db.conn, match, "r1", thread_id, top_k)
-                ]
-                assert fast == full, (query, thread_id, top_k)
+                found = ix.search("r1", top_k=top_k, text=query, thread_id=thread_id).keyword or []
+                allowed = {
+                    m: score
+                    for m, score in expected.items()
+                    if thread_id is None or int(m[1:]) % 3 == int(thread_id[1:])
+                }
+                want = sorted(allowed.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+                assert [h.message_id for h in found] == [m for m, _ in want], (query, thread_id, top_k)
+                assert [h.score for h in found] == pytest.approx([s for _, s in want], rel=1e-9)
+
+
+def test_sqlite_given_a_conversation_stored_alone_or_beside_others_then_its_rankings_are_identical(
+    tmp_path: Path,
+) -> None:
+    from memstack.adapters.sqlite.db import SqliteDatabase
+    from memstack.adapters.sqlite.index import SqliteSearchIndex
+
+    rng = random.Random(5)
+    vocabulary = ["trip", "dog", "hike", "paint", "school", "music", "camp", "beach", "cake", "museum", "garden", "novel"]
+
+    def conversation(resource_id: str, seed: int) -> list[IndexEntry]:
+        local = random.Random(seed)
+        return [
+            entry(
+                f"{resource_id}-m{i}",
+                " ".join(local.choice(vocabulary) for _ in range(local.randint(2, 9))),
+                unit(local.random() + 0.01, local.random(), local.random()),
+                resource_id=resource_id,
+                thread_id=f"s{i // 10}",
+                seq=i,
+            )
+            for i in range(60)
+        ]
+
+    alone = SqliteSearchIndex(SqliteDatabase(tmp_path / "alone.db"), DIM)
+    alone.upsert(conversation("me", 1))
+    crowded = SqliteSearchIndex(SqliteDatabase(tmp_path / "crowded.db"), DIM)
+    for k in range(4):  # other users, with other word frequencies, before and after
+        crowded.upsert(conversation(f"other{k}", 10 + k)[: 20 + 10 * k])
+        if k == 1:
+            crowded.upsert(conversation("me", 1))
+    crowded.upsert([entry("x", "dog dog dog dog", E0, resource_id="other0")])
+
+    for _ in range(20):
+        query = " ".join(rng.sample(vocabulary, rng.randint(1, 4)))
+        a = alone.search("me", top_k=10, text=query, vector=unit(rng.random(), rng.random(), 0.3))
+        b = crowded.search("me", top_k=10, text=query, vector=unit(rng.random(), rng.random(), 0.3))
+        assert a.keyword == b.keyword, query
 
 
 @pytest.mark.parametrize("rewriter", ["writer", "reader"])
@@ -1036,9 +1104,7 @@ def test_sqlite_given_a_cached_resource_when_another_connection_erases_it_and_it
     writer_db.close()
 
 
-def test_sqlite_given_an_erased_resource_when_the_keyword_index_pages_are_read_then_its_words_are_gone() -> (
-    None
-):
+def test_sqlite_given_an_erased_resource_when_the_keyword_tables_are_read_then_its_words_are_gone() -> None:
     from memstack.adapters.sqlite.db import SqliteDatabase
     from memstack.adapters.sqlite.index import SqliteSearchIndex
 
@@ -1046,12 +1112,10 @@ def test_sqlite_given_an_erased_resource_when_the_keyword_index_pages_are_read_t
     index = SqliteSearchIndex(db, DIM)
     index.upsert([entry(f"k{i}", f"keep common words {i}", resource_id="r2") for i in range(50)])
     index.upsert([entry("m1", "zqxjvword secret"), entry("m2", "another zqxjvword")])
+    assert "zqxjvword" in {term for _, term, _ in _postings(db)}
 
-    def pages() -> bytes:
-        return b"".join(bytes(row[0]) for row in db.query("SELECT block FROM search_fts_data") if row[0])
-
-    assert b"zqxjvword" in pages()
     index.delete_resource("r1")
 
-    assert b"zqxjvword" not in pages(), "the erased words stayed in FTS5's index pages"
+    assert {r for r, _, _ in _postings(db)} == {"r2"}
+    assert db.query("SELECT resource_id FROM search_keyword_stats") == [("r2",)]
     assert ids(index.search("r2", top_k=5, text="common").keyword)

@@ -1,19 +1,18 @@
-"""The embedded default's ``SearchIndex``: exact vector search and BM25 (FTS5) in one SQLite file.
+"""The embedded default's ``SearchIndex``: cosine vector search and BM25 keyword search in one SQLite file.
 
-Four tables live in the shared database file (``SqliteDatabase``):
+Tables in the shared database file (``SqliteDatabase``):
 
 * ``search_chunks`` — one row per indexed chunk: ``rowid``, ``resource_id``, ``thread_id``, ``message_id``,
-  ``chunk``, ``role``, ``seq``, ``created_at`` (ISO-8601 UTC text), ``metadata`` (JSON text) and
-  ``embedding`` (little-endian float32 BLOB, the layout of ``sqlite_vec.serialize_float32``). Indexes:
+  ``chunk``, ``role``, ``seq``, ``created_at`` (ISO-8601 UTC text), ``metadata`` (JSON text),
+  ``embedding`` (little-endian float32 BLOB, the layout of ``sqlite_vec.serialize_float32``), and for the
+  keyword index ``terms`` (the chunk's distinct terms) and ``length`` (its tokens). Indexes:
   ``(resource_id, thread_id)`` for the searches and ``(message_id, resource_id, chunk)`` (unique) for
-  re-indexing and deletes.
-* ``search_fts`` — an FTS5 table keyed by the chunk's ``rowid`` with two columns: ``text`` (the chunk text,
-  pre-segmented by :func:`fts_text`) and ``scope`` (two tokens naming the chunk's resource and thread, see
-  :func:`scope_token`). It is **contentless** (``content=''``, ``contentless_delete=1``, SQLite ≥ 3.43):
-  the message text already lives in the store, so the index keeps only the inverted index, not a second
-  copy of every message, and rows can still be deleted by ``rowid``.
+  re-indexing and deletes. A new chunk's rowid is above every existing one (``max(rowid) + 1``), which
+  the keyword postings and the vector cache rely on to append in rowid order.
+* ``search_postings`` and ``search_keyword_stats`` — the keyword index, an inverted index sharded by
+  resource with per-resource BM25 statistics (``memstack.adapters.sqlite.keywords``).
 * ``search_generations`` — a counter per resource, bumped by every write of that resource's chunks; it
-  tells the in-process vector cache (below) whether it is current, even when another process wrote.
+  tells the in-process vector cache whether it is current, even when another process wrote.
   Erasing a resource deletes its counter; a new counter starts above ``generation_floor`` (below), so it
   never repeats a generation some cache still holds.
 * ``search_meta`` — key/value facts about the index: the embedding ``dimension``, the schema version,
@@ -21,45 +20,30 @@ Four tables live in the shared database file (``SqliteDatabase``):
   unfinished.
   Opening an index whose stored dimension differs raises ``InvalidInput`` (``SearchIndex`` contract).
 
-**Vector search** is exact cosine similarity over the resource's (or thread's) chunks, with the metadata
-filter applied inside the search, so it never returns fewer than ``top_k`` hits while more matching
-messages exist (DESIGN.md "The layers"). Two paths give the same results:
+**Vector search** ranks the resource's (or thread's) chunks by cosine similarity, with the metadata filter
+applied inside the search, so it never returns fewer than ``top_k`` hits while more matching messages exist
+(DESIGN.md "The layers"). Two paths:
 
 * SQL: ``MIN(vec_distance_cosine(embedding, ?)) … WHERE resource_id = ? [AND thread_id = ?] [AND filter]
   GROUP BY message_id ORDER BY distance LIMIT top_k``. sqlite-vec's cosine is a scalar loop and every row
   is read from the B-tree, which costs about 1.5 ms for 600 chunks of 384 dimensions.
-* Cache (default): the resource's vectors are kept in memory as one L2-normalised float32 matrix, so the
-  search is one matrix-vector product (tens of microseconds). Scope and filter still run in SQL, as
-  ``SELECT rowid … WHERE <the same scope and filter>`` (skipped when there is neither), and only the
-  allowed rows are scored. Writes through this index patch the cached matrix in place; a write by anyone
-  else (another process, another index object) bumps the resource's generation and the next search rebuilds
-  the matrix from SQL. The cache is bounded (``vector_cache_bytes``, least recently used resources leave
-  first); a resource larger than the bound, or ``vector_cache_bytes=0``, uses the SQL path.
+* Cache (default): the resource's vectors in memory (``memstack.adapters.sqlite.vector_cache``): exact
+  below 16k chunks, partitioned (inverted file, exact re-scoring) above. Scope and filter still run in SQL,
+  as ``SELECT rowid … WHERE <the same scope and filter>`` (skipped when there is neither), and only the
+  allowed rows are scored. Writes through this index patch the cached data in place; a write by anyone
+  else bumps the resource's generation and the next search reloads it. The cache is bounded
+  (``vector_cache_bytes``, least recently used resources leave first); a resource larger than the bound,
+  or ``vector_cache_bytes=0``, uses the SQL path.
 
-**Keyword search** is FTS5 ``MATCH`` ranked by ``bm25()``. The tokenizer is ``porter unicode61
-remove_diacritics 2``:
-
-* ``unicode61 remove_diacritics 2`` folds case and diacritics (``café`` finds ``cafe``; decomposed and
-  precomposed accents agree).
-* ``porter`` stems English words. Conversational recall asks about the same thing in another inflection
-  far more often than it needs exact word forms ("my dogs" → "the dog", "hiking" → "hike"); stemming is
-  the standard BM25 set-up on conversational benchmarks (Lucene's English analyzer does the same), and a
-  non-English word passes through unchanged. The OpenSearch adapter should use an analyzer with the same
-  effect (``english``) so both back ends rank alike.
-* Before the tokenizer sees it, text is pre-segmented (:func:`fts_text`): each Han ideograph and
-  Hiragana character becomes its own token (as Lucene's standard tokenizer, hence OpenSearch, does), since
-  Chinese and Japanese are written without spaces and ``unicode61`` would otherwise index a whole sentence as
-  one token; and each emoji becomes a word token (``emoji127829`` for 🍕), which ``unicode61`` would
-  otherwise drop as punctuation.
-
-Free-text queries are never passed to FTS5 as syntax (:func:`fts_query`): the text is split into word
-tokens, each is quoted as an FTS5 string (so ``AND``, ``NOT``, ``NEAR``, ``*``, ``:``, ``^`` or brackets are
-literal text), English stop words are dropped (unless nothing else is left), and the tokens are OR-ed;
-BM25 then ranks chunks that contain more, and rarer, terms first. The query is
-``scope : "<resource or thread token>" AND text : (<terms>)``, so FTS5 only visits — and ``bm25()`` only
-scores — the chunks of the searched scope; the SQL scope test still applies. ``bm25()`` costs about 2–3 µs
-per matching chunk (FTS5 has no top-k pruning), which is what a keyword search costs. BM25's document
-frequencies are computed over the whole table (every resource), as OpenSearch computes them per shard.
+**Keyword search** is BM25 over the resource's own postings and statistics (``keywords.score``): a
+resource's ranking depends on its chunks alone, and its cost on its own posting lists, never on other
+resources in the file (ADR 0006). The text is pre-segmented like OpenSearch's (:func:`fts_text`: CJK
+characters spaced apart, emoji as words), then folded and Porter-stemmed (``keywords.tokens``):
+conversational recall asks about the same thing in another inflection far more often than it needs exact
+word forms ("my dogs" → "the dog"), and OpenSearch's ``english`` analyzer does the same, so both back ends
+rank alike. Free text is never query syntax: ``search_text.query_terms`` splits it into words (stop words
+dropped unless nothing else is left); BM25 then ranks chunks that contain more, and rarer, terms first.
+Chunks are mapped to messages best first (``_keyword_search``), with thread and filter tests applied there.
 
 Every user value reaches SQL as a bound parameter; the metadata filter is compiled into ``json_type`` /
 ``json_extract`` / ``json_each`` calls whose JSON paths are bound parameters too.
@@ -67,10 +51,7 @@ Every user value reaches SQL as a bound parameter; the metadata filter is compil
 
 from __future__ import annotations
 
-import hashlib
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -80,14 +61,17 @@ import numpy.typing as npt
 
 from memstack.adapters.index_input import check_entry, check_top_k
 from memstack.adapters.search_text import indexed_text, query_terms
+from memstack.adapters.sqlite import keywords
 from memstack.adapters.sqlite.db import SqliteDatabase
+from memstack.adapters.sqlite.vector_cache import Added, VectorCache
 from memstack.errors import InvalidInput
 from memstack.filters import kind, validate_filter
 from memstack.model import check_id
 from memstack.ports import IndexEntry, IndexHit, SearchResults, Vector
 
-SCHEMA_VERSION = 1
-"""Version of the tables' layout, recorded in ``search_meta``."""
+SCHEMA_VERSION = 2
+"""Version of the tables' layout, recorded in ``search_meta`` (1: keywords in an FTS5 table ``search_fts``;
+2: the per-resource inverted index of ``keywords``)."""
 
 REBUILD_KEY = "rebuilding_for"
 """``search_meta`` key present while a rebuild (``memstack reindex``) is unfinished: the model it is for."""
@@ -96,18 +80,13 @@ MAX_DIMENSION = 8192
 """Largest accepted embedding dimension (sqlite-vec's limit for vector functions)."""
 
 
-FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-"""The FTS5 tokenizer (see the module docstring for why)."""
-
 DEFAULT_VECTOR_CACHE_BYTES = 256 * 1024 * 1024
 """Default bound of the in-memory vector cache: about 170k chunks of 384 dimensions."""
 
 _FTS5_BM25_SCALE = 2.2
-"""FTS5's ``bm25()`` keeps BM25's ``k1 + 1`` factor (k1 = 1.2) that Lucene dropped; keyword scores are
-divided by it so both backends report BM25 on one scale (``memstack.fusion.keyword_relevance``)."""
-
-_ROW_OVERHEAD_BYTES = 120
-"""Estimated cache bytes per chunk besides its vector (ids in Python lists, index arrays)."""
+"""FTS5's ``bm25()`` formula (``keywords.score``) keeps BM25's ``k1 + 1`` factor (k1 = 1.2) that Lucene
+dropped; keyword scores are divided by it so both backends report BM25 on one scale
+(``memstack.fusion.keyword_relevance``)."""
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS search_meta (
@@ -124,39 +103,34 @@ _SCHEMA = (
         seq INTEGER NOT NULL,
         created_at TEXT NOT NULL,
         metadata TEXT NOT NULL,
-        embedding BLOB NOT NULL
+        embedding BLOB NOT NULL,
+        terms TEXT NOT NULL DEFAULT '',
+        length INTEGER NOT NULL DEFAULT 0
     )""",
     "CREATE INDEX IF NOT EXISTS search_chunks_scope ON search_chunks (resource_id, thread_id)",
     "CREATE UNIQUE INDEX IF NOT EXISTS search_chunks_message ON search_chunks (message_id, resource_id, chunk)",
-    f"""CREATE VIRTUAL TABLE IF NOT EXISTS search_fts USING fts5(
-        text, scope, content='', contentless_delete=1, tokenize='{FTS_TOKENIZER}'
-    )""",
     """CREATE TABLE IF NOT EXISTS search_generations (
         resource_id TEXT PRIMARY KEY,
         generation INTEGER NOT NULL
     ) WITHOUT ROWID""",
+    *keywords.SCHEMA,
 )
 
 _INSERT_CHUNK = """INSERT INTO search_chunks
-    (rowid, resource_id, thread_id, message_id, chunk, role, seq, created_at, metadata, embedding)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
-_INSERT_FTS = "INSERT INTO search_fts (rowid, text, scope) VALUES (?, ?, ?)"
-_DELETE_MESSAGE_FTS = """DELETE FROM search_fts WHERE rowid IN
-    (SELECT rowid FROM search_chunks WHERE message_id = ? AND resource_id = ?)"""
-_DELETE_MESSAGE_CHUNKS = "DELETE FROM search_chunks WHERE message_id = ? AND resource_id = ?"
-_DELETE_CHUNK_FTS = """DELETE FROM search_fts WHERE rowid IN
-    (SELECT rowid FROM search_chunks WHERE message_id = ? AND resource_id = ? AND chunk = ?)"""
-_DELETE_CHUNK = "DELETE FROM search_chunks WHERE message_id = ? AND resource_id = ? AND chunk = ?"
-_DELETE_THREAD_FTS = """DELETE FROM search_fts WHERE rowid IN
-    (SELECT rowid FROM search_chunks WHERE resource_id = ? AND thread_id = ?)"""
-_DELETE_THREAD_CHUNKS = "DELETE FROM search_chunks WHERE resource_id = ? AND thread_id = ?"
+    (rowid, resource_id, thread_id, message_id, chunk, role, seq, created_at, metadata, embedding, terms, length)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+# Each delete returns what the keyword index needs to drop the chunks' postings (keywords.remove).
+_DELETE_MESSAGE_CHUNKS = """DELETE FROM search_chunks WHERE message_id = ? AND resource_id = ?
+    RETURNING resource_id, rowid, terms, length"""
+_DELETE_CHUNK = """DELETE FROM search_chunks WHERE message_id = ? AND resource_id = ? AND chunk = ?
+    RETURNING resource_id, rowid, terms, length"""
+_DELETE_THREAD_CHUNKS = """DELETE FROM search_chunks WHERE resource_id = ? AND thread_id = ?
+    RETURNING resource_id, rowid, terms, length"""
 _BUMP_GENERATION = """INSERT INTO search_generations (resource_id, generation)
     VALUES (?, 1 + coalesce((SELECT CAST(value AS INTEGER) FROM search_meta WHERE key = 'generation_floor'), 0))
     ON CONFLICT (resource_id) DO UPDATE SET generation = generation + 1 RETURNING generation"""
 _RAISE_GENERATION_FLOOR = """INSERT INTO search_meta (key, value) VALUES ('generation_floor', ?)
     ON CONFLICT (key) DO UPDATE SET value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))"""
-_DELETE_RESOURCE_FTS = """DELETE FROM search_fts WHERE rowid IN
-    (SELECT rowid FROM search_chunks WHERE resource_id = ?)"""
 _DELETE_RESOURCE_CHUNKS = "DELETE FROM search_chunks WHERE resource_id = ?"
 _GET_GENERATION = "SELECT generation FROM search_generations WHERE resource_id = ?"
 
@@ -177,7 +151,7 @@ class _Row:
     created_at: str
     metadata: str
     vector: _Floats
-    fts: str
+    analysed: keywords.Analysed
 
 
 class SqliteSearchIndex:
@@ -222,10 +196,11 @@ class SqliteSearchIndex:
         self._db = db
         self.dimension = dimension
         self.model_id = model_id
-        self._cache = _VectorCache(dimension, max(0, vector_cache_bytes))
+        self._cache = VectorCache(dimension, max(0, vector_cache_bytes))
         with db.transaction() as conn:
             for statement in _SCHEMA:
                 conn.execute(statement)
+            _migrate(conn)
             facts = dict(conn.execute("SELECT key, value FROM search_meta").fetchall())
             facts = _rebuild_facts(conn, db.path, facts, dimension, model_id, rebuild)
             self.rebuilding = REBUILD_KEY in facts
@@ -296,8 +271,7 @@ class SqliteSearchIndex:
         messages = list(dict.fromkeys((row.message_id, row.resource_id) for row in rows))
         with self._db.lock:
             with self._db.transaction() as conn:
-                conn.executemany(_DELETE_MESSAGE_FTS, messages)
-                conn.executemany(_DELETE_MESSAGE_CHUNKS, messages)
+                _delete_chunks(conn, _DELETE_MESSAGE_CHUNKS, messages)
                 first = int(
                     conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM search_chunks").fetchone()[0]
                 )
@@ -315,25 +289,25 @@ class SqliteSearchIndex:
                             r.created_at,
                             r.metadata,
                             r.vector.astype("<f4", copy=False).tobytes(),
+                            r.analysed.terms,
+                            r.analysed.length,
                         )
                         for n, r in enumerate(rows)
                     ),
                 )
-                conn.executemany(
-                    _INSERT_FTS,
-                    (
-                        (
-                            first + n,
-                            r.fts,
-                            f"{scope_token(r.resource_id)} {scope_token(r.resource_id, r.thread_id)}",
-                        )
-                        for n, r in enumerate(rows)
-                    ),
-                )
+                by_resource: dict[str, list[tuple[int, keywords.Analysed]]] = {}
+                for n, r in enumerate(rows):
+                    by_resource.setdefault(r.resource_id, []).append((first + n, r.analysed))
+                for resource_id, analysed in by_resource.items():
+                    keywords.add(conn, resource_id, analysed)
                 generations = _bump(conn, {r.resource_id for r in rows})
             for resource_id, generation in generations.items():
                 replaced = {m for m, r in messages if r == resource_id}
-                added = [(first + n, r) for n, r in enumerate(rows) if r.resource_id == resource_id]
+                added = [
+                    Added(first + n, r.message_id, r.thread_id, r.seq, r.vector)
+                    for n, r in enumerate(rows)
+                    if r.resource_id == resource_id
+                ]
                 self._cache.patch(resource_id, generation, messages=replaced, added=added)
         written: dict[str, list[str]] = {}
         for r in sorted(rows, key=lambda r: r.chunk):
@@ -358,8 +332,7 @@ class SqliteSearchIndex:
             return
         with self._db.lock:
             with self._db.transaction() as conn:
-                conn.executemany(_DELETE_CHUNK_FTS, keys)
-                conn.executemany(_DELETE_CHUNK, keys)
+                _delete_chunks(conn, _DELETE_CHUNK, keys)
                 _bump(conn, {resource_id})  # other processes' caches see the change
             self._cache.drop(resource_id)
 
@@ -375,7 +348,7 @@ class SqliteSearchIndex:
             created_at=e.created_at.isoformat(),
             metadata=json.dumps(e.metadata, ensure_ascii=False, separators=(",", ":")),
             vector=self._vector(entry.vector, f"{path}.vector", allow_zero=True),
-            fts=fts_text(e.text),
+            analysed=keywords.Analysed.of(fts_text(e.text)),
         )
 
     def _vector(self, vector: object, path: str, *, allow_zero: bool = False) -> _Floats:
@@ -411,8 +384,7 @@ class SqliteSearchIndex:
         pairs = [(message_id, resource_id) for message_id in ids]
         with self._db.lock:
             with self._db.transaction() as conn:
-                conn.executemany(_DELETE_MESSAGE_FTS, pairs)
-                conn.executemany(_DELETE_MESSAGE_CHUNKS, pairs)
+                _delete_chunks(conn, _DELETE_MESSAGE_CHUNKS, pairs)
                 generation = _bump(conn, {resource_id})[resource_id]
             self._cache.patch(resource_id, generation, messages=ids)
 
@@ -425,8 +397,7 @@ class SqliteSearchIndex:
         params = (check_id(resource_id, "resource_id"), check_id(thread_id, "thread_id"))
         with self._db.lock:
             with self._db.transaction() as conn:
-                conn.execute(_DELETE_THREAD_FTS, params)
-                conn.execute(_DELETE_THREAD_CHUNKS, params)
+                _delete_chunks(conn, _DELETE_THREAD_CHUNKS, [params])
                 generation = _bump(conn, {resource_id})[resource_id]
             self._cache.patch(resource_id, generation, thread_id=thread_id)
 
@@ -438,8 +409,8 @@ class SqliteSearchIndex:
         stale snapshot as "one generation behind"), ``generation_floor`` in ``search_meta`` is raised past
         the deleted counter and new counters start above the floor.
 
-        The keyword index is then merged (FTS5 ``optimize``) so the words of the removed chunks leave its
-        pages too, not only its live rows; this rewrites the keyword index, in time proportional to its size.
+        The resource's postings and keyword statistics go with it (they are keyed by the resource, so this
+        is one range delete, whatever the size of the file).
 
         Returns:
             How many chunks were removed (0 on a second call).
@@ -450,7 +421,7 @@ class SqliteSearchIndex:
         check_id(resource_id, "resource_id")
         with self._db.lock:
             with self._db.transaction() as conn:
-                conn.execute(_DELETE_RESOURCE_FTS, (resource_id,))
+                keywords.drop_resource(conn, resource_id)
                 removed = int(conn.execute(_DELETE_RESOURCE_CHUNKS, (resource_id,)).rowcount)
                 row = conn.execute(
                     "DELETE FROM search_generations WHERE resource_id = ? RETURNING generation",
@@ -458,10 +429,6 @@ class SqliteSearchIndex:
                 ).fetchone()
                 if row is not None:
                     conn.execute(_RAISE_GENERATION_FLOOR, (str(int(row[0]) + 1),))
-                if removed:
-                    # FTS5 only marks deleted rows; their words stay in its index pages until segments are
-                    # merged. An erasure merges them now (about 1.3 s per 100k chunks, measured).
-                    conn.execute("INSERT INTO search_fts (search_fts) VALUES ('optimize')")
             self._cache.drop(resource_id)
         return removed
 
@@ -506,62 +473,16 @@ class SqliteSearchIndex:
         query = None if vector is None else self._vector(vector, "vector")
         if text is not None and not isinstance(text, str):
             raise InvalidInput("text must be a string", field="text")
-        match = None if text is None else fts_query(text)
+        terms = None if text is None else keywords.query_tokens(query_terms(text))
 
         with self._db.read() as conn:
             vector_hits = None
             if query is not None:
                 vector_hits = self._vector_search(conn, query, resource_id, thread_id, checked, top_k)
             keyword_hits = None
-            if text is not None:
-                keyword_hits = []
-                if match is not None and not checked:
-                    keyword_hits = self._keyword_ranked_first(conn, match, resource_id, thread_id, top_k)
-                elif match is not None:
-                    sql, params = _keyword_sql(match, resource_id, thread_id, checked, top_k)
-                    keyword_hits = [
-                        IndexHit(message_id=m, thread_id=t, score=-r / _FTS5_BM25_SCALE, seq=q)
-                        for m, t, q, r in conn.execute(sql, params)
-                    ]
+            if terms is not None:
+                keyword_hits = _keyword_search(conn, terms, resource_id, thread_id, checked, top_k)
         return SearchResults(vector=vector_hits, keyword=keyword_hits)
-
-    def _keyword_ranked_first(
-        self, conn: Any, terms: str, resource_id: str, thread_id: str | None, top_k: int
-    ) -> list[IndexHit]:
-        """Keyword search without a metadata filter: FTS5 ranks its own rows (``ORDER BY r LIMIT n``),
-        and only those ``n`` rows are joined with their chunks, instead of every matching row (3× faster on
-        a LoCoMo conversation). ``n`` doubles until ``top_k`` distinct messages are found or the matches
-        run out; the result equals ``_keyword_sql``'s (a test checks both paths against each other)."""
-        match = f'scope : "{scope_token(resource_id, thread_id)}" AND text : ({terms})'
-        limit = 2 * top_k + 8
-        while True:
-            ranked = conn.execute(
-                "SELECT rowid, bm25(search_fts, 1.0, 0.0) AS r FROM search_fts WHERE search_fts MATCH ? "
-                "ORDER BY r, rowid LIMIT ?",
-                (match, limit),
-            ).fetchall()
-            rank = {rowid: r for rowid, r in ranked}
-            marks = ",".join("?" * len(rank))
-            where = "resource_id = ?" + (" AND thread_id = ?" if thread_id is not None else "")
-            scope = (resource_id,) if thread_id is None else (resource_id, thread_id)
-            best: dict[str, tuple[float, str, int]] = {}
-            for rowid, message_id, tid, seq in conn.execute(
-                f"SELECT rowid, message_id, thread_id, seq FROM search_chunks WHERE rowid IN ({marks}) AND {where}",
-                (*rank, *scope),
-            ):
-                r = rank[rowid]
-                if message_id not in best or r < best[message_id][0]:
-                    best[message_id] = (r, tid, seq)
-            # Done when the matches ran out, or when the last row fetched ranks strictly below the top_k-th
-            # message: every row that could tie with it (ties break by message id) has then been seen.
-            kth = sorted(r for r, _, _ in best.values())[top_k - 1] if len(best) >= top_k else None
-            if len(ranked) < limit or (kth is not None and ranked[-1][1] > kth):
-                ordered = sorted(best.items(), key=lambda item: (item[1][0], item[0]))[:top_k]
-                return [
-                    IndexHit(message_id=m, thread_id=t, score=-r / _FTS5_BM25_SCALE, seq=q)
-                    for m, (r, t, q) in ordered
-                ]
-            limit *= 2
 
     def _vector_search(
         self,
@@ -585,7 +506,8 @@ class SqliteSearchIndex:
             where = _scope_sql(p, resource_id, thread_id, filter)
             rows = conn.execute(f"SELECT c.rowid FROM search_chunks AS c WHERE {where}", p.values).fetchall()
             allowed = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        return cached.search(query, allowed, top_k)
+        with cached.lock:
+            return cached.search(query, allowed, top_k)
 
     def close(self) -> None:
         """Drop the vector cache. The shared ``SqliteDatabase`` is closed by whoever opened it."""
@@ -620,7 +542,7 @@ def _rebuild_facts(
         model_id,
     )
     if switched or pending not in (None, model_id):
-        conn.execute("DELETE FROM search_fts")
+        keywords.drop_all(conn)
         conn.execute("DELETE FROM search_chunks")
         top = conn.execute("SELECT max(generation) FROM search_generations").fetchone()[0]
         conn.execute("DELETE FROM search_generations")
@@ -637,264 +559,60 @@ def _rebuild_facts(
     return {**facts, **updates}
 
 
+def _migrate(conn: Any) -> None:
+    """Bring a schema-1 file (keywords in FTS5's ``search_fts``) to schema 2, in the open transaction.
+
+    The chunk table gains ``terms`` and ``length``; the postings are rebuilt from FTS5's own index
+    (``fts5vocab`` ``instance`` rows of the ``text`` column: the chunk's terms with their positions, hence
+    frequencies and length), since the contentless FTS5 table never kept the text; then ``search_fts`` is
+    dropped. FTS5's Porter stems and ``keywords.tokens``' agree on English words; ``memstack reindex``
+    rebuilds from the stored messages for an exact match.
+    """
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(search_chunks)")}
+    for name, sql in (
+        ("terms", "terms TEXT NOT NULL DEFAULT ''"),
+        ("length", "length INTEGER NOT NULL DEFAULT 0"),
+    ):
+        if name not in columns:
+            conn.execute(f"ALTER TABLE search_chunks ADD COLUMN {sql}")
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_fts'").fetchone() is None:
+        return
+    conn.execute("CREATE VIRTUAL TABLE temp.search_fts_instances USING fts5vocab(main, search_fts, instance)")
+    counts: dict[int, dict[str, int]] = {}
+    for term, doc, n in conn.execute(
+        "SELECT term, doc, count(*) FROM temp.search_fts_instances WHERE col = 'text' GROUP BY doc, term"
+    ):
+        counts.setdefault(int(doc), {})[term] = int(n)
+    conn.execute("DROP TABLE temp.search_fts_instances")
+    by_resource: dict[str, list[tuple[int, keywords.Analysed]]] = {}
+    for rowid, resource_id in conn.execute("SELECT rowid, resource_id FROM search_chunks ORDER BY rowid"):
+        terms = counts.get(int(rowid), {})
+        analysed = keywords.Analysed(terms, sum(terms.values()))
+        conn.execute(
+            "UPDATE search_chunks SET terms = ?, length = ? WHERE rowid = ?",
+            (analysed.terms, analysed.length, rowid),
+        )
+        by_resource.setdefault(resource_id, []).append((int(rowid), analysed))
+    for resource_id, chunks in by_resource.items():
+        keywords.add(conn, resource_id, chunks)
+    conn.execute("DROP TABLE search_fts")
+    conn.execute("UPDATE search_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+
+def _delete_chunks(conn: Any, statement: str, keys: Iterable[tuple[Any, ...]]) -> None:
+    """Run a ``DELETE … RETURNING resource_id, rowid, terms, length`` per key, then drop the deleted
+    chunks' postings (inside the caller's write transaction)."""
+    by_resource: dict[str, list[tuple[int, str, int]]] = {}
+    for key in keys:
+        for resource_id, rowid, terms, length in conn.execute(statement, key).fetchall():
+            by_resource.setdefault(resource_id, []).append((rowid, terms, length))
+    for resource_id, chunks in by_resource.items():
+        keywords.remove(conn, resource_id, chunks)
+
+
 def _bump(conn: Any, resource_ids: Iterable[str]) -> dict[str, int]:
     """Advance the generation of each resource (inside the caller's write transaction)."""
     return {r: int(conn.execute(_BUMP_GENERATION, (r,)).fetchone()[0]) for r in sorted(resource_ids)}
-
-
-# ------------------------------------------------------------------------------------------ vector cache
-
-
-class _ResourceVectors:
-    """The chunks of one resource in memory: a snapshot of ``search_chunks`` for vector search.
-
-    Rows are in no particular order. ``matrix`` is a view of the first ``n`` rows of ``buffer``, which has
-    spare capacity so that appending chunks does not copy the whole matrix.
-
-    Attributes:
-        generation: the resource's ``search_generations`` value this snapshot corresponds to.
-        rowids: ``(n,)`` chunk rowids; ``matrix``: ``(n, dimension)`` L2-normalised float32 rows.
-        message_ids, thread_ids, seqs: per chunk, aligned with ``rowids``.
-        codes: ``(n,)`` the message ordinal of each chunk; ``names[code]`` is its id, ``threads[code]`` its
-            thread.
-    """
-
-    def __init__(
-        self,
-        generation: int,
-        rowids: _Ints,
-        message_ids: list[str],
-        thread_ids: list[str],
-        seqs: list[int],
-        buffer: _Floats,
-    ) -> None:
-        self.generation = generation
-        self.rowids = rowids
-        self.message_ids = message_ids
-        self.thread_ids = thread_ids
-        self.seqs = seqs
-        self.buffer = buffer
-        self.matrix: _Floats = buffer[: len(rowids)]
-        ordinal: dict[str, int] = {}
-        self.codes: _Ints = np.fromiter(
-            (ordinal.setdefault(m, len(ordinal)) for m in message_ids), dtype=np.int64, count=len(message_ids)
-        )
-        self.names = list(ordinal)
-        threads = dict(zip(message_ids, thread_ids, strict=True))
-        self.threads = [threads[m] for m in self.names]
-        seq_of = dict(zip(message_ids, seqs, strict=True))
-        self.message_seqs = [seq_of[m] for m in self.names]
-        self.by_rowid: _Ints = np.argsort(rowids).astype(np.int64)
-        self.sorted_rowids: _Ints = rowids[self.by_rowid]
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.buffer.nbytes) + len(self.rowids) * _ROW_OVERHEAD_BYTES
-
-    def search(self, query: _Floats, allowed: _Ints | None, top_k: int) -> list[IndexHit]:
-        """The ``top_k`` best messages among the ``allowed`` chunk rowids (all chunks when ``None``).
-
-        A message scores by its best chunk; equal scores are ordered by message id.
-        """
-        unit = (query / np.float32(np.linalg.norm(query))).astype(np.float32)
-        # Every row (cheaper than gathering the allowed ones first). einsum rather than BLAS: OpenBLAS would
-        # spread a product this small over threads that then spin, slowing the SQL that runs next.
-        scores = np.einsum("ij,j->i", self.matrix, unit)
-        # all-zero rows (text without words) have no direction: never a vector hit
-        scores[~self.matrix.any(axis=1)] = -np.inf
-        codes = self.codes
-        if allowed is not None:
-            index = np.searchsorted(self.sorted_rowids, allowed)
-            inside = index < len(self.sorted_rowids)
-            index, allowed = index[inside], allowed[inside]
-            positions = self.by_rowid[index[self.sorted_rowids[index] == allowed]]
-            scores, codes = scores[positions], codes[positions]
-        if len(scores) == 0:
-            return []
-        best = np.full(len(self.names), -np.inf, dtype=np.float32)
-        np.maximum.at(best, codes, scores)
-        candidates = np.flatnonzero(best > -np.inf)
-        if len(candidates) > 4 * top_k:  # keep the top_k best, and everything tied with the last of them
-            kept = best[candidates]
-            candidates = candidates[kept >= np.partition(kept, len(kept) - top_k)[len(kept) - top_k]]
-        ranked = sorted(candidates.tolist(), key=lambda c: (-float(best[c]), self.names[c]))[:top_k]
-        return [
-            IndexHit(
-                message_id=self.names[c],
-                thread_id=self.threads[c],
-                score=max(-1.0, min(1.0, float(best[c]))),
-                seq=self.message_seqs[c],
-            )
-            for c in ranked
-        ]
-
-    def patched(
-        self,
-        generation: int,
-        *,
-        messages: set[str],
-        thread_id: str | None,
-        added: Sequence[tuple[int, _Row]],
-    ) -> _ResourceVectors:
-        """A new snapshot without the chunks of ``messages`` / ``thread_id`` and with ``added`` appended."""
-        keep = np.fromiter(
-            (
-                m not in messages and t != thread_id
-                for m, t in zip(self.message_ids, self.thread_ids, strict=True)
-            ),
-            dtype=bool,
-            count=len(self.message_ids),
-        )
-        rowids, message_ids, thread_ids, buffer = self.rowids, self.message_ids, self.thread_ids, self.buffer
-        seqs = self.seqs
-        if not keep.all():
-            rowids = rowids[keep]
-            message_ids = [m for m, k in zip(message_ids, keep.tolist(), strict=True) if k]
-            thread_ids = [t for t, k in zip(thread_ids, keep.tolist(), strict=True) if k]
-            seqs = [q for q, k in zip(seqs, keep.tolist(), strict=True) if k]
-            buffer = self.matrix[keep]
-        if added:
-            n, extra = len(rowids), len(added)
-            if n + extra > len(buffer):
-                grown = np.empty((max(n + extra, 2 * n, 64), buffer.shape[1]), dtype=np.float32)
-                grown[:n] = buffer[:n]
-                buffer = grown
-            # Appending past n writes only rows that no earlier snapshot's matrix view covers.
-            buffer[n : n + extra] = _unit_rows(np.stack([row.vector for _, row in added]))
-            rowids = np.concatenate([rowids, np.fromiter((r for r, _ in added), dtype=np.int64, count=extra)])
-            message_ids = message_ids + [row.message_id for _, row in added]
-            thread_ids = thread_ids + [row.thread_id for _, row in added]
-            seqs = seqs + [row.seq for _, row in added]
-        return _ResourceVectors(generation, rowids, message_ids, thread_ids, seqs, buffer)
-
-
-class _VectorCache:
-    """Per-resource ``_ResourceVectors``, least recently used first out, within a byte bound.
-
-    Thread-safe: searches read through their own connections while the writer patches, so every method
-    holds the cache's lock (a snapshot, once returned, is never mutated and is searched outside it).
-    """
-
-    def __init__(self, dimension: int, max_bytes: int) -> None:
-        self.dimension = dimension
-        self.max_bytes = max_bytes
-        self.entries: OrderedDict[str, _ResourceVectors] = OrderedDict()
-        self.nbytes = 0
-        self._lock = threading.Lock()
-
-    def clear(self) -> None:
-        with self._lock:
-            self.entries.clear()
-            self.nbytes = 0
-
-    def get(self, conn: Any, resource_id: str) -> _ResourceVectors | None:
-        """The resource's current vectors (loaded if stale or absent), or ``None`` to use SQL instead.
-
-        ``conn`` reads in one snapshot (``SqliteDatabase.read``), and the generation is read before the
-        rows: a snapshot is never newer than its label's data (a reader on an older snapshot may replace a
-        newer entry with its own; the next search at the newer generation reloads it, never the reverse).
-        """
-        if self.max_bytes == 0:
-            return None
-        with self._lock:
-            return self._get(conn, resource_id)
-
-    def _get(self, conn: Any, resource_id: str) -> _ResourceVectors | None:
-        row = conn.execute(_GET_GENERATION, (resource_id,)).fetchone()
-        generation = 0 if row is None else int(row[0])
-        entry = self.entries.get(resource_id)
-        if entry is not None and entry.generation == generation:
-            self.entries.move_to_end(resource_id)
-            return entry
-        count = int(
-            conn.execute(
-                "SELECT count(*) FROM search_chunks WHERE resource_id = ?", (resource_id,)
-            ).fetchone()[0]
-        )
-        if count * (self.dimension * 4 + _ROW_OVERHEAD_BYTES) > self.max_bytes:
-            self._drop(resource_id)
-            return None
-        rows = conn.execute(
-            "SELECT rowid, message_id, thread_id, embedding, seq FROM search_chunks WHERE resource_id = ?",
-            (resource_id,),
-        ).fetchall()
-        matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(len(rows), self.dimension)
-        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        entry = _ResourceVectors(
-            generation,
-            rowids,
-            [r[1] for r in rows],
-            [r[2] for r in rows],
-            [r[4] for r in rows],
-            _unit_rows(matrix),
-        )
-        self._store(resource_id, entry)
-        return entry if resource_id in self.entries else None
-
-    def patch(
-        self,
-        resource_id: str,
-        generation: int,
-        *,
-        messages: set[str] | None = None,
-        thread_id: str | None = None,
-        added: Sequence[tuple[int, _Row]] = (),
-    ) -> None:
-        """Apply this process's own committed write to a cached resource: drop the chunks of ``messages``
-        or of ``thread_id``, then add ``added`` (``(rowid, row)`` pairs).
-
-        Only a snapshot exactly one generation behind is patched (nobody else wrote in between);
-        otherwise it is dropped and the next search reloads it.
-        """
-        with self._lock:
-            self._patch(resource_id, generation, messages=messages, thread_id=thread_id, added=added)
-
-    def _patch(
-        self,
-        resource_id: str,
-        generation: int,
-        *,
-        messages: set[str] | None,
-        thread_id: str | None,
-        added: Sequence[tuple[int, _Row]],
-    ) -> None:
-        entry = self.entries.get(resource_id)
-        if entry is None:
-            return
-        if entry.generation != generation - 1:
-            self._drop(resource_id)
-            return
-        self._store(
-            resource_id,
-            entry.patched(generation, messages=messages or set(), thread_id=thread_id, added=added),
-        )
-
-    def _store(self, resource_id: str, entry: _ResourceVectors) -> None:
-        self._drop(resource_id)
-        if entry.nbytes > self.max_bytes:
-            return
-        self.entries[resource_id] = entry
-        self.nbytes += entry.nbytes
-        while self.nbytes > self.max_bytes:
-            _, evicted = self.entries.popitem(last=False)
-            self.nbytes -= evicted.nbytes
-
-    def drop(self, resource_id: str) -> None:
-        """Forget the resource's vectors (the next search reloads them)."""
-        with self._lock:
-            self._drop(resource_id)
-
-    def _drop(self, resource_id: str) -> None:
-        entry = self.entries.pop(resource_id, None)
-        if entry is not None:
-            self.nbytes -= entry.nbytes
-
-
-def _unit_rows(matrix: npt.NDArray[Any]) -> _Floats:
-    """The rows scaled to unit length, as float32 (a zero row stays zero)."""
-    rows = np.asarray(matrix, dtype=np.float32)
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return (rows / np.where(norms == 0, 1, norms)).astype(np.float32)
 
 
 # ---------------------------------------------------------------------------------------- query building
@@ -911,10 +629,20 @@ class _Params:
         return f"?{len(self.values)}"
 
 
-def _scope_sql(p: _Params, resource_id: str, thread_id: str | None, filter: dict[str, Any] | None) -> str:
-    where = f"c.resource_id = {p.bind(resource_id)}"
+def _scope_sql(
+    p: _Params,
+    resource_id: str,
+    thread_id: str | None,
+    filter: dict[str, Any] | None,
+    *,
+    indexed: bool = True,
+) -> str:
+    """The SQL test of the scope and filter over ``search_chunks AS c``; ``indexed=False`` writes the ids as
+    ``+c.resource_id`` so that the planner keeps the rowid look-up the caller drives."""
+    plus = "" if indexed else "+"
+    where = f"{plus}c.resource_id = {p.bind(resource_id)}"
     if thread_id is not None:
-        where += f" AND c.thread_id = {p.bind(thread_id)}"
+        where += f" AND {plus}c.thread_id = {p.bind(thread_id)}"
     if filter:
         where += f" AND {compile_filter(filter, p, 'c.metadata')}"
     return where
@@ -934,26 +662,57 @@ def _vector_sql(
     return sql, p.values
 
 
-def _keyword_sql(
-    terms: str, resource_id: str, thread_id: str | None, filter: dict[str, Any] | None, top_k: int
-) -> tuple[str, list[Any]]:
-    # The scope token makes FTS5 intersect the terms with the resource's (or thread's) own postings, so
-    # bm25() is computed only for this scope's matches; the SQL scope test stays as the guarantee.
-    # The scope column has weight 0 in bm25(). bm25() cannot sit inside an aggregate, so per-chunk ranks
-    # are materialised first. CROSS JOIN makes FTS5 drive the join (one MATCH, then rowid look-ups).
+def _keyword_search(
+    conn: Any,
+    terms: Sequence[str],
+    resource_id: str,
+    thread_id: str | None,
+    filter: dict[str, Any] | None,
+    top_k: int,
+) -> list[IndexHit]:
+    """The ``top_k`` best messages by BM25 (``keywords.score``) among the scope's chunks that pass ``filter``.
+
+    Chunks are visited best first, in batches that double (``2 * top_k + 8`` first), each batch looked up
+    by rowid with the thread and filter tests; a message scores by its best chunk. The walk stops when the
+    chunks run out or the last one visited scores strictly below the ``top_k``-th message found: every
+    chunk after it scores no more, so none could enter or tie (ties break by message id).
+
+    The look-up names ``+c.resource_id`` and ``+c.thread_id`` (not indexable): SQLite otherwise plans it on
+    the ``(resource_id, thread_id)`` index and reads the whole resource (11.8 ms rather than 0.17 ms for a
+    batch in a 100k-chunk resource, measured).
+    """
+    rowids, scores = keywords.score(conn, resource_id, terms)
+    if len(rowids) == 0:
+        return []
+    order = np.lexsort((rowids, -scores))
     p = _Params()
-    match_param = p.bind(f'scope : "{scope_token(resource_id, thread_id)}" AND text : ({terms})')
-    where = _scope_sql(p, resource_id, thread_id, filter)
+    batch_param = p.bind("")
+    where = _scope_sql(p, resource_id, thread_id, filter, indexed=False)
     sql = (
-        "WITH hits AS MATERIALIZED ("
-        "SELECT c.message_id AS message_id, c.thread_id AS thread_id, c.seq AS seq, "
-        "bm25(search_fts, 1.0, 0.0) AS r "
-        "FROM search_fts CROSS JOIN search_chunks AS c ON c.rowid = search_fts.rowid "
-        f"WHERE search_fts MATCH {match_param} AND {where}) "
-        "SELECT message_id, thread_id, seq, MIN(r) AS r FROM hits "
-        f"GROUP BY message_id ORDER BY r, message_id LIMIT {p.bind(top_k)}"
+        "SELECT c.rowid, c.message_id, c.thread_id, c.seq FROM search_chunks AS c "
+        f"WHERE c.rowid IN (SELECT value FROM json_each({batch_param})) AND {where}"
     )
-    return sql, p.values
+    best: dict[str, tuple[float, str, int]] = {}
+    start, size = 0, 2 * top_k + 8
+    while True:
+        batch = order[start : start + size]
+        p.values[0] = json.dumps(rowids[batch].tolist())
+        score_of = dict(zip(rowids[batch].tolist(), scores[batch].tolist(), strict=True))
+        for rowid, message_id, tid, seq in conn.execute(sql, p.values):
+            found = score_of[rowid]
+            if message_id not in best or found > best[message_id][0]:
+                best[message_id] = (found, tid, seq)
+        start += len(batch)
+        kth = (
+            sorted((s for s, _, _ in best.values()), reverse=True)[top_k - 1] if len(best) >= top_k else None
+        )
+        if start >= len(order) or (kth is not None and float(scores[order[start - 1]]) < kth):
+            break
+        size *= 2
+    ordered = sorted(best.items(), key=lambda item: (-item[1][0], item[0]))[:top_k]
+    return [
+        IndexHit(message_id=m, thread_id=t, score=s / _FTS5_BM25_SCALE, seq=q) for m, (s, t, q) in ordered
+    ]
 
 
 # ----------------------------------------------------------------------------------- filter compilation
@@ -1083,29 +842,3 @@ def fts_text(text: str) -> str:
     """The text as handed to the FTS5 tokenizer: CJK characters spaced apart, emoji spelled as words
     (``memstack.adapters.search_text.indexed_text``)."""
     return indexed_text(text)
-
-
-def fts_query(text: str) -> str | None:
-    """A safe FTS5 query for free text: its word tokens (``search_text.query_terms``: distinct, stop words
-    dropped unless nothing else is left, at most ``MAX_QUERY_TERMS``), each quoted, joined with ``OR``.
-
-    A token never contains a double quote, so quoting makes every FTS5 operator, prefix star or column
-    filter literal text. A token the tokenizer turns into nothing (a symbol) matches nothing and does no
-    harm.
-
-    Returns:
-        The ``MATCH`` expression, or ``None`` when the text has no token (the search returns ``[]``).
-    """
-    return " OR ".join(f'"{t}"' for t in query_terms(text)) or None
-
-
-def scope_token(resource_id: str, thread_id: str | None = None) -> str:
-    """The FTS5 token that marks a chunk's resource (or, with ``thread_id``, its thread).
-
-    ``r`` or ``t`` plus the decimal value of a 64-bit BLAKE2b hash: one token for any id, digits only so
-    that no stemming rule applies. A hash collision could only make FTS5 return another scope's rows,
-    which the SQL scope test then drops.
-    """
-    key = resource_id if thread_id is None else f"{resource_id}\x00{thread_id}"
-    digest = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
-    return f"{'r' if thread_id is None else 't'}{digest}"

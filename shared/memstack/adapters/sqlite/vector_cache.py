@@ -1,0 +1,474 @@
+"""The embedded index's in-memory vector search: one growable matrix per resource, partitioned when large.
+
+``VectorCache`` keeps, per resource, the L2-normalised float32 vectors of its chunks (``ResourceVectors``)
+within a byte bound, least recently used resources leaving first. Writes of this process are applied in
+place in time proportional to what they change (appended rows; deleted rows are marked dead and
+compacted away once they are half the rows), so a save never copies or re-reads the resource; a write by
+anyone else bumps the resource's generation in the file and the next search reloads it.
+
+Search is exact below ``PARTITION_MIN_ROWS`` usable rows: one matrix-vector product over the resource. At
+and above it the resource is partitioned (an inverted-file index, as FAISS's ``IVFFlat``): its rows are
+clustered around ``sqrt(n)`` centroids by spherical k-means, a query scores the centroids and then, exactly,
+the rows of the ``probes`` nearest clusters. So a search at 100k chunks reads about 4k rows, not 100k. It is
+approximate only in which rows it reads: every score returned is the exact cosine similarity, and when the
+probed clusters hold fewer than ``top_k`` messages more clusters are probed, up to all of them. New rows are
+assigned to their nearest centroid as they are written (a few microseconds each); the clustering is
+trained again, at search time, when the usable rows have doubled since it was last trained (each training
+costs about as much as the searches of the rows it covers: amortised, a constant per row).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memstack.ports import IndexHit
+
+_Floats = npt.NDArray[np.float32]
+_Ints = npt.NDArray[np.int64]
+
+ROW_OVERHEAD_BYTES = 64
+"""Estimated cache bytes per chunk besides its vector (rowid, message code, cluster, flags)."""
+
+PARTITION_MIN_ROWS = 16_384
+"""Usable rows from which a resource's vectors are partitioned (below it one product over every row costs
+less than scoring centroids and gathering clusters)."""
+
+PROBE_FRACTION = 1 / 24
+"""Share of the clusters a search probes first (at least ``MIN_PROBES``): at 100k rows, 13 of 316."""
+
+MIN_PROBES = 8
+"""Fewest clusters a partitioned search probes."""
+
+TRAINING_SAMPLE = 64
+"""Rows per centroid sampled to train the clustering (FAISS advises at least 39)."""
+
+TRAINING_ROUNDS = 6
+"""Rounds of spherical k-means per training."""
+
+
+@dataclass(frozen=True, slots=True)
+class Added:
+    """One chunk written by this process, as the cache takes it."""
+
+    rowid: int
+    message_id: str
+    thread_id: str
+    seq: int
+    vector: npt.NDArray[Any]
+
+
+def unit_rows(matrix: npt.NDArray[Any]) -> _Floats:
+    """The rows scaled to unit length, as float32 (a zero row stays zero)."""
+    rows = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return (rows / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+class _Partitions:
+    """The clustering of a resource's rows: centroids, each row's cluster, each cluster's rows."""
+
+    def __init__(self, centroids: _Floats, assign: npt.NDArray[np.int32], trained_rows: int) -> None:
+        self.centroids = centroids
+        self.trained_rows = trained_rows
+        self.members: list[list[int]] = [[] for _ in range(len(centroids))]
+        self._arrays: list[_Ints | None] = [None] * len(centroids)
+        for position, cluster in enumerate(assign.tolist()):
+            if cluster >= 0:
+                self.members[cluster].append(position)
+
+    def nearest(self, rows: _Floats) -> npt.NDArray[np.int32]:
+        """The cluster of each row (its most similar centroid)."""
+        nearest: npt.NDArray[np.int32] = np.argmax(rows @ self.centroids.T, axis=1).astype(np.int32)
+        return nearest
+
+    def append(self, positions: Sequence[int], clusters: npt.NDArray[np.int32]) -> None:
+        for position, cluster in zip(positions, clusters.tolist(), strict=True):
+            self.members[cluster].append(position)
+            self._arrays[cluster] = None
+
+    def rows_of(self, clusters: Sequence[int]) -> _Ints:
+        """The positions in these clusters (dead ones included: the caller masks them)."""
+        parts = []
+        for c in clusters:
+            array = self._arrays[c]
+            if array is None:
+                array = self._arrays[c] = np.asarray(self.members[c], dtype=np.int64)
+            parts.append(array)
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+def _train(rows: _Floats, seed: int) -> _Floats:
+    """Spherical k-means centroids (unit rows) for ``rows``: ``sqrt(n)`` of them, from a sample."""
+    n = len(rows)
+    k = max(1, int(math.sqrt(n)))
+    rng = np.random.default_rng(seed)
+    sample = rows[rng.choice(n, size=min(n, k * TRAINING_SAMPLE), replace=False)]
+    centroids = sample[rng.choice(len(sample), size=k, replace=False)].copy()
+    for _ in range(TRAINING_ROUNDS):
+        nearest = np.argmax(sample @ centroids.T, axis=1)
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, nearest, sample)
+        empty = ~sums.any(axis=1)
+        sums[empty] = sample[rng.choice(len(sample), size=int(empty.sum()), replace=False)]
+        centroids = unit_rows(sums)
+    return centroids
+
+
+class ResourceVectors:
+    """The chunks of one resource in memory, for vector search; mutated in place under ``lock``.
+
+    Rows are kept in ascending rowid order (the index assigns rowids above every existing one, and a load
+    reads them in order), so a rowid is found by binary search. Messages have codes: ``names[code]`` is the
+    message id, ``threads[code]`` and ``seqs[code]`` its thread and seq; a rewritten message gets a new code.
+
+    Attributes:
+        generation: the resource's ``search_generations`` value this data corresponds to.
+        n: rows in use; ``matrix[:n]`` (unit rows), ``rowids[:n]``, ``codes[:n]``, ``usable[:n]`` (alive
+            and not all-zero).
+    """
+
+    def __init__(
+        self,
+        dimension: int,
+        generation: int,
+        rowids: _Ints,
+        message_ids: Sequence[str],
+        thread_ids: Sequence[str],
+        seqs: Sequence[int],
+        vectors: npt.NDArray[Any],
+    ) -> None:
+        self.lock = threading.RLock()
+        self.generation = generation
+        self.dimension = dimension
+        self.n = 0
+        self.dead = 0
+        self.matrix: _Floats = np.empty((0, dimension), dtype=np.float32)
+        self.rowids: _Ints = np.empty(0, dtype=np.int64)
+        self.codes: _Ints = np.empty(0, dtype=np.int64)
+        self.usable: npt.NDArray[np.bool_] = np.empty(0, dtype=bool)
+        self.names: list[str] = []
+        self.threads: list[str] = []
+        self.seqs: list[int] = []
+        self.code_of: dict[str, int] = {}
+        self.partitions: _Partitions | None = None
+        self._append(rowids, message_ids, thread_ids, seqs, unit_rows(vectors))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.matrix.nbytes) + len(self.rowids) * ROW_OVERHEAD_BYTES
+
+    @property
+    def live(self) -> int:
+        return self.n - self.dead
+
+    # ---------------------------------------------------------------------------------------- writes
+
+    def _grow(self, need: int) -> None:
+        if need <= len(self.rowids):
+            return
+        capacity = max(need, 2 * len(self.rowids), 64)
+        matrix = np.empty((capacity, self.dimension), dtype=np.float32)
+        matrix[: self.n] = self.matrix[: self.n]
+        self.matrix = matrix
+        for name, dtype in (("rowids", np.int64), ("codes", np.int64), ("usable", bool)):
+            grown = np.zeros(capacity, dtype=dtype)
+            grown[: self.n] = getattr(self, name)[: self.n]
+            setattr(self, name, grown)
+
+    def _append(
+        self,
+        rowids: _Ints,
+        message_ids: Sequence[str],
+        thread_ids: Sequence[str],
+        seqs: Sequence[int],
+        units: _Floats,
+    ) -> None:
+        extra = len(rowids)
+        if not extra:
+            return
+        start = self.n
+        self._grow(start + extra)
+        self.matrix[start : start + extra] = units
+        self.rowids[start : start + extra] = rowids
+        codes = self.codes
+        for i, (message_id, thread_id, seq) in enumerate(zip(message_ids, thread_ids, seqs, strict=True)):
+            code = self.code_of.get(message_id)
+            if code is None:
+                code = self.code_of[message_id] = len(self.names)
+                self.names.append(message_id)
+                self.threads.append(thread_id)
+                self.seqs.append(seq)
+            codes[start + i] = code
+        self.usable[start : start + extra] = units.any(axis=1)
+        self.n += extra
+        if self.partitions is not None:
+            self.partitions.append(range(start, start + extra), self.partitions.nearest(units))
+
+    def apply(
+        self,
+        generation: int,
+        *,
+        messages: set[str],
+        thread_id: str | None,
+        added: Sequence[Added],
+    ) -> None:
+        """Drop the rows of ``messages`` (or of ``thread_id``), then append ``added`` (rowids above every
+        row held); the data is then at ``generation``."""
+        if messages or thread_id is not None:
+            doomed = [self.code_of.pop(m) for m in messages if m in self.code_of]
+            if thread_id is not None:
+                in_thread = [m for m, code in self.code_of.items() if self.threads[code] == thread_id]
+                doomed += [self.code_of.pop(m) for m in in_thread]
+            if doomed:
+                rows = np.flatnonzero(np.isin(self.codes[: self.n], doomed))
+                self.usable[rows] = False
+                self.dead += len(rows)
+        if added:
+            self._append(
+                np.fromiter((a.rowid for a in added), dtype=np.int64, count=len(added)),
+                [a.message_id for a in added],
+                [a.thread_id for a in added],
+                [a.seq for a in added],
+                unit_rows(np.stack([a.vector for a in added])),
+            )
+        self.generation = generation
+        if self.dead > 1024 and 2 * self.dead > self.n:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Rebuild without dead rows (their codes are gone from ``code_of``)."""
+        live_codes = set(self.code_of.values())
+        keep = np.fromiter((c in live_codes for c in self.codes[: self.n].tolist()), dtype=bool, count=self.n)
+        rowids, codes = self.rowids[: self.n][keep], self.codes[: self.n][keep]
+        matrix = self.matrix[: self.n][keep]
+        names, threads, seqs = self.names, self.threads, self.seqs
+        self.n = self.dead = 0
+        self.names, self.threads, self.seqs, self.code_of = [], [], [], {}
+        self.partitions = None
+        self.matrix = np.empty((0, self.dimension), dtype=np.float32)
+        self.rowids = np.empty(0, dtype=np.int64)
+        self.codes = np.empty(0, dtype=np.int64)
+        self.usable = np.empty(0, dtype=bool)
+        code_list = codes.tolist()
+        self._append(
+            rowids,
+            [names[c] for c in code_list],
+            [threads[c] for c in code_list],
+            [seqs[c] for c in code_list],
+            matrix,
+        )
+
+    # ---------------------------------------------------------------------------------------- search
+
+    def positions_of(self, allowed: _Ints) -> _Ints:
+        """The positions of these rowids among the rows held (rowids not held are skipped)."""
+        rowids = self.rowids[: self.n]
+        index = np.searchsorted(rowids, allowed)
+        inside = index < self.n
+        index, allowed = index[inside], allowed[inside]
+        found: _Ints = index[rowids[index] == allowed].astype(np.int64)
+        return found
+
+    def search(self, query: _Floats, allowed: _Ints | None, top_k: int) -> list[IndexHit]:
+        """The ``top_k`` best messages among the ``allowed`` chunk rowids (all chunks when ``None``).
+
+        A message scores by its best chunk (exact cosine similarity); equal scores are ordered by message
+        id. Call with ``lock`` held.
+        """
+        unit = (query / np.float32(np.linalg.norm(query))).astype(np.float32)
+        positions = None if allowed is None else self.positions_of(allowed)
+        candidates = self.live if positions is None else len(positions)
+        if candidates >= PARTITION_MIN_ROWS:
+            self._train_if_due()
+        if candidates < PARTITION_MIN_ROWS or self.partitions is None:
+            return self._exact(unit, positions, top_k)
+        return self._partitioned(unit, positions, top_k)
+
+    def _exact(self, unit: _Floats, positions: _Ints | None, top_k: int) -> list[IndexHit]:
+        if positions is None:
+            # einsum rather than BLAS: OpenBLAS would spread a product this small over threads that then
+            # spin, slowing the SQL that runs next.
+            scores = np.einsum("ij,j->i", self.matrix[: self.n], unit)
+            usable = self.usable[: self.n]
+            return self._ranked(self.codes[: self.n][usable], scores[usable], top_k)
+        positions = positions[self.usable[positions]]
+        scores = np.einsum("ij,j->i", self.matrix[positions], unit)
+        return self._ranked(self.codes[positions], scores, top_k)
+
+    def _partitioned(self, unit: _Floats, positions: _Ints | None, top_k: int) -> list[IndexHit]:
+        parts = self.partitions
+        assert parts is not None
+        order = np.argsort(-(parts.centroids @ unit), kind="stable").tolist()
+        mask = None
+        if positions is not None:
+            mask = np.zeros(self.n, dtype=bool)
+            mask[positions] = True
+        probes = max(MIN_PROBES, math.ceil(len(order) * PROBE_FRACTION))
+        while True:
+            rows = parts.rows_of(order[:probes])
+            rows = rows[self.usable[rows] if mask is None else self.usable[rows] & mask[rows]]
+            codes = self.codes[rows]
+            if probes >= len(order) or len(np.unique(codes)) >= top_k:
+                scores = np.einsum("ij,j->i", self.matrix[rows], unit)
+                return self._ranked(codes, scores, top_k)
+            probes *= 2
+
+    def _ranked(self, codes: _Ints, scores: npt.NDArray[Any], top_k: int) -> list[IndexHit]:
+        if len(scores) == 0:
+            return []
+        unique, inverse = np.unique(codes, return_inverse=True)
+        best = np.full(len(unique), -np.inf, dtype=np.float64)
+        np.maximum.at(best, inverse, scores.astype(np.float64))
+        if len(best) > 4 * top_k:  # keep the top_k best, and everything tied with the last of them
+            cut = np.partition(best, len(best) - top_k)[len(best) - top_k]
+            kept = np.flatnonzero(best >= cut)
+        else:
+            kept = np.arange(len(best))
+        ranked = sorted(kept.tolist(), key=lambda i: (-float(best[i]), self.names[int(unique[i])]))[:top_k]
+        hits = []
+        for i in ranked:
+            code = int(unique[i])
+            hits.append(
+                IndexHit(
+                    message_id=self.names[code],
+                    thread_id=self.threads[code],
+                    score=max(-1.0, min(1.0, float(best[i]))),
+                    seq=self.seqs[code],
+                )
+            )
+        return hits
+
+    def _train_if_due(self) -> None:
+        parts = self.partitions
+        if parts is not None and self.live < 2 * parts.trained_rows:
+            return
+        usable = np.flatnonzero(self.usable[: self.n])
+        rows = self.matrix[usable]
+        centroids = _train(rows, seed=len(usable))
+        assign = np.full(self.n, -1, dtype=np.int32)
+        for start in range(0, len(usable), 8192):  # in slices: an (n, k) score matrix at once is large
+            block = usable[start : start + 8192]
+            assign[block] = np.argmax(self.matrix[block] @ centroids.T, axis=1)
+        self.partitions = _Partitions(centroids, assign, len(usable))
+
+
+class VectorCache:
+    """Per-resource ``ResourceVectors``, least recently used first out, within a byte bound.
+
+    Thread-safe: the cache's lock guards the table of resources and their byte total; each resource's own
+    lock guards its data, held by writes and by searches (``ResourceVectors.search``).
+    """
+
+    def __init__(self, dimension: int, max_bytes: int) -> None:
+        self.dimension = dimension
+        self.max_bytes = max_bytes
+        self.entries: OrderedDict[str, ResourceVectors] = OrderedDict()
+        self.sizes: dict[str, int] = {}
+        self.nbytes = 0
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self.entries.clear()
+            self.sizes.clear()
+            self.nbytes = 0
+
+    def get(self, conn: Any, resource_id: str) -> ResourceVectors | None:
+        """The resource's current vectors (loaded if stale or absent), or ``None`` to use SQL instead.
+
+        ``conn`` reads in one snapshot (``SqliteDatabase.read``), and the generation is read before the
+        rows: data is never labelled newer than it is (a reader on an older snapshot may replace a newer
+        entry with its own; the next search at the newer generation reloads it, never the reverse).
+        """
+        if self.max_bytes == 0:
+            return None
+        with self._lock:
+            row = conn.execute(
+                "SELECT generation FROM search_generations WHERE resource_id = ?", (resource_id,)
+            ).fetchone()
+            generation = 0 if row is None else int(row[0])
+            entry = self.entries.get(resource_id)
+            if entry is not None and entry.generation == generation:
+                self.entries.move_to_end(resource_id)
+                return entry
+            count = int(
+                conn.execute(
+                    "SELECT count(*) FROM search_chunks WHERE resource_id = ?", (resource_id,)
+                ).fetchone()[0]
+            )
+            if count * (self.dimension * 4 + ROW_OVERHEAD_BYTES) > self.max_bytes:
+                self._drop(resource_id)
+                return None
+            rows = conn.execute(
+                "SELECT rowid, message_id, thread_id, embedding, seq FROM search_chunks "
+                "WHERE resource_id = ? ORDER BY rowid",
+                (resource_id,),
+            ).fetchall()
+            matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(
+                len(rows), self.dimension
+            )
+            entry = ResourceVectors(
+                self.dimension,
+                generation,
+                np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                [r[1] for r in rows],
+                [r[2] for r in rows],
+                [r[4] for r in rows],
+                matrix,
+            )
+            self._store(resource_id, entry)
+            return entry if resource_id in self.entries else None
+
+    def patch(
+        self,
+        resource_id: str,
+        generation: int,
+        *,
+        messages: set[str] | None = None,
+        thread_id: str | None = None,
+        added: Sequence[Added] = (),
+    ) -> None:
+        """Apply this process's own committed write to a cached resource: drop the chunks of ``messages``
+        or of ``thread_id``, then add ``added``.
+
+        Only data exactly one generation behind is patched (nobody else wrote in between); otherwise it is
+        dropped and the next search reloads it.
+        """
+        with self._lock:
+            entry = self.entries.get(resource_id)
+            if entry is None:
+                return
+            if entry.generation != generation - 1:
+                self._drop(resource_id)
+                return
+            with entry.lock:
+                entry.apply(generation, messages=messages or set(), thread_id=thread_id, added=added)
+            self._store(resource_id, entry)
+
+    def _store(self, resource_id: str, entry: ResourceVectors) -> None:
+        self._drop(resource_id)
+        if entry.nbytes > self.max_bytes:
+            return
+        self.entries[resource_id] = entry
+        self.sizes[resource_id] = entry.nbytes
+        self.nbytes += entry.nbytes
+        while self.nbytes > self.max_bytes:
+            evicted, _ = self.entries.popitem(last=False)
+            self.nbytes -= self.sizes.pop(evicted)
+
+    def drop(self, resource_id: str) -> None:
+        """Forget the resource's vectors (the next search reloads them)."""
+        with self._lock:
+            self._drop(resource_id)
+
+    def _drop(self, resource_id: str) -> None:
+        if self.entries.pop(resource_id, None) is not None:
+            self.nbytes -= self.sizes.pop(resource_id)
