@@ -915,14 +915,14 @@ def test_sqlite_given_rewrites_and_deletes_when_they_are_done_then_no_keyword_en
 
 
 def _postings(db: Any) -> list[tuple[str, str, int]]:
-    """Every ``(resource_id, term, rowid)`` posting of the SQLite keyword index."""
+    """Every ``(resource_id, term, rowid)`` posting of the SQLite keyword index (blocks and pending)."""
     from memstack.adapters.sqlite.keywords import _unpack
 
     return [
         (resource_id, term, int(rowid))
         for resource_id, term, blob in db.query("SELECT resource_id, term, postings FROM search_postings")
-        for rowid in _unpack(bytes(blob))[0].tolist()
-    ]
+        for rowid in _unpack(bytes(blob))["rowid"].tolist()
+    ] + db.query("SELECT resource_id, term, rowid FROM search_keyword_pending")
 
 
 @pytest.mark.parametrize("cache_bytes", [0, 10_000_000])
@@ -1009,7 +1009,21 @@ def test_sqlite_given_a_corpus_when_searching_keywords_then_scores_are_bm25_of_t
 
     ix = SqliteSearchIndex(SqliteDatabase(":memory:"), DIM)
     rng = random.Random(7)
-    words = ["apple", "banana", "cherry", "date", "elder", "fig", "grape", "honey", "iris", "juniper", "kiwi", "lemon", "mango"]
+    words = [
+        "apple",
+        "banana",
+        "cherry",
+        "date",
+        "elder",
+        "fig",
+        "grape",
+        "honey",
+        "iris",
+        "juniper",
+        "kiwi",
+        "lemon",
+        "mango",
+    ]
     texts = {i: " ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) for i in range(300)}
     entries = [
         entry(
@@ -1022,7 +1036,8 @@ def test_sqlite_given_a_corpus_when_searching_keywords_then_scores_are_bm25_of_t
         )
         for i, text in texts.items()
     ]
-    ix.upsert(entries)
+    for start in range(0, len(entries), 7):  # batches: postings pending, merged, appended to blocks
+        ix.upsert(entries[start : start + 7])
     ix.upsert([entry("m299", "kiwi kiwi", E0, resource_id="r1", thread_id="t2", seq=299)])  # rewritten
     ix.delete_messages("r1", ["m298"])
     texts[299] = "kiwi kiwi"
@@ -1050,7 +1065,20 @@ def test_sqlite_given_a_conversation_stored_alone_or_beside_others_then_its_rank
     from memstack.adapters.sqlite.index import SqliteSearchIndex
 
     rng = random.Random(5)
-    vocabulary = ["trip", "dog", "hike", "paint", "school", "music", "camp", "beach", "cake", "museum", "garden", "novel"]
+    vocabulary = [
+        "trip",
+        "dog",
+        "hike",
+        "paint",
+        "school",
+        "music",
+        "camp",
+        "beach",
+        "cake",
+        "museum",
+        "garden",
+        "novel",
+    ]
 
     def conversation(resource_id: str, seed: int) -> list[IndexEntry]:
         local = random.Random(seed)

@@ -114,7 +114,9 @@ def test_given_an_erased_resource_when_a_keyword_entry_without_its_chunk_is_plan
     memory, db = erased_sqlite(tmp_path)
     with db.transaction() as conn:
         conn.execute("INSERT INTO search_postings VALUES (?, 'hello', 999, x'00')", (RID,))
-        conn.execute("INSERT INTO search_keyword_stats VALUES (?, 1, 1)", (RID,))
+        conn.execute(
+            "INSERT INTO search_keyword_stats (resource_id, chunks, tokens) VALUES (?, 1, 1)", (RID,)
+        )
 
     tables = {r.split(":")[0] for r in remnants(RID, db=db)}
 

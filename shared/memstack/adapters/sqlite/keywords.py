@@ -12,12 +12,15 @@ Tables (in the shared file, beside ``search_chunks``):
 * ``search_postings`` — ``(resource_id, term, block)`` → ``postings``: the chunks of the resource that
   contain the term, in blocks of at most ``BLOCK_POSTINGS``, ordered by chunk rowid. A block's key is at
   most the smallest rowid in it and above every rowid of the block before it, so the block that holds a
-  rowid is the last one whose key is ``<=`` it. ``postings`` packs three little-endian arrays of the
-  block's length ``n``: ``int64`` rowids, ``int32`` term frequencies, ``int32`` chunk lengths (in tokens).
+  rowid is the last one whose key is ``<=`` it. ``postings`` is a run of 16-byte little-endian records
+  (``int64`` rowid, ``int32`` term frequency, ``int32`` chunk length in tokens), so appending is
+  concatenation.
   A search reads a term's blocks as a few BLOBs and scores them with numpy, rather than one row per
   posting.
+* ``search_keyword_pending`` — ``(resource_id, rowid, term)`` → ``tf``, ``length``: postings of recently
+  written chunks, not yet merged into the blocks (``add``: a save then writes one or two pages).
 * ``search_keyword_stats`` — per resource: ``chunks`` (how many indexed chunks) and ``tokens`` (their total
-  length), BM25's ``N`` and ``avgdl = tokens / chunks``.
+  length), BM25's ``N`` and ``avgdl = tokens / chunks``; ``pending``, the chunks in the pending table.
 * ``search_chunks.terms`` (a column of the chunk table): the chunk's distinct terms, space separated, so
   that deleting a chunk finds its postings without the text (the store keeps the text; this index does
   not).
@@ -34,8 +37,10 @@ remove_diacritics 2``): runs of letters and digits, diacritics removed, case fol
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import struct
 import threading
 import unicodedata
 from collections import Counter, defaultdict
@@ -50,6 +55,9 @@ import Stemmer
 
 BLOCK_POSTINGS = 128
 """Most postings in one ``search_postings`` row (2 KiB of BLOB: a row stays within one page)."""
+
+MERGE_PENDING = 64
+"""Pending chunks of a resource at which they are merged into its blocks (``add``)."""
 
 K1 = 1.2
 """BM25 term-frequency saturation (FTS5's and Lucene's default)."""
@@ -68,10 +76,19 @@ SCHEMA = (
         postings BLOB NOT NULL,
         PRIMARY KEY (resource_id, term, block)
     ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS search_keyword_pending (
+        resource_id TEXT NOT NULL,
+        rowid INTEGER NOT NULL,
+        term TEXT NOT NULL,
+        tf INTEGER NOT NULL,
+        length INTEGER NOT NULL,
+        PRIMARY KEY (resource_id, rowid, term)
+    ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS search_keyword_stats (
         resource_id TEXT PRIMARY KEY,
         chunks INTEGER NOT NULL,
-        tokens INTEGER NOT NULL
+        tokens INTEGER NOT NULL,
+        pending INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID""",
 )
 
@@ -121,24 +138,25 @@ class Analysed:
         return " ".join(self.counts)
 
 
-def _pack(rowids: _Ints, tfs: npt.NDArray[np.int32], lengths: npt.NDArray[np.int32]) -> bytes:
-    return (
-        rowids.astype("<i8", copy=False).tobytes()
-        + tfs.astype("<i4", copy=False).tobytes()
-        + lengths.astype("<i4", copy=False).tobytes()
-    )
+_POSTING = np.dtype([("rowid", "<i8"), ("tf", "<i4"), ("length", "<i4")])
+"""One posting as stored: the chunk's rowid, the term's frequency in it, the chunk's length in tokens."""
+
+_POSTING_STRUCT = struct.Struct("<qii")
+"""The same 16 bytes, for packing a few postings without numpy."""
 
 
-def _unpack(blob: bytes) -> tuple[_Ints, npt.NDArray[np.int32], npt.NDArray[np.int32]]:
-    n = len(blob) // 16
-    rowids = np.frombuffer(blob, dtype="<i8", count=n)
-    tfs = np.frombuffer(blob, dtype="<i4", count=n, offset=8 * n)
-    lengths = np.frombuffer(blob, dtype="<i4", count=n, offset=12 * n)
-    return rowids, tfs, lengths
+def _unpack(blob: bytes) -> npt.NDArray[np.void]:
+    """The postings of a BLOB, as a structured array (fields ``rowid``, ``tf``, ``length``)."""
+    return np.frombuffer(blob, dtype=_POSTING)
 
 
 def add(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> None:
     """Index these chunks of one resource (inside the caller's write transaction).
+
+    The chunks' postings go to ``search_keyword_pending``, keyed ``(resource_id, rowid, term)`` so that a
+    save writes one or two pages (appending to each term's block would dirty a page per term, and the
+    commit writes every dirty page). Once ``MERGE_PENDING`` chunks are pending they are merged into the
+    blocks in one go; a search reads the pending postings of its terms besides the blocks.
 
     Args:
         conn: the writer connection, in a transaction.
@@ -148,55 +166,88 @@ def add(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> 
     """
     if not chunks:
         return
+    conn.executemany(
+        "INSERT INTO search_keyword_pending (resource_id, rowid, term, tf, length) VALUES (?, ?, ?, ?, ?)",
+        (
+            (resource_id, rowid, term, tf, analysed.length)
+            for rowid, analysed in chunks
+            for term, tf in analysed.counts.items()
+        ),
+    )
+    pending = conn.execute(
+        """INSERT INTO search_keyword_stats (resource_id, chunks, tokens, pending) VALUES (?1, ?2, ?3, ?2)
+        ON CONFLICT (resource_id) DO UPDATE SET chunks = chunks + excluded.chunks,
+            tokens = tokens + excluded.tokens, pending = pending + excluded.pending
+        RETURNING pending""",
+        (resource_id, len(chunks), sum(a.length for _, a in chunks)),
+    ).fetchone()[0]
+    if int(pending) >= MERGE_PENDING:
+        merge(conn, resource_id)
+
+
+def merge(conn: Any, resource_id: str) -> None:
+    """Move the resource's pending postings into its blocks (in the caller's write transaction)."""
+    chunks: dict[int, Analysed] = {}
+    for rowid, term, tf, length in conn.execute(
+        "DELETE FROM search_keyword_pending WHERE resource_id = ? RETURNING rowid, term, tf, length",
+        (resource_id,),
+    ).fetchall():
+        chunks.setdefault(int(rowid), Analysed({}, int(length))).counts[term] = int(tf)
+    _append_blocks(conn, resource_id, sorted(chunks.items()))
+    conn.execute("UPDATE search_keyword_stats SET pending = 0 WHERE resource_id = ?", (resource_id,))
+
+
+def _append_blocks(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> None:
+    """Append these chunks' postings to the resource's blocks (rowids above every one in the blocks).
+
+    Three statements whatever the number of terms: one reads each term's last block (its key and size),
+    one appends to the blocks with room (``CAST(postings || ? AS BLOB)``, byte for byte in a UTF-8 file:
+    postings are fixed-size records, so an append never reads the block), one inserts new blocks.
+    """
+    if not chunks:
+        return
     by_term: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for rowid, analysed in sorted(chunks, key=lambda c: c[0]):
         for term, tf in analysed.counts.items():
             by_term[term].append((rowid, tf, analysed.length))
-    for term, postings in by_term.items():
-        new = np.array(postings, dtype=np.int64).reshape(-1, 3)
-        last = conn.execute(
-            "SELECT block, postings FROM search_postings WHERE resource_id = ? AND term = ? "
-            "ORDER BY block DESC LIMIT 1",
-            (resource_id, term),
-        ).fetchone()
-        start = 0
-        if last is not None:
-            rowids, tfs, lengths = _unpack(bytes(last[1]))
-            room = BLOCK_POSTINGS - len(rowids)
-            if room > 0:
-                take = new[:room]
-                conn.execute(
-                    "UPDATE search_postings SET postings = ? WHERE resource_id = ? AND term = ? AND block = ?",
-                    (
-                        _pack(
-                            np.concatenate([rowids, take[:, 0]]),
-                            np.concatenate([tfs, take[:, 1].astype(np.int32)]),
-                            np.concatenate([lengths, take[:, 2].astype(np.int32)]),
-                        ),
-                        resource_id,
-                        term,
-                        int(last[0]),
-                    ),
-                )
-                start = len(take)
-        conn.executemany(
-            "INSERT INTO search_postings (resource_id, term, block, postings) VALUES (?, ?, ?, ?)",
-            (
-                (
-                    resource_id,
-                    term,
-                    int(part[0, 0]),
-                    _pack(part[:, 0], part[:, 1].astype(np.int32), part[:, 2].astype(np.int32)),
-                )
-                for part in (new[i : i + BLOCK_POSTINGS] for i in range(start, len(new), BLOCK_POSTINGS))
-            ),
+    # One seek per term (ORDER BY … DESC LIMIT 1 on the primary key); a join on max(block) was planned
+    # as a scan of the term's blocks.
+    last = {
+        term: (int(block), int(size) // _POSTING.itemsize)
+        for term, block, size in conn.execute(
+            "SELECT j.value, "
+            "(SELECT block FROM search_postings WHERE resource_id = ?1 AND term = j.value "
+            "ORDER BY block DESC LIMIT 1), "
+            "(SELECT length(postings) FROM search_postings WHERE resource_id = ?1 AND term = j.value "
+            "ORDER BY block DESC LIMIT 1) "
+            "FROM json_each(?2) AS j",
+            (resource_id, json.dumps(list(by_term))),
         )
-    conn.execute(
-        """INSERT INTO search_keyword_stats (resource_id, chunks, tokens) VALUES (?, ?, ?)
-        ON CONFLICT (resource_id) DO UPDATE SET chunks = chunks + excluded.chunks,
-            tokens = tokens + excluded.tokens""",
-        (resource_id, len(chunks), sum(a.length for _, a in chunks)),
+        if block is not None
+    }
+    appends: list[tuple[bytes, str, str, int]] = []
+    inserts: list[tuple[str, str, int, bytes]] = []
+    for term, postings in by_term.items():
+        start = 0
+        if term in last:
+            block, size = last[term]
+            start = max(0, BLOCK_POSTINGS - size)
+            if start:
+                appends.append((_pack(postings[:start]), resource_id, term, block))
+        for i in range(start, len(postings), BLOCK_POSTINGS):
+            part = postings[i : i + BLOCK_POSTINGS]
+            inserts.append((resource_id, term, part[0][0], _pack(part)))
+    conn.executemany(
+        "UPDATE search_postings SET postings = CAST(postings || ? AS BLOB) WHERE resource_id = ? AND term = ? AND block = ?",
+        appends,
     )
+    conn.executemany(
+        "INSERT INTO search_postings (resource_id, term, block, postings) VALUES (?, ?, ?, ?)", inserts
+    )
+
+
+def _pack(postings: Sequence[tuple[int, int, int]]) -> bytes:
+    return b"".join(_POSTING_STRUCT.pack(*posting) for posting in postings)
 
 
 def remove(conn: Any, resource_id: str, chunks: Iterable[tuple[int, str | None, int]]) -> None:
@@ -216,7 +267,19 @@ def remove(conn: Any, resource_id: str, chunks: Iterable[tuple[int, str | None, 
             by_term[term].append(int(rowid))
     if not count:
         return
+    was_pending = {
+        int(rowid)
+        for rowids in by_term.values()
+        for rowid in dict.fromkeys(rowids)
+        if conn.execute(
+            "DELETE FROM search_keyword_pending WHERE resource_id = ? AND rowid = ? RETURNING 1",
+            (resource_id, rowid),
+        ).fetchall()
+    }
     for term, rowids in by_term.items():
+        rowids = [r for r in rowids if r not in was_pending]
+        if not rowids:
+            continue
         gone = np.array(sorted(rowids), dtype=np.int64)
         if len(gone) <= 8:
             blocks = [
@@ -236,8 +299,8 @@ def remove(conn: Any, resource_id: str, chunks: Iterable[tuple[int, str | None, 
                 (resource_id, term, int(gone[-1])),
             ).fetchall()
         for block, blob in blocks:
-            rowid_arr, tfs, lengths = _unpack(bytes(blob))
-            keep = ~np.isin(rowid_arr, gone)
+            postings = _unpack(bytes(blob))
+            keep = ~np.isin(postings["rowid"], gone)
             if keep.all():
                 continue
             if not keep.any():
@@ -248,11 +311,12 @@ def remove(conn: Any, resource_id: str, chunks: Iterable[tuple[int, str | None, 
             else:
                 conn.execute(
                     "UPDATE search_postings SET postings = ? WHERE resource_id = ? AND term = ? AND block = ?",
-                    (_pack(rowid_arr[keep], tfs[keep], lengths[keep]), resource_id, term, int(block)),
+                    (postings[keep].tobytes(), resource_id, term, int(block)),
                 )
     conn.execute(
-        "UPDATE search_keyword_stats SET chunks = chunks - ?, tokens = tokens - ? WHERE resource_id = ?",
-        (count, total, resource_id),
+        "UPDATE search_keyword_stats SET chunks = chunks - ?, tokens = tokens - ?, pending = pending - ? "
+        "WHERE resource_id = ?",
+        (count, total, len(was_pending), resource_id),
     )
     conn.execute("DELETE FROM search_keyword_stats WHERE resource_id = ? AND chunks <= 0", (resource_id,))
 
@@ -266,6 +330,7 @@ def drop_all(conn: Any) -> None:
 def drop_resource(conn: Any, resource_id: str) -> None:
     """Remove every posting and the statistics of the resource (in the caller's transaction)."""
     conn.execute("DELETE FROM search_postings WHERE resource_id = ?", (resource_id,))
+    conn.execute("DELETE FROM search_keyword_pending WHERE resource_id = ?", (resource_id,))
     conn.execute("DELETE FROM search_keyword_stats WHERE resource_id = ?", (resource_id,))
 
 
@@ -297,19 +362,27 @@ def score(conn: Any, resource_id: str, query: Sequence[str]) -> tuple[_Ints, _Fl
     if stats is None or not query or int(stats[0]) <= 0:
         return empty
     chunks, avgdl = int(stats[0]), max(int(stats[1]), 1) / int(stats[0])
+    weights = Counter(query)
+    pending: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for term, rowid, tf, length in conn.execute(
+        "SELECT term, rowid, tf, length FROM search_keyword_pending "
+        "WHERE resource_id = ? AND term IN (SELECT value FROM json_each(?))",
+        (resource_id, json.dumps(list(weights))),
+    ):
+        pending[term].append((rowid, tf, length))
     found_rowids: list[_Ints] = []
     found_scores: list[_Floats] = []
-    for term, weight in Counter(query).items():
+    for term, weight in weights.items():
         blobs = conn.execute(
             "SELECT postings FROM search_postings WHERE resource_id = ? AND term = ? ORDER BY block",
             (resource_id, term),
         ).fetchall()
-        if not blobs:
+        if not blobs and term not in pending:
             continue
-        parts = [_unpack(bytes(b[0])) for b in blobs]
-        rowids = np.concatenate([p[0] for p in parts])
-        tfs = np.concatenate([p[1] for p in parts]).astype(np.float64)
-        lengths = np.concatenate([p[2] for p in parts]).astype(np.float64)
+        postings = _unpack(b"".join([*(bytes(b[0]) for b in blobs), _pack(pending.get(term, []))]))
+        rowids = postings["rowid"]
+        tfs = postings["tf"].astype(np.float64)
+        lengths = postings["length"].astype(np.float64)
         n = len(rowids)
         idf = math.log((chunks - n + 0.5) / (n + 0.5))
         idf = idf if idf > 0 else MIN_IDF
