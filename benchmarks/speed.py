@@ -17,8 +17,22 @@ only (``--mastra-max`` to change it). Both sides run sequentially (never at the 
 Targets (DESIGN.md "Performance": faster than Mastra, flat at scale): save and context >= 3x faster than Mastra at p50; context p50 grows sublinearly from 1k to
 100k stored messages.
 
+Two per-resource scenarios (``--scenario resource``, report ``speed-resource``; issue 17, ADR 0006):
+
+* A long-lived user: every message in ONE resource. The resource is grown to 1k, 10k and 100k messages by
+  replaying all conversations into it (batched, one save per session, ids kept distinct per pass), then
+  conversation 0 is saved into it one message per call (timed) and its questions asked in a fresh thread
+  (timed, in hybrid, vector and keyword mode). Mastra is grown the same way (``ONE=1``) and recalls with its
+  vector search. Targets: each mode's context p50 at 100k <= 2x its value at 1k and below Mastra's; save p50
+  <= 1 ms at every size.
+* A 1M-message corpus: the same measured resource (conversation 0, 419 messages, hybrid) after the store is
+  grown to 10k and to 1M messages spread over other resources (whole conversations per save, hash embedder:
+  the bulk regime; Mastra is not grown to 1M: ~13 ms per message is 3.6 hours). Target: context p50 at 1M
+  <= 1.3x its value at 10k.
+
 Usage: ``python benchmarks/speed.py [--quick] [--runs 3] [--sizes 0,1000,10000,100000] [--mastra-max 10000]
-[--no-mastra] [--out benchmarks/results/speed]``
+[--no-mastra] [--scenario many|resource] [--one-sizes 1000,10000,100000] [--corpus-sizes 10000,1000000]
+[--out benchmarks/results/speed]``
 """
 
 from __future__ import annotations
@@ -54,67 +68,97 @@ MEASURED = 0
 
 
 class MemstackSide:
-    """One growing Memstack store (SQLite file, hash embedder, Mastra's defaults + hybrid recall)."""
+    """One growing Memstack store (SQLite file, hash embedder, Mastra's defaults + hybrid recall).
 
-    def __init__(self, folder: Path, conversations: list[Any]) -> None:
+    Args:
+        folder: where the store's file goes.
+        conversations: the LoCoMo conversations replayed to grow it.
+        one: grow into, and measure in, this one resource (a long-lived user) rather than new resources.
+        bulk: grow with one save per conversation (a thread per conversation) rather than per session.
+    """
+
+    def __init__(
+        self, folder: Path, conversations: list[Any], *, one: str | None = None, bulk: bool = False
+    ) -> None:
         from memstack import Memory
 
         self.memory = Memory.local(folder / "speed.db", embedder="hash")
         self.conversations = conversations
+        self.one = one
+        self.bulk = bulk
         self.stored = 0
         self._next = 0
         self.grow_s = 0.0
 
     def grow_to(self, size: int) -> None:
-        """Add whole sessions (batched) under new resources until ``size`` messages are stored (the measured
-        runs' messages count too)."""
+        """Add whole sessions (batched) under new resources (or into ``one``) until ``size`` messages are
+        stored (the measured runs' messages count too)."""
         t0 = time.perf_counter()
         while self.stored < size:
             conv = self.conversations[self._next % len(self.conversations)]
-            resource = f"grow-{self._next}-{conv.resource_id}"
+            key = f"grow-{self._next}"
+            resource = self.one or f"{key}-{conv.resource_id}"
             self._next += 1
-            for thread, turns in conv.sessions.items():
+            sessions = list(conv.sessions.items())
+            if self.bulk:
+                sessions = [(conv.resource_id, [t for _, turns in sessions for t in turns])]
+            for thread, turns in sessions:
                 if self.stored >= size:
                     break
                 batch = turns[: size - self.stored]
                 self.memory.save_messages(
-                    thread_id=f"grow-{self._next}-{thread}",
+                    thread_id=f"{key}-{thread}",
                     resource_id=resource,
                     messages=[
-                        {"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}
+                        {
+                            "id": f"{key}:{t.message_id}",
+                            "role": t.role,
+                            "content": t.text,
+                            "created_at": t.created_at,
+                        }
                         for t in batch
                     ],
                 )
                 self.stored += len(batch)
         self.grow_s += time.perf_counter() - t0
 
-    def run(self, conv: Any, label: str) -> dict[str, float]:
-        """The peer's workload on a fresh resource; returns p50/p95 of save (per message) and context."""
-        resource = f"{conv.resource_id}-{label}"
+    def run(self, conv: Any, label: str, modes: Sequence[str] = ("hybrid",)) -> dict[str, float]:
+        """The peer's workload on a fresh resource (or, with ``one``, into the grown resource); returns p50/p95
+        of save (per message) and of context in each mode (``context_ms_*`` for the first)."""
+        resource = self.one or f"{conv.resource_id}-{label}"
+        key = f"{conv.resource_id}-{label}"
         save_ms: list[float] = []
         for thread, turns in conv.sessions.items():
             for t in turns:
                 t0 = time.perf_counter()
                 self.memory.save_messages(
-                    thread_id=f"{resource}-{thread}",
+                    thread_id=f"{key}-{thread}",
                     resource_id=resource,
                     messages=[
-                        {"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}
+                        {
+                            "id": f"{key}:{t.message_id}",
+                            "role": t.role,
+                            "content": t.text,
+                            "created_at": t.created_at,
+                        }
                     ],
                 )
                 save_ms.append((time.perf_counter() - t0) * 1000)
         self.stored += len(save_ms)
-        context_ms: list[float] = []
-        for q in conv.questions:
-            t0 = time.perf_counter()
-            self.memory.context(thread_id=f"{resource}-questions", resource_id=resource, message=q.text)
-            context_ms.append((time.perf_counter() - t0) * 1000)
-        return {
-            "save_ms_p50": percentile(save_ms, 0.5),
-            "save_ms_p95": percentile(save_ms, 0.95),
-            "context_ms_p50": percentile(context_ms, 0.5),
-            "context_ms_p95": percentile(context_ms, 0.95),
-        }
+        result = {"save_ms_p50": percentile(save_ms, 0.5), "save_ms_p95": percentile(save_ms, 0.95)}
+        for n, mode in enumerate(modes):
+            options = {"semantic_recall": {"mode": mode}}
+            context_ms: list[float] = []
+            for q in conv.questions:
+                t0 = time.perf_counter()
+                self.memory.context(
+                    thread_id=f"{key}-questions", resource_id=resource, message=q.text, options=options
+                )
+                context_ms.append((time.perf_counter() - t0) * 1000)
+            suffix = "" if n == 0 else f"_{mode}"
+            result[f"context{suffix}_ms_p50"] = percentile(context_ms, 0.5)
+            result[f"context{suffix}_ms_p95"] = percentile(context_ms, 0.95)
+        return result
 
 
 def summarise(runs: Sequence[dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -392,6 +436,257 @@ def headline(result: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+MODES = ("hybrid", "vector", "keyword")
+"""The recall modes measured for a long-lived user (the first is ``context_ms_*``)."""
+
+
+def _mode_key(mode: str, q: str) -> str:
+    return f"context_ms_{q}" if mode == MODES[0] else f"context_{mode}_ms_{q}"
+
+
+def run_resource(
+    *,
+    data: Path,
+    one_sizes: Sequence[int],
+    corpus_sizes: Sequence[int],
+    runs: int,
+    mastra: bool,
+    mastra_max: int,
+    peer: MastraPeer | None = None,
+    log: Any = sys.stderr,
+) -> dict[str, Any]:
+    """The per-resource scenarios (module docstring): a long-lived user and a 1M-message corpus."""
+    from memstack import locomo
+
+    conversations = locomo.load(data)
+    conv = conversations[MEASURED]
+    peer = peer or MastraPeer()
+    one: list[dict[str, Any]] = []
+    for size in sorted(one_sizes):
+        with tempfile.TemporaryDirectory(prefix="memstack-speed-one-") as tmp:
+            ours = MemstackSide(Path(tmp), conversations, one=f"one-{conv.resource_id}")
+            ours.grow_to(size)
+            m_runs = [ours.run(conv, f"one{size}-run{r}", MODES) for r in range(runs)]
+            ours.memory.close()
+        entry: dict[str, Any] = {
+            "size": size,
+            "memstack": summarise(m_runs),
+            "memstack_grow_s": round(ours.grow_s, 1),
+        }
+        log.write(
+            f"one resource of {size}: memstack grown in {ours.grow_s:.1f} s; "
+            + ", ".join(f"{m} {entry['memstack'][_mode_key(m, 'p50')]['median']:.2f} ms" for m in MODES)
+            + f"; save p50 {entry['memstack']['save_ms_p50']['median']:.2f} ms\n"
+        )
+        if not mastra:
+            entry["mastra_note"] = "not run (--no-mastra)"
+        elif size > mastra_max:
+            entry["mastra_note"] = f"not run: above --mastra-max {mastra_max}"
+        else:
+            try:
+                p = peer.run(
+                    data, MEASURED, {"GROW": str(size), "RUNS": str(runs), "ONE": "1"}, timeout=4 * 3600
+                )
+                entry["mastra"] = summarise(
+                    [
+                        {
+                            "save_ms_p50": r["save_ms_p50"],
+                            "save_ms_p95": r["save_ms_p95"],
+                            "context_ms_p50": r["recall_ms_p50"],
+                            "context_ms_p95": r["recall_ms_p95"],
+                        }
+                        for r in p["runs"]
+                    ]
+                )
+                entry["mastra_grow_s"] = p["grow_s"]
+                log.write(f"  mastra: recall p50 {entry['mastra']['context_ms_p50']['median']:.2f} ms\n")
+            except PeerUnavailable as exc:
+                entry["mastra_note"] = f"not run: {exc}"
+        one.append(entry)
+    corpus: list[dict[str, Any]] = []
+    for size in sorted(corpus_sizes):
+        with tempfile.TemporaryDirectory(prefix="memstack-speed-corpus-") as tmp:
+            ours = MemstackSide(Path(tmp), conversations, bulk=True)
+            ours.grow_to(size)
+            m_runs = [ours.run(conv, f"corpus{size}-run{r}") for r in range(runs)]
+            ours.memory.close()
+        corpus.append({"size": size, "memstack": summarise(m_runs), "memstack_grow_s": round(ours.grow_s, 1)})
+        log.write(
+            f"corpus of {size}: grown in {ours.grow_s:.1f} s; context p50 "
+            f"{corpus[-1]['memstack']['context_ms_p50']['median']:.2f} ms\n"
+        )
+    return {
+        "benchmark": "speed-resource",
+        "machine": machine(peer.node_version),
+        "data": str(data),
+        "conversation": conv.resource_id,
+        "messages": conv.turn_count,
+        "questions": len(conv.questions),
+        "runs": runs,
+        "one": one,
+        "corpus": corpus,
+        "checks": resource_checks(one, corpus),
+    }
+
+
+def resource_checks(one: Sequence[dict[str, Any]], corpus: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The issue's targets, each with the figures it compares and whether it holds in this run."""
+    checks: list[dict[str, Any]] = []
+    if len(one) >= 2:
+        small, big = one[0], one[-1]
+        for mode in MODES:
+            key = _mode_key(mode, "p50")
+            a, b = small["memstack"][key]["median"], big["memstack"][key]["median"]
+            checks.append(
+                {
+                    "target": f"{mode} context p50 at {big['size']} <= 2x at {small['size']} (one resource)",
+                    "figures": f"{a:.2f} → {b:.2f} ms (x{b / a:.2f})",
+                    "holds": b <= 2 * a,
+                }
+            )
+    for entry in one:
+        if entry.get("mastra"):
+            mastra_p50 = entry["mastra"]["context_ms_p50"]["median"]
+            for mode in MODES:
+                ours = entry["memstack"][_mode_key(mode, "p50")]["median"]
+                checks.append(
+                    {
+                        "target": f"{mode} context p50 below Mastra's recall at {entry['size']} (one resource)",
+                        "figures": f"{ours:.2f} vs {mastra_p50:.2f} ms (Mastra / Memstack {mastra_p50 / ours:.1f}x)",
+                        "holds": ours < mastra_p50,
+                    }
+                )
+    for entry in one:
+        save = entry["memstack"]["save_ms_p50"]["median"]
+        checks.append(
+            {
+                "target": f"save p50 <= 1 ms at {entry['size']} (one resource)",
+                "figures": f"{save:.2f} ms",
+                "holds": save <= 1.0,
+            }
+        )
+    if len(corpus) >= 2:
+        a = corpus[0]["memstack"]["context_ms_p50"]["median"]
+        b = corpus[-1]["memstack"]["context_ms_p50"]["median"]
+        checks.append(
+            {
+                "target": f"context p50 at {corpus[-1]['size']} stored <= 1.3x at {corpus[0]['size']} (same resource)",
+                "figures": f"{a:.2f} → {b:.2f} ms (x{b / a:.2f})",
+                "holds": b <= 1.3 * a,
+            }
+        )
+    return checks
+
+
+def render_resource(result: dict[str, Any]) -> str:
+    """The Markdown report of the per-resource scenarios."""
+    lines = [
+        "# Speed per resource: a long-lived user, and a 1M-message corpus",
+        "",
+        machine_line(result["machine"]),
+        f"Workload: LoCoMo conversation {MEASURED} ({result['messages']} messages saved one per call, "
+        f"{result['questions']} questions). Figures: median over {result['runs']} run(s) of each run's p50 "
+        "(nearest rank), min–max in brackets. Hash embedder on both sides. Lower is faster.",
+        "",
+        "## A long-lived user: every message in ONE resource",
+        "",
+        "The resource is grown to the size (all conversations replayed into it, one save per session), then "
+        "the measured conversation is saved into it one message per call and its questions are asked in a new "
+        "thread. Memstack context = `context()` in each recall mode; Mastra = `memory.recall()` (vector).",
+        "",
+    ]
+    rows = []
+    for e in result["one"]:
+        m = e["memstack"]
+        mastra = e.get("mastra")
+        rows.append(
+            [
+                e["size"],
+                fmt_spread(m["save_ms_p50"]),
+                *(fmt_spread(m[_mode_key(mode, "p50")]) for mode in MODES),
+                fmt_spread(mastra["save_ms_p50"]) if mastra else e.get("mastra_note", ""),
+                fmt_spread(mastra["context_ms_p50"]) if mastra else "",
+            ]
+        )
+    lines += [
+        markdown_table(
+            [
+                "messages in the resource",
+                "Memstack save ms p50",
+                *(f"Memstack {mode} context ms p50" for mode in MODES),
+                "Mastra save ms p50",
+                "Mastra recall ms p50",
+            ],
+            rows,
+        ),
+        "",
+        "## A 1M-message corpus: one resource's cost as the file grows",
+        "",
+        "The store is grown to the size with other resources (one save per whole conversation, the bulk "
+        "regime), then the measured conversation is saved as its own resource and questioned (hybrid).",
+        "",
+        markdown_table(
+            ["messages stored before", "save ms p50", "context ms p50", "context ms p95", "grown in s"],
+            [
+                [
+                    e["size"],
+                    fmt_spread(e["memstack"]["save_ms_p50"]),
+                    fmt_spread(e["memstack"]["context_ms_p50"]),
+                    fmt_spread(e["memstack"]["context_ms_p95"]),
+                    e["memstack_grow_s"],
+                ]
+                for e in result["corpus"]
+            ],
+        ),
+        "",
+        "## Targets (issue 17)",
+        "",
+        markdown_table(
+            ["target", "figures", "holds"],
+            [[c["target"], c["figures"], "yes" if c["holds"] else "no"] for c in result["checks"]],
+        ),
+        "",
+    ]
+    if result.get("plot"):
+        lines += [f"![context p50 as one resource grows]({result['plot']})", ""]
+    return "\n".join(lines)
+
+
+def plot_resource(result: dict[str, Any], path: Path) -> Path | None:
+    """Context p50 per mode (and Mastra's recall) against messages in the one resource; and the corpus case."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    ax = axes[0]
+    for mode, marker in zip(MODES, "o^v", strict=True):
+        pts = [(e["size"], e["memstack"][_mode_key(mode, "p50")]["median"]) for e in result["one"]]
+        ax.plot([x for x, _ in pts], [y for _, y in pts], marker=marker, label=f"Memstack {mode}")
+    pts = [(e["size"], e["mastra"]["context_ms_p50"]["median"]) for e in result["one"] if e.get("mastra")]
+    if pts:
+        ax.plot([x for x, _ in pts], [y for _, y in pts], marker="s", label="Mastra 1.x recall (vector)")
+    ax.set_title("one resource: context p50")
+    ax = axes[1]
+    pts = [(e["size"], e["memstack"]["context_ms_p50"]["median"]) for e in result["corpus"]]
+    ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label="Memstack hybrid")
+    ax.set_title("one 419-message resource in a growing file")
+    for ax, xlabel in zip(axes, ("messages in the resource", "messages stored in the file"), strict=True):
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("ms (median of runs)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     from memstack.demo import default_data_path
 
@@ -402,8 +697,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="0,1000,10000,100000")
     parser.add_argument("--mastra-max", type=int, default=10_000, help="largest size Mastra is grown to")
     parser.add_argument("--no-mastra", action="store_true")
-    parser.add_argument("--out", type=Path, default=RESULTS / "speed")
+    parser.add_argument("--scenario", choices=("many", "resource"), default="many")
+    parser.add_argument("--one-sizes", default="1000,10000,100000")
+    parser.add_argument("--corpus-sizes", default="10000,1000000")
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.scenario == "resource":
+        out = args.out or RESULTS / "speed-resource"
+        result = run_resource(
+            data=args.data or default_data_path(),
+            one_sizes=[int(x) for x in args.one_sizes.split(",") if x],
+            corpus_sizes=[int(x) for x in args.corpus_sizes.split(",") if x],
+            runs=1 if args.quick else args.runs,
+            mastra=not args.no_mastra,
+            mastra_max=args.mastra_max,
+        )
+        png = plot_resource(result, out.with_suffix(".png"))
+        result["plot"] = png.name if png else None
+        write_report(out, render_resource(result), result)
+        return 0
+    args.out = args.out or RESULTS / "speed"
     sizes = [0, 1000] if args.quick else [int(x) for x in args.sizes.split(",")]
     result = run(
         data=args.data or default_data_path(),

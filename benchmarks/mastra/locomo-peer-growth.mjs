@@ -5,9 +5,11 @@
 //               file's conversations under resources grow-<k>-<sample_id>, as Memstack's speed benchmark does;
 //   RUNS=R      measure the turn loop R times, each on a fresh resource (<sample_id>-run<r>);
 //   TOPKS=4,8,16  also answer every question at these topK (recall's threadConfig override), in the first run;
-//   SCORES=1    add each question's category, evidence and per-topK score (for per-category tables).
+//   SCORES=1    add each question's category, evidence and per-topK score (for per-category tables);
+//   ONE=1       a long-lived user: the growth and every run go into ONE resource (`one-<sample_id>`), message
+//               and thread ids kept distinct by a per-pass key (grow-<k>, run<r>).
 // Usage: node locomo-peer-growth.mjs <locomo.json> [conversationIndex=0]
-//   env: DB=/path/file.db  DIM=256  TOPK=4  RANGE=1  LAST=10  GROW=0  RUNS=1  TOPKS=<TOPK>  SCORES=0
+//   env: DB=/path/file.db  DIM=256  TOPK=4  RANGE=1  LAST=10  GROW=0  RUNS=1  TOPKS=<TOPK>  SCORES=0  ONE=0
 // Prints one JSON line (the original's fields, from run 0 and TOPK, plus `runs`, `topks`, `stored_before`).
 import { Memory } from '@mastra/memory';
 import { LibSQLStore, LibSQLVector } from '@mastra/libsql';
@@ -23,7 +25,7 @@ const DIM = Number(process.env.DIM ?? 256), TOPK = Number(process.env.TOPK ?? 4)
 const RANGE = Number(process.env.RANGE ?? 1), LAST = Number(process.env.LAST ?? 10);
 const GROW = Number(process.env.GROW ?? 0), RUNS = Number(process.env.RUNS ?? 1);
 const TOPKS = (process.env.TOPKS ?? String(TOPK)).split(',').map(Number);
-const SCORES = process.env.SCORES === '1';
+const SCORES = process.env.SCORES === '1', ONE = process.env.ONE === '1';
 const DB = process.env.DB ?? join(tmpdir(), 'mastra-locomo-peer.db');
 for (const f of [DB, DB + '-wal', DB + '-shm']) rmSync(f, { force: true });
 
@@ -59,12 +61,12 @@ function parseDate(s) {
 }
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
 const sessionsOf = c => Object.keys(c).filter(k => /^session_\d+$/.test(k)).sort((a, b) => Number(a.split('_')[1]) - Number(b.split('_')[1]));
-function messagesOf(sample, resourceId, s) {
-  const c = sample.conversation, threadId = `${resourceId}-${s}`, t0 = parseDate(c[`${s}_date_time`] ?? '');
+function messagesOf(sample, resourceId, s, key = resourceId) {
+  const c = sample.conversation, threadId = `${key}-${s}`, t0 = parseDate(c[`${s}_date_time`] ?? '');
   return c[s].map((turn, i) => {
     let text = `${turn.speaker}: ${turn.text}`;
     if (turn.blip_caption) text += ` [shares an image: ${turn.blip_caption}]`;
-    return { id: `${resourceId}:${turn.dia_id}`, threadId, resourceId, role: turn.speaker === c.speaker_a ? 'user' : 'assistant',
+    return { id: `${key}:${turn.dia_id}`, threadId, resourceId, role: turn.speaker === c.speaker_a ? 'user' : 'assistant',
       type: 'text', createdAt: new Date(t0.getTime() + i * 1000), content: { format: 2, parts: [{ type: 'text', text }] } };
   });
 }
@@ -73,10 +75,11 @@ function messagesOf(sample, resourceId, s) {
 let stored = 0;
 const growStart = performance.now();
 for (let k = 0; stored < GROW; k++) {
-  const sample = all[k % all.length], resourceId = `grow-${k}-${sample.sample_id}`;
+  const sample = all[k % all.length], key = `grow-${k}-${sample.sample_id}`;
+  const resourceId = ONE ? `one-${conv.sample_id}` : key;
   for (const s of sessionsOf(sample.conversation)) {
     if (stored >= GROW) break;
-    const msgs = messagesOf(sample, resourceId, s).slice(0, GROW - stored);
+    const msgs = messagesOf(sample, resourceId, s, key).slice(0, GROW - stored);
     await memory.createThread({ resourceId, threadId: msgs[0].threadId, title: '' });
     await memory.saveMessages({ messages: msgs });
     stored += msgs.length;
@@ -90,14 +93,15 @@ const c = conv.conversation, sessions = sessionsOf(c);
 const valid = new Set(sessions.flatMap(s => c[s].map(t => t.dia_id)));
 const runs = [], topks = {}, scored = [];
 for (let r = 0; r < RUNS; r++) {
-  const resourceId = RUNS > 1 ? `${conv.sample_id}-run${r}` : conv.sample_id;
+  const key = RUNS > 1 || ONE ? `${conv.sample_id}-run${r}` : conv.sample_id;
+  const resourceId = ONE ? `one-${conv.sample_id}` : key;
   const saveMs = []; let nMsg = 0;
   for (const s of sessions) {
-    const msgs = messagesOf(conv, resourceId, s);
+    const msgs = messagesOf(conv, resourceId, s, key);
     await memory.createThread({ resourceId, threadId: msgs[0].threadId, title: '' });
     for (const m of msgs) { const t = performance.now(); await memory.saveMessages({ messages: [m] }); saveMs.push(performance.now() - t); nMsg++; }
   }
-  const queryThread = `${resourceId}-questions`;
+  const queryThread = `${key}-questions`;
   await memory.createThread({ resourceId, threadId: queryThread, title: '' });
   const recallMs = [];
   for (const qa of conv.qa) {
@@ -111,7 +115,7 @@ for (let r = 0; r < RUNS; r++) {
       const res = await memory.recall({ threadId: queryThread, resourceId, vectorSearchString: String(qa.question), threadConfig });
       if (topK === TOPK && !(r === 0 && i !== TOPKS.indexOf(TOPK))) recallMs.push(performance.now() - t);
       const got = new Set(res.messages.map(m => m.id));
-      row.scores[topK] = ev.filter(e => got.has(`${resourceId}:${e}`)).length / ev.length;
+      row.scores[topK] = ev.filter(e => got.has(`${key}:${e}`)).length / ev.length;
       row.returned[topK] = res.messages.length;
     }
     if (r === 0) scored.push(row);

@@ -939,3 +939,29 @@ def test_given_a_mapping_that_names_no_method_when_checked_then_nothing_is_known
     assert stored_method(bare, NAME) == {}
     assert stored_method(field_level, NAME) == {"space_type": "l2"}
     assert stored_method(index_body(4, "faiss"), "mappings-missing") == {}
+
+
+def test_given_other_tenants_when_searching_keywords_on_opensearch_then_statistics_are_the_shards_not_the_resources(
+    managed: OpenSearchDouble,
+) -> None:
+    """Pins the limit ADR 0006 documents: Lucene's BM25 takes its statistics (document count, document
+    frequencies, average length) from the whole shard, and a ``filter`` clause restricts matches, not
+    statistics. The request scopes matches to the resource (``filter``), sends no routing and no
+    ``search_type``: neither would make the statistics the resource's (a routed shard still holds other
+    resources; ``dfs_query_then_fetch`` spans every shard). So one resource's keyword scores move with what
+    another stored, while the SQLite index's do not (tests/contract/test_search_index.py)."""
+    index = open_index(managed, refresh=True)
+    mine = [entry("m1", text="museum trip in Paris"), entry("m2", text="a quiet museum day")]
+    index.upsert(mine)
+    alone = index.search("r1", top_k=5, text="Paris museum").keyword or []
+    index.upsert([entry(f"o{i}", resource_id="r2", text="museum museum shop") for i in range(20)])
+    managed.requests.clear()
+
+    crowded = index.search("r1", top_k=5, text="Paris museum").keyword or []
+
+    assert [h.message_id for h in alone] == [h.message_id for h in crowded] == ["m1", "m2"]
+    assert [round(h.score, 6) for h in alone] != [round(h.score, 6) for h in crowded]
+    searches = [r for r in managed.requests if r.path.endswith("/_search")]
+    keyword = [r for r in searches if "match" in str(r.body)]
+    assert keyword and all("routing" not in r.params and "search_type" not in r.params for r in searches)
+    assert {"term": {"resource_id": "r1"}} in keyword[0].body["query"]["bool"]["filter"]

@@ -156,7 +156,8 @@ def add(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> 
     The chunks' postings go to ``search_keyword_pending``, keyed ``(resource_id, rowid, term)`` so that a
     save writes one or two pages (appending to each term's block would dirty a page per term, and the
     commit writes every dirty page). Once ``MERGE_PENDING`` chunks are pending they are merged into the
-    blocks in one go; a search reads the pending postings of its terms besides the blocks.
+    blocks in one go; a search reads the pending postings of its terms besides the blocks. A batch of
+    ``MERGE_PENDING`` chunks or more (a bulk write) goes to the blocks directly.
 
     Args:
         conn: the writer connection, in a transaction.
@@ -165,6 +166,16 @@ def add(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> 
             resource (``SqliteSearchIndex`` assigns ``max(rowid) + 1`` onwards), so postings are appended.
     """
     if not chunks:
+        return
+    if len(chunks) >= MERGE_PENDING:  # a bulk write: straight to the blocks, after what is pending
+        merge(conn, resource_id)
+        _append_blocks(conn, resource_id, chunks)
+        conn.execute(
+            """INSERT INTO search_keyword_stats (resource_id, chunks, tokens) VALUES (?, ?, ?)
+            ON CONFLICT (resource_id) DO UPDATE SET chunks = chunks + excluded.chunks,
+                tokens = tokens + excluded.tokens""",
+            (resource_id, len(chunks), sum(a.length for _, a in chunks)),
+        )
         return
     conn.executemany(
         "INSERT INTO search_keyword_pending (resource_id, rowid, term, tf, length) VALUES (?, ?, ?, ?, ?)",
@@ -187,6 +198,11 @@ def add(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> 
 
 def merge(conn: Any, resource_id: str) -> None:
     """Move the resource's pending postings into its blocks (in the caller's write transaction)."""
+    row = conn.execute(
+        "SELECT pending FROM search_keyword_stats WHERE resource_id = ?", (resource_id,)
+    ).fetchone()
+    if row is None or not row[0]:
+        return
     chunks: dict[int, Analysed] = {}
     for rowid, term, tf, length in conn.execute(
         "DELETE FROM search_keyword_pending WHERE resource_id = ? RETURNING rowid, term, tf, length",
