@@ -364,7 +364,7 @@ def build_local(
     background: Background = "thread",
     rebuild_index: bool = False,
 ) -> Memory:
-    """The embedded default: SQLite file (default ``.memstack/memory.db``) with FTS5 and sqlite-vec.
+    """The embedded default: SQLite file (default ``.memstack/memory.db``) with per-resource BM25 and sqlite-vec.
 
     ``chat_model`` and ``background`` go to ``Memory`` (observational memory and titles run in-process).
     ``rebuild_index`` opens the search index for a rebuild with ``embedder`` (``memstack reindex``:

@@ -43,7 +43,7 @@ def keyword_relevance(score: float) -> float:
     BM25 has no upper bound and grows with the number and rarity of the query words matched, so it is
     saturated rather than divided by the list's best score: the best hit of an unrelated query (matching
     only common words) stays low, and a threshold can answer "nothing relevant". Keyword scores are on the
-    Lucene scale on every backend (the SQLite index converts FTS5's ``bm25()``).
+    Lucene scale on every backend (the SQLite index computes FTS5's ``bm25()`` formula and converts it).
 
     Args:
         score: a keyword ``IndexHit.score`` (>= 0).

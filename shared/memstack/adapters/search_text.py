@@ -1,6 +1,6 @@
 """Text as the keyword indexes see it: pre-segmentation of stored text and the terms of a query.
 
-Shared by the SQLite (FTS5) and OpenSearch (BM25) adapters so both back ends search the same terms. It
+Shared by the SQLite and OpenSearch (BM25) adapters so both back ends search the same terms. It
 imports nothing but the stop-word list, so the OpenSearch adapter (the Lambda path) never loads SQLite.
 
 * Stored text: each Han ideograph and Hiragana character becomes its own token (Lucene's standard

@@ -1,1 +1,1 @@
-"""The embedded default: store, keyword index (FTS5) and vector index (sqlite-vec) in one SQLite file."""
+"""The embedded default: store, keyword index (per-resource BM25) and vector index (sqlite-vec) in one SQLite file."""

@@ -27,8 +27,8 @@ applied inside the search, so it never returns fewer than ``top_k`` hits while m
 * SQL: ``MIN(vec_distance_cosine(embedding, ?)) … WHERE resource_id = ? [AND thread_id = ?] [AND filter]
   GROUP BY message_id ORDER BY distance LIMIT top_k``. sqlite-vec's cosine is a scalar loop and every row
   is read from the B-tree, which costs about 1.5 ms for 600 chunks of 384 dimensions.
-* Cache (default): the resource's vectors in memory (``memstack.adapters.sqlite.vector_cache``): exact
-  below 16k chunks, partitioned (inverted file, exact re-scoring) above. Scope and filter still run in SQL,
+* Cache (default): the resource's vectors in memory (``memstack.adapters.sqlite.vector_cache``), one
+  matrix-vector product per search. Scope and filter still run in SQL,
   as ``SELECT rowid … WHERE <the same scope and filter>`` (skipped when there is neither), and only the
   allowed rows are scored. Writes through this index patch the cached data in place; a write by anyone
   else bumps the resource's generation and the next search reloads it. The cache is bounded
