@@ -1,6 +1,7 @@
 """``make bench``: every benchmark in one run, written to ``benchmarks/results/``.
 
-Runs, in order: recall quality (recall_quality.py), speed side by side with Mastra (speed.py), requests per
+Runs, in order: recall quality (recall_quality.py), speed side by side with Mastra (speed.py), speed per
+resource (speed.py's long-lived user and 1M-message corpus; ``--skip resource`` to leave it out), requests per
 turn on the AWS path under moto (aws_requests.py, its own process), the AWS cost per turn from those
 requests (aws_cost.py), ``memstack serve`` under load (serve_load.py), cold start (cold_start.py, its own
 process), observational memory's cost per turn (observation_cost.py, its own process), answer quality
@@ -12,7 +13,7 @@ table (Memstack vs Mastra, measured side by side in this run), the machine, and 
 minutes). The full run takes about 15 minutes on the 2-core build machine (most of it Mastra: its growth
 to 10k messages and its per-conversation processes, and the local embedder's ~35 ms per text).
 
-Usage: ``python benchmarks/run_all.py [--quick] [--no-mastra] [--skip recall,speed,aws,cost,serve,cold,observation,answers]``
+Usage: ``python benchmarks/run_all.py [--quick] [--no-mastra] [--skip recall,speed,resource,aws,cost,serve,cold,observation,answers]``
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ if str(ROOT) not in sys.path:
 from benchmarks import answer_quality, recall_quality, speed  # noqa: E402
 from benchmarks.common import RESULTS, MastraPeer, machine, machine_line, markdown_table, write_json  # noqa: E402
 
-STEPS = ("recall", "speed", "aws", "cost", "serve", "cold", "observation", "answers")
+STEPS = ("recall", "speed", "resource", "aws", "cost", "serve", "cold", "observation", "answers")
 
 
 def _section(title: str) -> None:
@@ -145,6 +146,28 @@ def main(argv: list[str] | None = None) -> int:
             f"* [Speed side by side](speed.md) ([JSON](speed.json), [plot](speed.png)): {sp['runs']} run(s) per size."
         )
         status["speed"] = "ok"
+
+    if "resource" not in skip:
+        _section("speed per resource")
+        sr = speed.run_resource(
+            data=data,
+            one_sizes=[1000] if args.quick else [1000, 10_000, 100_000],
+            corpus_sizes=[1000, 2000] if args.quick else [10_000, 1_000_000],
+            runs=1,
+            mastra=not args.no_mastra,
+            mastra_max=10_000,
+            peer=peer,
+        )
+        png = speed.plot_resource(sr, RESULTS / "speed-resource.png")
+        sr["plot"] = png.name if png else None
+        (RESULTS / "speed-resource.md").write_text(speed.render_resource(sr))
+        write_json(RESULTS / "speed-resource.json", sr)
+        held = sum(c["holds"] for c in sr["checks"])
+        sections.append(
+            f"* [Speed per resource](speed-resource.md) ([JSON](speed-resource.json), [plot](speed-resource.png)): "
+            f"a long-lived user and a 1M-message corpus; {held} of {len(sr['checks'])} targets hold."
+        )
+        status["resource"] = "ok"
 
     if "aws" not in skip:
         _section("AWS path under moto")

@@ -516,17 +516,21 @@ def run_resource(
                 entry["mastra_note"] = f"not run: {exc}"
         one.append(entry)
     corpus: list[dict[str, Any]] = []
-    for size in sorted(corpus_sizes):
-        with tempfile.TemporaryDirectory(prefix="memstack-speed-corpus-") as tmp:
-            ours = MemstackSide(Path(tmp), conversations, bulk=True)
+    # One store grown from size to size (each measured resource is new: its 419 messages count as stored).
+    with tempfile.TemporaryDirectory(prefix="memstack-speed-corpus-") as tmp:
+        ours = MemstackSide(Path(tmp), conversations, bulk=True)
+        for size in sorted(corpus_sizes):
             ours.grow_to(size)
             m_runs = [ours.run(conv, f"corpus{size}-run{r}") for r in range(runs)]
-            ours.memory.close()
-        corpus.append({"size": size, "memstack": summarise(m_runs), "memstack_grow_s": round(ours.grow_s, 1)})
-        log.write(
-            f"corpus of {size}: grown in {ours.grow_s:.1f} s; context p50 "
-            f"{corpus[-1]['memstack']['context_ms_p50']['median']:.2f} ms\n"
-        )
+            corpus.append(
+                {"size": size, "memstack": summarise(m_runs), "memstack_grow_s": round(ours.grow_s, 1)}
+            )
+            log.write(
+                f"corpus of {size}: grown in {ours.grow_s:.1f} s in all; context p50 "
+                f"{corpus[-1]['memstack']['context_ms_p50']['median']:.2f} ms\n"
+            )
+            log.flush()
+        ours.memory.close()
     return {
         "benchmark": "speed-resource",
         "machine": machine(peer.node_version),
@@ -635,10 +639,17 @@ def render_resource(result: dict[str, Any]) -> str:
         "## A 1M-message corpus: one resource's cost as the file grows",
         "",
         "The store is grown to the size with other resources (one save per whole conversation, the bulk "
-        "regime), then the measured conversation is saved as its own resource and questioned (hybrid).",
+        "regime, one store grown from size to size), then the measured conversation is saved as a new resource "
+        "and questioned (hybrid). Grown in: seconds of growth up to that size, in all.",
         "",
         markdown_table(
-            ["messages stored before", "save ms p50", "context ms p50", "context ms p95", "grown in s"],
+            [
+                "messages stored before",
+                "save ms p50",
+                "context ms p50",
+                "context ms p95",
+                "grown in s (in all)",
+            ],
             [
                 [
                     e["size"],
