@@ -47,6 +47,9 @@ def test_given_text_when_tokenised_then_words_are_folded_and_stemmed_as_fts5_por
         "yesterdai",
     ]
     assert tokens("naïve cafe\u0301 snake_case x2") == ["naiv", "cafe", "snake", "case", "x2"]
+    assert tokens("It's as it is, for us") == ["it", "s", "as", "it", "is", "for", "us"], (
+        "short words unstemmed"
+    )
     assert Analysed.of("dog dogs cat") == Analysed({"dog": 2, "cat": 1}, 3)
 
 

@@ -31,7 +31,9 @@ FTS5 gave, and on any file a resource's ranking depends only on its own chunks.
 
 Tokens: :func:`tokens` reproduces the FTS5 tokenizer the index used (``porter unicode61
 remove_diacritics 2``): runs of letters and digits, diacritics removed, case folded, then the Porter stemmer
-(``PyStemmer``'s ``porter``, the original algorithm as in SQLite's ``porter`` tokenizer). The text comes from
+(``PyStemmer``'s ``porter``, the original algorithm) on words of three letters or more, as SQLite's
+``porter`` tokenizer does, with the C reference's two step-2 departures SQLite's stemmer has (``logi`` →
+``log``, ``bli`` → ``ble``). The text comes from
 ``memstack.adapters.search_text`` like OpenSearch's (CJK characters spaced apart, emoji spelled as words).
 """
 
@@ -104,8 +106,26 @@ _stemmer = Stemmer.Stemmer("porter")
 
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
+    if len(word) < 3:  # as SQLite's porter tokenizer: "is", "as", "us" and the "s" of "it's" stay whole
+        return word
     with _stemmer_lock:  # a PyStemmer object is not thread-safe
-        return str(_stemmer.stemWord(word))
+        stem = str(_stemmer.stemWord(word))
+        # The C reference's step-2 departures, which SQLite's porter has and Snowball's lacks
+        # ("technologi" → "technolog", "incredibli" → "incredible" → … "incred").
+        if stem.endswith("logi") and _measure(stem[:-4]) > 0:
+            stem = stem[:-1]
+        elif stem.endswith("bli") and _measure(stem[:-3]) > 0:
+            stem = str(_stemmer.stemWord(stem[:-1] + "e"))
+        return stem
+
+
+def _measure(stem: str) -> int:
+    """Porter's m: how many vowel-consonant sequences ``stem`` has (``y`` after a consonant is a vowel)."""
+    pattern = ""
+    for i, c in enumerate(stem):
+        vowel = c in "aeiou" or (c == "y" and i > 0 and pattern[-1] == "c")
+        pattern += "v" if vowel else "c"
+    return pattern.replace("vc", "|").count("|") if "vc" in pattern else 0
 
 
 def tokens(text: str) -> list[str]:
@@ -113,10 +133,10 @@ def tokens(text: str) -> list[str]:
 
     Example: ``"Caroline went hiking in the Café"`` → ``["carolin", "went", "hike", "in", "the", "cafe"]``.
     """
-    folded = unicodedata.normalize("NFKD", text)
+    folded = unicodedata.normalize("NFD", text)
     if not folded.isascii():
         folded = "".join(c for c in folded if not unicodedata.combining(c))
-    return [_stem(word) for word in _WORD.findall(folded.casefold())]
+    return [_stem(word) for word in _WORD.findall(folded.lower())]
 
 
 @dataclass(frozen=True, slots=True)
