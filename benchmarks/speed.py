@@ -178,6 +178,19 @@ class MemstackSide:
         return result
 
 
+def peer_runs(peer_result: dict[str, Any]) -> list[dict[str, float]]:
+    """The Mastra peer's runs under Memstack's figure names (its recall is the context)."""
+    return [
+        {
+            "save_ms_p50": r["save_ms_p50"],
+            "save_ms_p95": r["save_ms_p95"],
+            "context_ms_p50": r["recall_ms_p50"],
+            "context_ms_p95": r["recall_ms_p95"],
+        }
+        for r in peer_result["runs"]
+    ]
+
+
 def summarise(runs: Sequence[dict[str, float]]) -> dict[str, dict[str, float]]:
     """Per figure (save/context p50/p95): the median over runs with min–max and run count."""
     return {key: spread([r[key] for r in runs]) for key in runs[0]} if runs else {}
@@ -363,15 +376,7 @@ def run(
             t0 = time.perf_counter()
             try:
                 p = peer.run(data, MEASURED, {"GROW": str(size), "RUNS": str(runs)})
-                p_runs = [
-                    {
-                        "save_ms_p50": r["save_ms_p50"],
-                        "save_ms_p95": r["save_ms_p95"],
-                        "context_ms_p50": r["recall_ms_p50"],
-                        "context_ms_p95": r["recall_ms_p95"],
-                    }
-                    for r in p["runs"]
-                ]
+                p_runs = peer_runs(p)
                 entry["mastra"] = summarise(p_runs)
                 entry["mastra_runs"] = p_runs
                 entry["mastra_grow_s"] = p["grow_s"]
@@ -504,17 +509,7 @@ def run_resource(
                 p = peer.run(
                     data, MEASURED, {"GROW": str(size), "RUNS": str(runs), "ONE": "1"}, timeout=4 * 3600
                 )
-                entry["mastra"] = summarise(
-                    [
-                        {
-                            "save_ms_p50": r["save_ms_p50"],
-                            "save_ms_p95": r["save_ms_p95"],
-                            "context_ms_p50": r["recall_ms_p50"],
-                            "context_ms_p95": r["recall_ms_p95"],
-                        }
-                        for r in p["runs"]
-                    ]
-                )
+                entry["mastra"] = summarise(peer_runs(p))
                 entry["mastra_grow_s"] = p["grow_s"]
                 log.write(f"  mastra: recall p50 {entry['mastra']['context_ms_p50']['median']:.2f} ms\n")
             except PeerUnavailable as exc:

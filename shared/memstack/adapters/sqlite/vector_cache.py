@@ -31,7 +31,7 @@ _Floats = npt.NDArray[np.float32]
 _Ints = npt.NDArray[np.int64]
 
 ROW_OVERHEAD_BYTES = 64
-"""Estimated cache bytes per chunk besides its vector (rowid, message code, cluster, flags)."""
+"""Estimated cache bytes per chunk besides its vector (rowid, message code, flags, ids in lists)."""
 
 
 @dataclass(frozen=True, slots=True)
