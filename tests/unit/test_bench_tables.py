@@ -55,3 +55,43 @@ def test_given_repeated_texts_when_caching_embedder_then_each_text_embedded_once
     assert cached.embed_query("ab") == [0.0, 2.0]
     cached.embed_query("ab")
     assert inner.calls == ["ab", "abc", "q:ab"]
+
+
+def test_given_per_resource_figures_when_checked_then_each_target_names_its_figures_and_verdict() -> None:
+    from benchmarks.speed import resource_checks
+
+    def figures(save: float, hybrid: float, vector: float, keyword: float) -> dict[str, object]:
+        one = {"median": 0.0, "min": 0.0, "max": 0.0, "runs": 1}
+        return {
+            "save_ms_p50": {**one, "median": save},
+            "context_ms_p50": {**one, "median": hybrid},
+            "context_vector_ms_p50": {**one, "median": vector},
+            "context_keyword_ms_p50": {**one, "median": keyword},
+        }
+
+    one = [
+        {
+            "size": 1000,
+            "memstack": figures(0.8, 2.0, 1.0, 1.0),
+            "mastra": {"context_ms_p50": {"median": 9.0}},
+        },
+        {"size": 100_000, "memstack": figures(1.2, 3.9, 12.0, 1.5)},
+    ]
+    corpus = [
+        {"size": 10_000, "memstack": figures(0.7, 2.0, 0, 0)},
+        {"size": 1_000_000, "memstack": figures(0.7, 2.7, 0, 0)},
+    ]
+
+    verdicts = {c["target"]: c["holds"] for c in resource_checks(one, corpus)}
+
+    assert verdicts == {
+        "hybrid context p50 at 100000 <= 2x at 1000 (one resource)": True,
+        "vector context p50 at 100000 <= 2x at 1000 (one resource)": False,
+        "keyword context p50 at 100000 <= 2x at 1000 (one resource)": True,
+        "hybrid context p50 below Mastra's recall at 1000 (one resource)": True,
+        "vector context p50 below Mastra's recall at 1000 (one resource)": True,
+        "keyword context p50 below Mastra's recall at 1000 (one resource)": True,
+        "save p50 <= 1 ms at 1000 (one resource)": True,
+        "save p50 <= 1 ms at 100000 (one resource)": False,
+        "context p50 at 1000000 stored <= 1.3x at 10000 (same resource)": False,
+    }
