@@ -654,10 +654,10 @@ def render_resource(result: dict[str, Any]) -> str:
             [
                 [
                     e["size"],
-                    fmt_spread(e["memstack"]["save_ms_p50"]),
+                    fmt_spread(e["memstack"].get("save_ms_p50")),
                     fmt_spread(e["memstack"]["context_ms_p50"]),
                     fmt_spread(e["memstack"].get("context_cpu_ms_p50")),
-                    fmt_spread(e["memstack"]["context_ms_p95"]),
+                    fmt_spread(e["memstack"].get("context_ms_p95")),
                     e["memstack_grow_s"],
                 ]
                 for e in result["corpus"]
