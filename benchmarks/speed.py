@@ -672,8 +672,9 @@ def render_resource(result: dict[str, Any]) -> str:
         ),
         "",
     ]
+    lines += [f"* {note}" for note in result.get("notes", [])]
     if result.get("plot"):
-        lines += [f"![context p50 as one resource grows]({result['plot']})", ""]
+        lines += ["", f"![context p50 as one resource grows]({result['plot']})", ""]
     return "\n".join(lines)
 
 

@@ -128,3 +128,18 @@ def test_given_a_cached_resource_when_most_rows_are_rewritten_then_dead_rows_are
     assert (cached.n, cached.dead) == (1500, 0), "the dead rows were never compacted"
     best = (index.search("r1", top_k=1, vector=(-rows[7]).tolist()).vector or [])[0]
     assert (best.message_id, round(best.score, 5)) == ("m7", 1.0)
+
+
+def test_given_a_rebuild_for_another_model_when_opened_then_no_keyword_posting_of_the_old_index_is_left() -> (
+    None
+):
+    db = SqliteDatabase(":memory:")
+    old = SqliteSearchIndex(db, DIM, model_id="old-model")
+    old.upsert([entry(f"m{i}", f"hiking trip {i}", np.eye(DIM)[0].tolist()) for i in range(70)])  # blocks
+    old.upsert([entry("p1", "pending words", np.eye(DIM)[1].tolist())])  # and pending
+
+    rebuilt = SqliteSearchIndex(db, DIM, model_id="new-model", rebuild=True)
+
+    for table in ("search_postings", "search_keyword_pending", "search_keyword_stats"):
+        assert db.query(f"SELECT count(*) FROM {table}") == [(0,)], table
+    assert rebuilt.search("r1", top_k=5, text="hiking").keyword == []
