@@ -2,8 +2,9 @@
 (SIGINT) or SIGTERM mid-job, exit 130 or 143 with a one-line message and no traceback, leave no temporary
 file behind (no partial export, no SQLite journal), and a stopped import completes when run again.
 
-The job is paused (SIGSTOP) as soon as its progress starts, so the signal always lands mid-job, then
-resumed (SIGCONT) to handle it."""
+The job stops itself (SIGSTOP) right after its progress starts, so the signal always lands mid-job however
+fast the job is and however loaded the machine; the test then signals it and resumes it (SIGCONT).
+Waiting for the progress line and pausing from outside instead races a fast job to its end."""
 
 from __future__ import annotations
 
@@ -63,9 +64,27 @@ def write_export(path: Path) -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
+PAUSED_AT_START = """
+import os, signal, sys
+from memstack.cli import main, progress
+
+started = progress.ProgressBar.start
+
+def start(self, total, unit):
+    started(self, total, unit)
+    self.stream.flush()
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+progress.ProgressBar.start = start
+raise SystemExit(main(sys.argv[1:]))
+"""
+"""``memstack`` whose progress bar stops the process once its first line is out."""
+
+
 def memstack(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    """``memstack *args`` that stops itself (SIGSTOP) when its job's progress starts."""
     return subprocess.Popen(
-        [sys.executable, "-m", "memstack.cli", *args],
+        [sys.executable, "-c", PAUSED_AT_START, *args],
         cwd=cwd,
         env=clean_env(),
         stdout=subprocess.DEVNULL,
@@ -92,17 +111,13 @@ def finished(*args: str, cwd: Path) -> str:
 def stop_mid_job(
     process: subprocess.Popen[str], job: str, signum: int, paused: Callable[[], None] = lambda: None
 ) -> tuple[int, str]:
-    """Wait for the job's first progress line, pause it (and call ``paused``), send ``signum``, resume it;
-    its exit code and stderr."""
+    """Wait for the job to stop itself at its first progress line (and call ``paused``), send ``signum``,
+    resume it; its exit code and stderr."""
     assert process.stderr is not None
-    seen = []
-    for line in process.stderr:
-        seen.append(line)
-        if line.startswith(f"{job}: 0/"):
-            break
-    else:
-        raise AssertionError(f"{job} never started: {''.join(seen)}")
-    process.send_signal(signal.SIGSTOP)
+    _, status = os.waitpid(process.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), f"{job} ended before its progress started: {process.stderr.read()}"
+    seen = [process.stderr.readline()]
+    assert seen[0].startswith(f"{job}: 0/"), seen
     paused()
     process.send_signal(signum)
     process.send_signal(signal.SIGCONT)
