@@ -8,7 +8,7 @@
 //   SCORES=1    add each question's category, evidence and per-topK score (for per-category tables);
 //   ONE=1       a long-lived user: the growth and every run go into ONE resource (`one-<sample_id>`), message
 //               and thread ids kept distinct by a per-pass key (grow-<k>, run<r>).
-// Usage: node locomo-peer-growth.mjs <locomo.json> [conversationIndex=0]
+// Usage: node locomo-peer-growth.mjs <locomo.json | locomo-shaped .json.gz> [conversationIndex=0]
 //   env: DB=/path/file.db  DIM=256  TOPK=4  RANGE=1  LAST=10  GROW=0  RUNS=1  TOPKS=<TOPK>  SCORES=0  ONE=0
 // Prints one JSON line (the original's fields, from run 0 and TOPK, plus `runs`, `topks`, `stored_before`).
 import { Memory } from '@mastra/memory';
@@ -17,9 +17,11 @@ import { createHash } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 
 const [file, convArg] = process.argv.slice(2);
-const all = JSON.parse(readFileSync(file, 'utf8'));
+const raw = readFileSync(file);
+const all = JSON.parse((file.endsWith('.gz') ? gunzipSync(raw) : raw).toString('utf8'));
 const conv = all[Number(convArg ?? 0)];
 const DIM = Number(process.env.DIM ?? 256), TOPK = Number(process.env.TOPK ?? 4);
 const RANGE = Number(process.env.RANGE ?? 1), LAST = Number(process.env.LAST ?? 10);

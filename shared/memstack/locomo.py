@@ -8,6 +8,7 @@ never fatal.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from dataclasses import dataclass
@@ -17,8 +18,24 @@ from typing import Any
 
 from memstack.errors import InvalidInput
 
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-"""LoCoMo's category numbers, named as in LoCoMo's own code."""
+CATEGORIES = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+    11: "single-session-user",
+    12: "single-session-assistant",
+    13: "single-session-preference",
+    14: "temporal-reasoning",
+    15: "knowledge-update",
+    16: "multi-session",
+}
+"""Category numbers: 1–5 are LoCoMo's, named as in LoCoMo's own code; 11–16 are LongMemEval's question types
+as the LoCoMo-shaped LongMemEval file codes them (``shared/data/longmemeval/README.md``)."""
+
+TEMPORAL_CATEGORIES = frozenset({2, 14})
+"""The categories whose questions are about time (LoCoMo's temporal, LongMemEval's temporal-reasoning)."""
 
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.IGNORECASE)
 _MONTHS = {
@@ -41,6 +58,7 @@ _MONTHS = {
     )
 }
 _DIA = re.compile(r"D\d+:\d+")
+_NO_DATE = datetime(2023, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +94,18 @@ class Conversation:
         """Number of turns over all sessions."""
         return sum(len(t) for t in self.sessions.values())
 
+    @property
+    def asked_at(self) -> datetime:
+        """When the questions are asked: the time of the last turn (the replay's "now"; the data gives no
+        question dates)."""
+        return max((t.created_at for turns in self.sessions.values() for t in turns), default=_NO_DATE)
+
 
 def parse_date(value: str) -> datetime:
     """``"1:56 pm on 8 May, 2023"`` → aware UTC datetime; an unreadable date gives 2023-01-01."""
     m = _DATE.search(value or "")
     if not m or m.group(5).lower() not in _MONTHS:
-        return datetime(2023, 1, 1, tzinfo=UTC)
+        return _NO_DATE
     hour = int(m.group(1)) % 12 + (12 if m.group(3).lower() == "pm" else 0)
     return datetime(
         int(m.group(6)), _MONTHS[m.group(5).lower()], int(m.group(4)), hour, int(m.group(2)), tzinfo=UTC
@@ -132,19 +156,31 @@ def parse_sample(sample: dict[str, Any]) -> Conversation:
     return Conversation(resource, sessions, questions)
 
 
+def read_samples(path: str | Path) -> list[Any]:
+    """The samples of a LoCoMo-shaped JSON file, plain or gzip-compressed (a name ending ``.gz``, e.g.
+    ``shared/data/longmemeval/longmemeval-s-dev48.json.gz``).
+
+    Raises:
+        InvalidInput: the file is missing, not (gzip) JSON, or not a JSON list.
+    """
+    p = Path(path)
+    try:
+        raw = gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, EOFError) as exc:
+        raise InvalidInput(f"cannot read LoCoMo data at {p}: {exc}", field="data") from None
+    if not isinstance(data, list):
+        raise InvalidInput("LoCoMo data must be a JSON list of samples", field="data")
+    return data
+
+
 def load(path: str | Path, indexes: list[int] | None = None) -> list[Conversation]:
-    """The conversations of a LoCoMo JSON file, all or those at ``indexes``.
+    """The conversations of a LoCoMo JSON file (``.json`` or ``.json.gz``), all or those at ``indexes``.
 
     Raises:
         InvalidInput: the file is missing, not LoCoMo JSON, or an index is out of range.
     """
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InvalidInput(f"cannot read LoCoMo data at {p}: {exc}", field="data") from None
-    if not isinstance(data, list):
-        raise InvalidInput("LoCoMo data must be a JSON list of samples", field="data")
+    data = read_samples(path)
     chosen = range(len(data)) if indexes is None else indexes
     out = []
     for i in chosen:

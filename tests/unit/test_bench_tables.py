@@ -17,7 +17,7 @@ def test_given_scored_questions_when_grouped_then_all_each_category_and_multi_se
     assert g["all"] == {"evidence_recall": 0.5, "mean_context_messages": 10.0, "questions": 3}
     assert g["multi-hop"]["evidence_recall"] == 0.5
     assert g["single-hop"]["questions"] == 1
-    assert g["multi-session"]["evidence_recall"] == 0.75
+    assert g["multi-session evidence"]["evidence_recall"] == 0.75
     assert "temporal" not in g, "a category without questions has no row"
 
 
