@@ -12,6 +12,7 @@ Per-call overrides are deep-merged over the configured options (Mastra's per-req
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -87,6 +88,10 @@ class SemanticRecallOptions(_Options):
         chunk_chars: messages longer than this are split into chunks for indexing (Mastra: 4096 tokens
             × 4 = 16,384 characters).
         tool_text_chars: tool-call arguments and tool results are indexed as text truncated to this.
+        time_zone: the caller's IANA time zone (``"Europe/Paris"``), in which a query's dates and relative
+            times ("yesterday", "last week") are read (``memstack.dates``). Default ``UTC``.
+        now: the caller's current time for relative times in a query (ISO 8601; naive is UTC). ``None``:
+            the memory's clock.
     """
 
     enabled: bool = True
@@ -99,6 +104,8 @@ class SemanticRecallOptions(_Options):
     hybrid: HybridOptions = HybridOptions()
     chunk_chars: int = Field(16_384, ge=256, le=1_000_000)
     tool_text_chars: int = Field(2_000, ge=0, le=100_000)
+    time_zone: str = Field("UTC", min_length=1, max_length=64)
+    now: datetime | None = Field(None, strict=False)  # JSON callers send ISO 8601 text
 
     @field_validator("message_range", mode="before")
     @classmethod
@@ -107,6 +114,18 @@ class SemanticRecallOptions(_Options):
             raise ValueError("message_range must be a number or {before, after}")
         if isinstance(value, int):
             return {"before": value, "after": value}
+        return value
+
+    @field_validator("time_zone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from memstack.dates import time_zone
+        from memstack.errors import InvalidInput
+
+        try:
+            time_zone(value)
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @field_validator("filter", mode="before")

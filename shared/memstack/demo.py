@@ -149,7 +149,12 @@ def run(memory: Memory, conversations: list[Conversation], *, progress: Progress
         result.messages += total
         question_thread = f"{conv.resource_id}-questions"
         for q in conv.questions:
-            ctx = memory.context(thread_id=question_thread, resource_id=conv.resource_id, message=q.text)
+            ctx = memory.context(
+                thread_id=question_thread,
+                resource_id=conv.resource_id,
+                message=q.text,
+                options={"semantic_recall": {"now": conv.asked_at}},
+            )
             shown = ctx.message_ids
             result.context_sizes.append(len(shown))
             result.scores.append(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,24 @@ def test_given_texts_when_searching_by_keywords_then_the_more_specific_match_ran
     assert hits is not None
     assert all(h.score > 0 for h in hits), "keyword scores are positive"
     assert hits[0].score > hits[1].score
+
+
+def test_given_messages_of_two_months_when_a_query_names_a_date_then_that_days_message_matches(
+    index: SearchIndex,
+) -> None:
+    october = datetime(2023, 10, 13, 18, 30, tzinfo=UTC)
+    index.upsert(
+        [
+            replace(entry("oct", "Look at the sunset I painted"), created_at=october),
+            replace(entry("may", "Look at the lake I painted"), created_at=datetime(2023, 5, 8, tzinfo=UTC)),
+        ]
+    )
+
+    by_day = index.search("r1", top_k=5, text="painted on October 13").keyword
+    by_month = index.search("r1", top_k=5, text="October").keyword
+
+    assert ids(by_day)[0] == "oct", "the message's date is indexed in words and numbers"
+    assert ids(by_month) == ["oct"], "a month name matches only that month's messages"
 
 
 def test_given_many_keyword_matches_when_searching_with_top_k_then_at_most_top_k_come_back(

@@ -144,7 +144,7 @@ def doc(message_id: str, chunk: int = 0, uid: str | None = None) -> dict[str, An
         "role": "user",
         "seq": 1,
         "created_at": "2024-05-01T12:00:00+00:00",
-        "text": f"note {message_id}",
+        "text": f"note {message_id}\nMay 1 2024",
         "vector": [1.0, 0.0, 0.0, 0.0],
         "meta_s": {"tier": ["pro"]},
         "meta_paths": ["tier"],

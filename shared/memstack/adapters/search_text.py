@@ -1,4 +1,5 @@
-"""Text as the keyword indexes see it: pre-segmentation of stored text and the terms of a query.
+"""Text as the keyword indexes see it: pre-segmentation of stored text, the message's date in words, and
+the terms of a query.
 
 Shared by the SQLite and OpenSearch (BM25) adapters so both back ends search the same terms. It
 imports nothing but the stop-word list, so the OpenSearch adapter (the Lambda path) never loads SQLite.
@@ -15,7 +16,9 @@ imports nothing but the stop-word list, so the OpenSearch adapter (the Lambda pa
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
+from memstack.dates import date_words
 from memstack.stopwords import STOP_WORDS
 
 MAX_QUERY_TERMS = 8
@@ -45,6 +48,18 @@ def indexed_text(text: str) -> str:
     """
     text = _EMOJI.sub(lambda m: f" emoji{ord(m.group())} ", text)
     return _UNIGRAM.sub(r" \1 ", text)
+
+
+def keyword_text(text: str, created_at: datetime) -> str:
+    """What a chunk's keyword field holds: ``indexed_text(text)`` followed by its message's date in words
+    and numbers (``memstack.dates.date_words``, e.g. ``"October 13 2023"``), so a query naming a date or
+    a month matches that day's messages on every backend.
+
+    Args:
+        text: the chunk's text.
+        created_at: its message's ``created_at`` (aware; the date is taken in UTC).
+    """
+    return f"{indexed_text(text)}\n{date_words(created_at)}"
 
 
 def query_terms(text: str) -> list[str]:

@@ -21,13 +21,16 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from memstack.config import SemanticRecallOptions
+from memstack.dates import TimeRange, query_time_range, time_zone
 from memstack.errors import Unavailable
 from memstack.fusion import FusedHit, fuse, keyword_relevance
 from memstack.model import Message, Resource, Thread
 from memstack.ports import (
+    Clock,
     Embedder,
     IndexEntry,
     IndexHit,
@@ -37,6 +40,7 @@ from memstack.ports import (
     SearchIndex,
     Vector,
 )
+from memstack.recall import window
 from memstack.text import chunk_text, searchable_text
 from memstack.working_memory import THREAD_METADATA_KEY
 
@@ -136,6 +140,8 @@ class SemanticRecall:
         embedder: turns text into vectors.
         cache: the embedding cache (a new one if omitted).
         meter: told of every embedder request made for a thread (cache hits make none).
+        clock: the time a query's relative dates are read against when the options give no ``now``
+            (the system clock if omitted).
     """
 
     def __init__(
@@ -145,12 +151,20 @@ class SemanticRecall:
         embedder: Embedder,
         cache: EmbeddingCache | None = None,
         meter: EmbeddingMeter | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.store = store
         self.index = index
         self.embedder = embedder
         self.cache = cache or EmbeddingCache()
         self.meter = meter
+        self.clock = clock
+
+    def time_range(self, query: str, options: SemanticRecallOptions) -> TimeRange | None:
+        """The time ``query`` names, read in ``options.time_zone`` against ``options.now`` (else the
+        clock): ``memstack.dates.query_time_range``."""
+        now = options.now or (self.clock.now() if self.clock is not None else datetime.now(UTC))
+        return query_time_range(query, now, time_zone(options.time_zone))
 
     # embedding -----------------------------------------------------------------------------------
 
@@ -357,20 +371,28 @@ class SemanticRecall:
         options: SemanticRecallOptions,
         *,
         limit: int | None = None,
+        when: TimeRange | None = None,
     ) -> list[FusedHit]:
         """The best ``top_k`` messages for ``query`` in the options' scope, filter and mode.
 
         Args:
             limit: how many to return instead of ``options.top_k`` (recall asks for more when hits it was
                 given have no message any more).
+            when: the time the query names (``time_range``); a relative one ("last week") adds its date
+                words to the keyword query, which indexes each message's date in words.
         """
         if not query.strip():
             return []
+        keywords = f"{query} {when.words}" if when is not None and when.relative else query
         top_k = options.top_k if limit is None else limit
         scope_thread = thread_id if options.scope == "thread" else None
         want_vector = options.mode in ("vector", "hybrid")
         want_keyword = options.mode in ("keyword", "hybrid")
-        per_list = top_k * options.hybrid.candidates if options.mode == "hybrid" else top_k
+        # Each list's length follows ``options.top_k``, not ``limit``: asking for more hits must not change
+        # how the best ones rank (neighbour support counts every candidate of the lists).
+        per_list = (
+            max(options.top_k * options.hybrid.candidates, top_k) if options.mode == "hybrid" else top_k
+        )
         vector = self.embed_query(query, thread=(resource_id, thread_id)) if want_vector else None
         if vector is not None and not any(vector):
             vector = None  # text without words (only emoji, punctuation): no direction to search by
@@ -378,7 +400,7 @@ class SemanticRecall:
             resource_id,
             top_k=per_list,
             vector=vector,
-            text=query if want_keyword else None,
+            text=keywords if want_keyword else None,
             thread_id=scope_thread,
             filter=options.filter,
         )
@@ -425,7 +447,10 @@ class SemanticRecall:
         *,
         with_resource: bool = False,
     ) -> RecallResult:
-        """Search, then load each hit with ``message_range`` neighbours from its own thread.
+        """Search, then load the best hits with their neighbours, within the message budget
+        (``memstack.recall.window``: ``top_k × (before + 1 + after)`` messages at most; a short reply shows
+        one more neighbour each side; neighbours shared by overlapping windows go to further hits). When
+        the query names a time (``memstack.dates``), hits from that time are shown before the others.
 
         Hits whose message no longer exists in the store (the index lags the store: a TTL expiry, a
         crash between a delete and its index clean-up) are dropped, their orphaned entries removed, and
@@ -433,13 +458,14 @@ class SemanticRecall:
         them (at most ``_BACKFILL_ROUNDS`` extra searches, each one store read more). With
         ``with_resource`` the resource record is read in the same store request as the messages.
         """
-        top_k = options.top_k
-        hits = self.search(resource_id, thread_id, query, options)
+        want = window.candidate_count(options)
+        when = self.time_range(query, options)
+        hits = self.search(resource_id, thread_id, query, options, limit=want, when=when)
         if not hits:
             resource = self.store.get_resource(resource_id) if with_resource else None
             return RecallResult([], [], resource)
-        r = options.message_range
-        windows = [MessageWindow(h.thread_id, h.seq, r.before, r.after) for h in hits]
+        before, after = window.fetch_span(options)
+        windows = [MessageWindow(h.thread_id, h.seq, before, after) for h in hits]
         resource = None
         if with_resource:
             resource, messages = self.store.get_resource_and_windows(resource_id, windows)
@@ -453,18 +479,19 @@ class SemanticRecall:
                 break
             self._drop_orphans(resource_id, missing)
             gone.update(missing)
-            full = len(hits) >= top_k
+            full = len(hits) >= want
             hits = [h for h in hits if h.message_id in present]
             if full:
                 # Orphaned entries may still be visible (eventually consistent deletes), so they are
                 # skipped by id rather than trusted to be gone from the next search.
-                more = self.search(resource_id, thread_id, query, options, limit=top_k + len(gone))
-                hits = [h for h in more if h.message_id not in gone][:top_k]
-            windows = [MessageWindow(h.thread_id, h.seq, r.before, r.after) for h in hits]
+                more = self.search(resource_id, thread_id, query, options, limit=want + len(gone), when=when)
+                hits = [h for h in more if h.message_id not in gone][:want]
+            windows = [MessageWindow(h.thread_id, h.seq, before, after) for h in hits]
             messages = self.store.message_windows(resource_id, windows) if windows else []
-        present = {m.id for m in messages}
-        hits = [h for h in hits if h.message_id in present]
-        return RecallResult(hits, messages, resource)
+        if when is not None:
+            hits = window.in_range_first(hits, messages, when)
+        chosen = window.select(hits, messages, options)
+        return RecallResult(chosen.hits, chosen.messages, resource)
 
     def _drop_orphans(self, resource_id: str, message_ids: list[str]) -> None:
         """Remove index entries of messages the store no longer has, so they never come back."""

@@ -156,7 +156,7 @@ def build_core(
         read_working_memory=read_working_memory,
         usage=meter,
     )
-    recall = SemanticRecall(store, index, embedder, embedding_cache, meter=meter_embedding)
+    recall = SemanticRecall(store, index, embedder, embedding_cache, meter=meter_embedding, clock=clock)
     built.append(
         Core(
             store,

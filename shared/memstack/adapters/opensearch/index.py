@@ -64,7 +64,7 @@ from memstack.adapters.opensearch.schema import (
     stored_dimension,
     stored_method,
 )
-from memstack.adapters.search_text import indexed_text, query_terms
+from memstack.adapters.search_text import keyword_text, query_terms
 from memstack.errors import InvalidInput, Unavailable
 from memstack.filters import validate_filter
 from memstack.model import check_id
@@ -316,7 +316,7 @@ class OpenSearchIndex:
             "role": e.role,
             "seq": e.seq,
             "created_at": e.created_at.isoformat(),
-            "text": indexed_text(e.text),
+            "text": keyword_text(e.text, e.created_at),
         }
         if any(vector):
             doc[VECTOR_FIELD] = vector

@@ -54,13 +54,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from memstack.adapters.index_input import check_entry, check_top_k
-from memstack.adapters.search_text import indexed_text, query_terms
+from memstack.adapters.search_text import keyword_text, query_terms
 from memstack.adapters.sqlite import keywords
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.vector_cache import Added, VectorCache
@@ -348,7 +349,7 @@ class SqliteSearchIndex:
             created_at=e.created_at.isoformat(),
             metadata=json.dumps(e.metadata, ensure_ascii=False, separators=(",", ":")),
             vector=self._vector(entry.vector, f"{path}.vector", allow_zero=True),
-            analysed=keywords.Analysed.of(fts_text(e.text)),
+            analysed=keywords.Analysed.of(fts_text(e.text, e.created_at)),
         )
 
     def _vector(self, vector: object, path: str, *, allow_zero: bool = False) -> _Floats:
@@ -838,7 +839,7 @@ def _value_test(predicate: str) -> Callable[[str], str]:
 # ------------------------------------------------------------------------------------------ text handling
 
 
-def fts_text(text: str) -> str:
-    """The text as handed to the FTS5 tokenizer: CJK characters spaced apart, emoji spelled as words
-    (``memstack.adapters.search_text.indexed_text``)."""
-    return indexed_text(text)
+def fts_text(text: str, created_at: datetime) -> str:
+    """The text as handed to the keyword analyser: CJK characters spaced apart, emoji spelled as words, the
+    message's date in words at the end (``memstack.adapters.search_text.keyword_text``)."""
+    return keyword_text(text, created_at)
