@@ -363,13 +363,14 @@ def memory_from_env() -> Memory:
 def build_local(
     *,
     path: str | Path | None = None,
-    embedder: str | Embedder = "local",
+    embedder: str | Embedder | None = None,
     options: dict[str, Any] | None = None,
     chat_model: ChatModel | None = None,
     background: Background = "thread",
     rebuild_index: bool = False,
 ) -> Memory:
-    """The embedded default: SQLite file (default ``.memstack/memory.db``) with per-resource BM25 and sqlite-vec.
+    """The embedded default: SQLite file (default ``.memstack/memory.db``) with per-resource BM25 and sqlite-vec,
+    and the offline default embedder (``memstack.settings.default_embedder``) unless ``embedder`` names one.
 
     ``chat_model`` and ``background`` go to ``Memory`` (observational memory and titles run in-process).
     ``rebuild_index`` opens the search index for a rebuild with ``embedder`` (``memstack reindex``:
@@ -386,7 +387,9 @@ def build_local(
     from memstack.memory import Memory
     from memstack.tokens import default_tokenizer
 
-    emb = make_embedder(embedder)
+    from memstack.settings import default_embedder
+
+    emb = make_embedder(embedder if embedder is not None else default_embedder(openai_key=False))
     # One connection, recall inline: in-process SQLite is fastest sequentially. Measured on LoCoMo
     # (2 conversations, hash embedder): context p50 4.0-4.4 ms on one connection, 4.9-5.2 ms with the
     # index on a second connection and recall on a worker thread.

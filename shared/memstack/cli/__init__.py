@@ -63,8 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--embedder",
-        choices=["hash", "local", "openai"],
-        help="default: MEMSTACK_EMBEDDER, else openai when OPENAI_API_KEY is set, else local; openai needs "
+        choices=["wordllama", "hash", "local", "openai"],
+        help="default: MEMSTACK_EMBEDDER, else openai when OPENAI_API_KEY is set, else wordllama; openai needs "
         "OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible endpoint)",
     )
     demo.add_argument("--mode", choices=["vector", "keyword", "hybrid"], default="hybrid")

@@ -46,8 +46,8 @@ def embedder_argument(parser: argparse.ArgumentParser, help: str | None = None) 
     """``--embedder`` of a command that builds a local memory."""
     parser.add_argument(
         "--embedder",
-        choices=["hash", "local", "openai", "bedrock"],
-        help=help or "default: MEMSTACK_EMBEDDER, else openai when OPENAI_API_KEY is set, else local",
+        choices=["wordllama", "hash", "local", "openai", "bedrock"],
+        help=help or "default: MEMSTACK_EMBEDDER, else openai when OPENAI_API_KEY is set, else wordllama",
     )
 
 

@@ -63,7 +63,7 @@ def add_parsers(sub: Any) -> None:
         "database already uses.",
     )
     reindex.add_argument("--resource", help="only this resource (default: every resource)")
-    _local(reindex, embedder_help="the embedder to index with (default: MEMSTACK_EMBEDDER, else local)")
+    _local(reindex, embedder_help="the embedder to index with (default: MEMSTACK_EMBEDDER, else wordllama)")
     reindex.set_defaults(run=run_reindex)
 
 
