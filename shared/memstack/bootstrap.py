@@ -385,9 +385,8 @@ def build_local(
     from memstack.adapters.sqlite.index import SqliteSearchIndex
     from memstack.adapters.sqlite.store import SqliteMemoryStore
     from memstack.memory import Memory
-    from memstack.tokens import default_tokenizer
-
     from memstack.settings import default_embedder
+    from memstack.tokens import default_tokenizer
 
     emb = make_embedder(embedder if embedder is not None else default_embedder(openai_key=False))
     # One connection, recall inline: in-process SQLite is fastest sequentially. Measured on LoCoMo
