@@ -98,16 +98,14 @@ def main(argv: list[str] | None = None) -> int:
 
     if "recall" not in skip:
         _section("recall quality")
-        import json
-
-        indexes = [0] if args.quick else list(range(len(json.loads(data.read_text()))))
         rq = recall_quality.run(
-            data=data,
-            indexes=indexes,
-            embedders=["hash", "local", "openai"],
+            datasets=[recall_quality.dataset(n) for n in recall_quality.DATASETS],
+            embedders=["hash", "wordllama", "local", "openai"],
             top_ks=[4, 8, 16],
-            local_top_ks=[4, 8, 16],
+            local_top_ks=[4],
+            local_datasets=["locomo"],
             mastra=not args.no_mastra,
+            quick=args.quick,
             peer=peer,
         )
         png = recall_quality.plot(rq, RESULTS / "recall_quality.png")
@@ -115,15 +113,18 @@ def main(argv: list[str] | None = None) -> int:
         (RESULTS / "recall_quality.md").write_text(recall_quality.render(rq))
         write_json(RESULTS / "recall_quality.json", rq)
         headline += recall_quality.headline(rq)
-        best = {
-            c["embedder"]: c
-            for c in rq["configs"]
-            if c["system"] == "memstack" and c["mode"] == "hybrid" and c["top_k"] == 4
-        }
-        summary = ", ".join(f"{e} {c['groups']['all']['evidence_recall']:.3f}" for e, c in best.items())
+        summary = "; ".join(
+            f"{ds['title']}: "
+            + ", ".join(
+                f"{c['embedder']} {c['groups']['all']['evidence_recall']:.3f}"
+                for c in ds["configs"]
+                if c["system"] == "memstack" and c["mode"] == "hybrid" and c["top_k"] == 4
+            )
+            for ds in rq["datasets"]
+        )
         sections.append(
             f"* [Recall quality](recall_quality.md) ([JSON](recall_quality.json), [plot](recall_quality.png)): "
-            f"{rq['conversations']} conversation(s), {rq['questions']} questions; hybrid top_k 4: {summary}."
+            f"LoCoMo dev and LongMemEval dev; hybrid top_k 4: {summary}."
         )
         status["recall"] = "ok"
 
