@@ -126,7 +126,8 @@ def query_time_range(text: str, now: datetime, zone: tzinfo = UTC) -> TimeRange 
     year), a month and year, a relative time, a month alone, a year.
 
     A day or month without a year is its latest occurrence not after ``now``; ``last week`` is the calendar
-    week (Monday first) before ``now``'s; ``N months ago`` is that whole month; ``N days ago`` that day.
+    week (Monday first) before ``now``'s; ``N months ago`` is that whole month; ``N days ago`` that day. A
+    range that starts after ``now`` is no range: no message is stored there yet.
 
     Args:
         text: the query.
@@ -139,7 +140,9 @@ def query_time_range(text: str, now: datetime, zone: tzinfo = UTC) -> TimeRange 
         found = reader(text, today)
         if found is not None:
             first, last, relative = found
-            return _range(first, last, zone, relative)
+            when = _range(first, last, zone, relative)
+            # a time still to come ("this weekend" on a Tuesday) holds no message to recall
+            return when if when.start <= now else None
     return None
 
 

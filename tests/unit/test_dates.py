@@ -64,6 +64,12 @@ def test_given_relative_times_when_read_then_ranges_are_calendar_units_before_no
     assert span("3 days ago")[2] == "October 17 2023"  # type: ignore[index]
 
 
+def test_given_a_time_still_to_come_when_read_then_no_range() -> None:
+    assert span("what should I cook this weekend?") is None, "on a Friday the weekend has not begun"
+    sunday = span("what did I cook this weekend?", datetime(2023, 10, 22, 12, tzinfo=UTC))
+    assert sunday is not None and sunday[:2] == ("2023-10-21T00:00:00+00:00", "2023-10-23T00:00:00+00:00")
+
+
 def test_given_a_time_zone_when_reading_yesterday_then_the_days_begin_at_its_midnight() -> None:
     late_in_tokyo = datetime(2023, 10, 20, 16, 0, tzinfo=UTC)  # already Oct 21, 01:00 in Tokyo
     found = span("yesterday", late_in_tokyo, "Asia/Tokyo")
