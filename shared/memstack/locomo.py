@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memstack.dates import MONTHS
 from memstack.errors import InvalidInput
 
 CATEGORIES = {
@@ -38,25 +39,7 @@ TEMPORAL_CATEGORIES = frozenset({2, 14})
 """The categories whose questions are about time (LoCoMo's temporal, LongMemEval's temporal-reasoning)."""
 
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.IGNORECASE)
-_MONTHS = {
-    m: i + 1
-    for i, m in enumerate(
-        [
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
-        ]
-    )
-}
+_MONTHS = {m: i + 1 for i, m in enumerate(MONTHS)}
 _DIA = re.compile(r"D\d+:\d+")
 _NO_DATE = datetime(2023, 1, 1, tzinfo=UTC)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,17 @@ def test_given_the_excerpt_when_loaded_then_sessions_are_threads_and_category_5_
     assert malformed.evidence == ("conv-26-excerpt:D1:3", "conv-26-excerpt:D2:1")
     captioned = [t for turns in conv.sessions.values() for t in turns if "[shares an image:" in t.text]
     assert captioned
+
+
+def test_given_a_gzip_compressed_file_when_loaded_then_the_same_conversations(tmp_path: Path) -> None:
+    packed = tmp_path / "excerpt.json.gz"
+    packed.write_bytes(gzip.compress(DATA.read_bytes()))
+    assert load(packed) == load(DATA)
+    assert load(packed)[0].asked_at == max(t.created_at for ts in load(DATA)[0].sessions.values() for t in ts)
+    broken = tmp_path / "broken.json.gz"
+    broken.write_bytes(b"not gzip")
+    with pytest.raises(InvalidInput, match="cannot read"):
+        load(broken)
 
 
 def test_given_bad_data_when_loaded_then_invalid_input(tmp_path: Path) -> None:
