@@ -75,8 +75,11 @@ class SemanticRecallOptions(_Options):
 
     Attributes:
         enabled: search past messages for the new message's text.
-        top_k: how many matching messages to recall (1..100), before neighbours are added.
-        message_range: neighbours around each hit: a number (both sides) or ``{before, after}``.
+        top_k: how many matching messages to recall (1..100), before neighbours are added. With
+            ``message_range`` it sets the message budget, ``top_k × (before + 1 + after)``: windows that
+            overlap or end at a thread's edge leave room for further hits (``memstack.recall.window``).
+        message_range: neighbours around each hit: a number (both sides) or ``{before, after}``; a hit of a
+            few words shows one more neighbour each side, within the budget.
         scope: ``resource`` searches every thread of the resource; ``thread`` only the current thread.
         threshold: relevance floor (0..1). Vector mode: minimum cosine similarity (Mastra's meaning).
             Keyword and hybrid: each retriever's hits must reach it on their own normalised score
