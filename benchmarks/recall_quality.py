@@ -163,7 +163,8 @@ def group_names(cfgs: Sequence[dict[str, Any]]) -> list[str]:
 
     present = {g for c in cfgs for g in c["groups"]}
     named = [CATEGORIES[k] for k in sorted(CATEGORIES) if CATEGORIES[k] in present]
-    return ["all", *named, *sorted(present - {"all", MULTI_SESSION, *named}), MULTI_SESSION]
+    others = sorted(present - {"all", MULTI_SESSION, *named})
+    return ["all", *named, *others, *([MULTI_SESSION] if MULTI_SESSION in present else [])]
 
 
 def memstack_configs(
@@ -295,6 +296,9 @@ def render(result: dict[str, Any]) -> str:
 
 def render_dataset(ds: dict[str, Any]) -> list[str]:
     """The report section of one dataset."""
+    from memstack.locomo import CATEGORIES, TEMPORAL_CATEGORIES
+
+    temporal_names = [CATEGORIES[c] for c in sorted(TEMPORAL_CATEGORIES)]
     lines = [
         f"## {ds['title']}",
         "",
@@ -308,7 +312,7 @@ def render_dataset(ds: dict[str, Any]) -> list[str]:
     rows = []
     for c in cfgs:
         g = c["groups"]
-        temporal = next((g[n] for n in ("temporal", "temporal-reasoning") if n in g), None)
+        temporal = next((g[n] for n in temporal_names if n in g), None)
         rows.append(
             [
                 c["system"],

@@ -95,3 +95,19 @@ def test_given_per_resource_figures_when_checked_then_each_target_names_its_figu
         "save p50 <= 1 ms at 100000 (one resource)": False,
         "context p50 at 1000000 stored <= 1.3x at 10000 (same resource)": False,
     }
+
+
+def test_given_a_dataset_without_multi_session_questions_when_rendered_then_no_such_column() -> None:
+    from benchmarks.recall_quality import render_dataset
+
+    groups = {
+        "all": {"evidence_recall": 0.5, "mean_context_messages": 3.0, "questions": 2},
+        "temporal-reasoning": {"evidence_recall": 1.0, "mean_context_messages": 3.0, "questions": 1},
+    }
+    config = {"system": "memstack", "embedder": "hash", "mode": "hybrid", "top_k": 4, "groups": groups}
+    dataset = {"title": "LongMemEval", "data": "d", "conversations": 1, "questions": 2, "configs": [config]}
+    text = "\n".join(render_dataset(dataset))
+    assert "| memstack | hash | **hybrid** | 4 | 0.500 | 1.000 | – | 3.0 | 2 |" in text, (
+        "temporal is its own column"
+    )
+    assert "multi-session evidence (" not in text
