@@ -206,7 +206,8 @@ def test_given_a_recall_query_then_the_hits_and_every_retrievers_score_are_the_a
         api.post(f"/v1/threads/{TRIP}/recall", json={"query": "weather in Oslo", "options": options})
     )["hits"]
     rows = cells(page, "[data-testid=recall-hits]")
-    assert len(rows) == len(hits) == 3
+    # top_k hits at least: windows that overlap in this short thread leave budget (3 x 3 messages) for more
+    assert len(rows) == len(hits) >= 3
 
     def shown(value: Any) -> str:
         return "–" if value is None else f"{value:.4f}"
