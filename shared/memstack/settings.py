@@ -25,7 +25,7 @@ OpenSearchService = Literal["aoss", "es", "none"]
 
 DEFAULT_LOCAL_EMBEDDER: EmbedderName = "wordllama"
 """The offline embedder used when none is named: WordLlama static embeddings. Chosen by measurement over
-LoCoMo dev and LongMemEval dev (docs/adr/0006-default-local-embedder.md): 0.27 ms of CPU per turn instead of
+LoCoMo dev and LongMemEval dev (docs/adr/0007-default-local-embedder.md): 0.27 ms of CPU per turn instead of
 e5's 71 ms, for 0.023 less evidence recall on LoCoMo dev in hybrid mode."""
 
 

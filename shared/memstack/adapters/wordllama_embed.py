@@ -8,7 +8,7 @@ own folder with downloads disabled: nothing reaches the network, ever.
 
 Symmetric: queries and documents are embedded the same way (a query's vector is reused when the same text
 is saved). The measurement that made it the default of the embedded backend is in
-docs/adr/0006-default-local-embedder.md.
+docs/adr/0007-default-local-embedder.md.
 """
 
 from __future__ import annotations
