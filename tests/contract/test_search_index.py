@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from memstack.adapters.search_text import keyword_text
 from memstack.errors import InvalidInput
 from memstack.filters import matches
 from memstack.ports import IndexEntry, IndexHit, SearchIndex
@@ -1061,7 +1062,8 @@ def test_sqlite_given_a_corpus_when_searching_keywords_then_scores_are_bm25_of_t
     ix.delete_messages("r1", ["m298"])
     texts[299] = "kiwi kiwi"
     del texts[298]
-    own = {f"m{i:03d}": t for i, t in texts.items() if i % 5}
+    # what is indexed is each chunk's keyword text: the chunk, then its message's date in words
+    own = {f"m{i:03d}": keyword_text(t, T0) for i, t in texts.items() if i % 5}
     for query in ("apple", "banana cherry", "kiwi lemon mango fig", "honey Honey honeys", "zebra"):
         expected = _reference_bm25(own, query)
         for thread_id in (None, "t1"):
