@@ -33,7 +33,7 @@ from memstack.adapters.testing import RecordingScheduler, ScriptedChatModel  # n
 
 def run(turns: int, *, inline: bool) -> dict[str, Any]:
     """Replay ``turns`` turns with the layer off and on; returns the timings (ms) and context sizes."""
-    data = locomo_turns(turns, repeats=turns // 2_700 + 1)
+    data = locomo_turns(turns)
     result: dict[str, Any] = {"turns": turns, "inline": inline}
     for label, om in (("off", False), ("on", True)):
         chat = ScriptedChatModel()

@@ -29,7 +29,15 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import answer_quality, recall_quality, speed  # noqa: E402
-from benchmarks.common import RESULTS, MastraPeer, machine, machine_line, markdown_table, write_json  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    RESULTS,
+    MastraPeer,
+    bench_data_path,
+    machine,
+    machine_line,
+    markdown_table,
+    write_json,
+)
 
 STEPS = ("recall", "speed", "aws", "cost", "serve", "cold", "observation", "answers")
 
@@ -78,7 +86,6 @@ def aws_markdown(body: str, out: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memstack.demo import default_data_path
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true")
@@ -87,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=None)
     args = parser.parse_args(argv)
     skip = {s for s in args.skip.split(",") if s}
-    data = args.data or default_data_path()
+    data = args.data or bench_data_path()
     RESULTS.mkdir(parents=True, exist_ok=True)
     peer = MastraPeer()
     started = time.perf_counter()
@@ -97,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if "recall" not in skip:
         _section("recall quality")
-        import json
+        from memstack import locomo
 
-        indexes = [0] if args.quick else list(range(len(json.loads(data.read_text()))))
+        indexes = [0] if args.quick else list(range(len(locomo.read_samples(data))))
         rq = recall_quality.run(
             data=data,
             indexes=indexes,

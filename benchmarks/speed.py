@@ -40,6 +40,7 @@ from benchmarks.common import (  # noqa: E402
     RESULTS,
     MastraPeer,
     PeerUnavailable,
+    bench_data_path,
     fmt_spread,
     machine,
     machine_line,
@@ -393,7 +394,6 @@ def headline(result: dict[str, Any]) -> list[list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memstack.demo import default_data_path
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=None)
@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [0, 1000] if args.quick else [int(x) for x in args.sizes.split(",")]
     result = run(
-        data=args.data or default_data_path(),
+        data=args.data or bench_data_path(),
         sizes=sizes,
         runs=1 if args.quick else args.runs,
         mastra=not args.no_mastra,

@@ -53,7 +53,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Replay LoCoMo conversations turn by turn (context, then save), then ask the questions "
         "and report how much evidence each assembled context holds.",
     )
-    demo.add_argument("--data", help="LoCoMo JSON file (default: ../shared/data/locomo/locomo-dev.json)")
+    demo.add_argument(
+        "--data",
+        help="LoCoMo JSON file, .json or .json.gz (default: the repository's data/locomo/locomo-dev-2.json.gz, "
+        "two conversations)",
+    )
     demo.add_argument("--conversations", type=_ints, help="indexes to replay, e.g. 0,3 (default: all)")
     demo.add_argument(
         "--backend",
@@ -77,13 +81,15 @@ def _parser() -> argparse.ArgumentParser:
         "--observational",
         action="store_true",
         help="also run observational memory (Observer and Reflector) with the chat model MEMSTACK_CHAT_MODEL "
-        "at OPENAI_BASE_URL with OPENAI_API_KEY; skipped, saying so, when neither is configured",
+        "at OPENAI_BASE_URL with OPENAI_API_KEY (a base URL alone: a compatible server that needs no key); "
+        "skipped, saying so, when neither is configured",
     )
     demo.add_argument(
         "--message-tokens",
         type=int,
         default=None,
-        help="--observational: the Observer's threshold (default 2000, so LoCoMo sessions cross it)",
+        help="--observational: the Observer's threshold (default 2000; each conversation is replayed as one "
+        "thread of 15k-25k tokens, so it crosses it many times)",
     )
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     _serve_parser(sub)
@@ -322,7 +328,7 @@ def _mcp(args: argparse.Namespace) -> int:
 
 def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, db: str | Settings) -> int:
     from memstack import demo
-    from memstack.bootstrap import build, build_local, make_chat_model
+    from memstack.bootstrap import build, build_local, chat_model_configured, make_chat_model
     from memstack.settings import load_settings
 
     options: dict[str, Any] = {
@@ -331,7 +337,7 @@ def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, 
     chat: demo.CountingChat | None = None
     if args.observational:
         settings = db if not isinstance(db, str) else load_settings()
-        if settings.api_key() is None and settings.openai_base_url is None:
+        if not chat_model_configured(settings):
             print(
                 "memstack demo: observational memory SKIPPED: no OPENAI_API_KEY or OPENAI_BASE_URL is "
                 "configured, so there is no model for the Observer; running without that layer",
@@ -343,7 +349,8 @@ def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, 
             chat = demo.CountingChat(make_chat_model(settings))
             print(
                 f"memstack demo: observational memory on (model={settings.chat_model_name} scope=resource "
-                f"message_tokens={message_tokens}); the Observer runs after each save",
+                f"message_tokens={message_tokens}); each conversation is one thread, so the Observer runs "
+                "as it crosses the threshold",
                 file=sys.stderr,
             )
     elif args.message_tokens is not None:
@@ -364,7 +371,7 @@ def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, 
         else build(db, embedder=args.embedder, options=options, chat_model=chat, background="inline")
     )
     with memory, ProgressBar("demo", quiet=args.quiet) as bar:
-        result = demo.run(memory, conversations, progress=bar)
+        result = demo.run(memory, conversations, progress=bar, one_thread=chat is not None)
         summary = demo.observation_line(memory, conversations, chat) if chat is not None else None
     print(demo.table(result))
     if summary is not None:
