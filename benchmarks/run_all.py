@@ -1,4 +1,5 @@
-"""``make bench``: every benchmark in one run, written to ``benchmarks/results/``.
+"""``make bench``: every benchmark in one run, written to ``benchmarks/results/`` (``--quick``: to
+``benchmarks/results/quick/``, never over the committed full run).
 
 Runs, in order: recall quality (recall_quality.py), speed side by side with Mastra (speed.py), requests per
 turn on the AWS path under moto (aws_requests.py, its own process), the AWS cost per turn from those
@@ -85,6 +86,21 @@ def aws_markdown(body: str, out: str) -> str:
     )
 
 
+def results_dir(quick: bool) -> Path:
+    """Where a run writes: ``benchmarks/results/`` for the full run (committed), ``benchmarks/results/quick/``
+    for ``--quick`` (ignored by git), so a quick check never overwrites the committed full-run figures."""
+    return RESULTS / "quick" if quick else RESULTS
+
+
+def _inputs(out: Path) -> list[str]:
+    """aws_cost.py's inputs from this run's folder when it holds them (else its defaults, the full run's)."""
+    found = []
+    for flag, name in (("--requests", "aws_requests.json"), ("--observations", "observation_cost.json")):
+        if (out / name).exists():
+            found += [flag, str(out / name)]
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -95,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     skip = {s for s in args.skip.split(",") if s}
     data = args.data or bench_data_path()
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = results_dir(args.quick)
+    out.mkdir(parents=True, exist_ok=True)
     peer = MastraPeer()
     started = time.perf_counter()
     headline: list[list[str]] = []
@@ -116,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
             mastra=not args.no_mastra,
             peer=peer,
         )
-        png = recall_quality.plot(rq, RESULTS / "recall_quality.png")
+        png = recall_quality.plot(rq, out / "recall_quality.png")
         rq["plot"] = png.name if png else None
-        (RESULTS / "recall_quality.md").write_text(recall_quality.render(rq))
-        write_json(RESULTS / "recall_quality.json", rq)
+        (out / "recall_quality.md").write_text(recall_quality.render(rq))
+        write_json(out / "recall_quality.json", rq)
         headline += recall_quality.headline(rq)
         best = {
             c["embedder"]: c
@@ -143,10 +160,10 @@ def main(argv: list[str] | None = None) -> int:
             mastra_max=10_000,
             peer=peer,
         )
-        png = speed.plot(sp, RESULTS / "speed.png")
+        png = speed.plot(sp, out / "speed.png")
         sp["plot"] = png.name if png else None
-        (RESULTS / "speed.md").write_text(speed.render(sp))
-        write_json(RESULTS / "speed.json", sp)
+        (out / "speed.md").write_text(speed.render(sp))
+        write_json(out / "speed.json", sp)
         headline += speed.headline(sp)
         sections.append(
             f"* [Speed side by side](speed.md) ([JSON](speed.json), [plot](speed.png)): {sp['runs']} run(s) per size."
@@ -155,9 +172,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if "aws" not in skip:
         _section("AWS path under moto")
-        code, out = _run_script(["benchmarks/aws_requests.py", "--json", str(RESULTS / "aws_requests.json")])
-        body = aws_summary_table(out) if code == 0 else f"failed (exit {code})"
-        (RESULTS / "aws_requests.md").write_text(aws_markdown(body, out))
+        code, printed = _run_script(["benchmarks/aws_requests.py", "--json", str(out / "aws_requests.json")])
+        body = aws_summary_table(printed) if code == 0 else f"failed (exit {code})"
+        (out / "aws_requests.md").write_text(aws_markdown(body, printed))
         sections.append(
             f"* [AWS requests per turn](aws_requests.md) ([JSON](aws_requests.json)):\n\n{body}\n"
         )
@@ -166,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     if "cost" not in skip:
         _section("AWS cost per turn")
         section, status["cost"] = _script_step(
-            ["benchmarks/aws_cost.py", "--out", str(RESULTS / "aws_cost")],
+            ["benchmarks/aws_cost.py", "--out", str(out / "aws_cost"), *_inputs(out)],
             "* [AWS cost per 1,000 turns](aws_cost.md) ([JSON](aws_cost.json))",
         )
         sections.append(section)
@@ -175,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         _section("memstack serve under load")
         quick = ["--quick"] if args.quick else []
         section, status["serve"] = _script_step(
-            ["benchmarks/serve_load.py", *quick, "--out", str(RESULTS / "serve_load")],
+            ["benchmarks/serve_load.py", *quick, "--out", str(out / "serve_load")],
             "* [`memstack serve` under load](serve_load.md) ([JSON](serve_load.json))",
         )
         sections.append(section)
@@ -184,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         _section("cold start")
         runs = "3" if args.quick else "7"
         section, status["cold"] = _script_step(
-            ["benchmarks/cold_start.py", "--runs", runs, "--out", str(RESULTS / "cold_start")],
+            ["benchmarks/cold_start.py", "--runs", runs, "--out", str(out / "cold_start")],
             "* [Cold start](cold_start.md) ([JSON](cold_start.json))",
         )
         sections.append(section)
@@ -192,7 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     if "observation" not in skip:
         _section("observational memory cost")
         section, status["observation"] = _script_step(
-            ["benchmarks/observation_cost.py", "--turns", "500" if args.quick else "2000"],
+            [
+                "benchmarks/observation_cost.py",
+                "--turns",
+                "500" if args.quick else "2000",
+                "--out",
+                str(out / "observation_cost"),
+            ],
             "* [Observational memory: cost per turn](observation_cost.md) ([JSON](observation_cost.json))",
         )
         sections.append(section)
@@ -207,8 +230,8 @@ def main(argv: list[str] | None = None) -> int:
             embedder="hash",
             top_k=4,
         )
-        (RESULTS / "answer_quality.md").write_text(answer_quality.render(aq))
-        write_json(RESULTS / "answer_quality.json", aq)
+        (out / "answer_quality.md").write_text(answer_quality.render(aq))
+        write_json(out / "answer_quality.json", aq)
         if aq.get("skipped"):
             sections.append(f"* Answer quality: skipped — {aq['skipped']}.")
         else:
@@ -235,12 +258,12 @@ def main(argv: list[str] | None = None) -> int:
         "Timings are medians over runs of each run's p50, with min–max and the run count; see each file for p95.",
         "",
     ]
-    if (RESULTS / "speed.png").exists() and "speed" not in skip:
+    if (out / "speed.png").exists() and "speed" not in skip:
         readme += ["![context and save p50 vs stored messages](speed.png)", ""]
     readme += ["## Results", ""] + sections + [""]
-    (RESULTS / "README.md").write_text("\n".join(readme))
+    (out / "README.md").write_text("\n".join(readme))
     write_json(
-        RESULTS / "run_all.json",
+        out / "run_all.json",
         {
             "machine": info,
             "quick": args.quick,

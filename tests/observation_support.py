@@ -87,9 +87,10 @@ def om_memory(
 
 def locomo_turns(count: int | None = None, *, repeats: int | None = None) -> list[dict[str, Any]]:
     """LoCoMo turns of the repository's data (data/locomo/, two conversations, 788 turns and about 30k
-    tokens a pass) as message dicts, every conversation's sessions in order, pass after pass (each pass a
-    year later, with its own ids): ``repeats`` passes (default 1), or with ``count`` alone as many passes as
-    ``count`` turns need, cut to ``count``."""
+    tokens a pass) as message dicts, every conversation's sessions in order, pass after pass: ``repeats``
+    passes (default 1), or with ``count`` alone as many passes as ``count`` turns need, cut to ``count``.
+    Each later pass is a year later, with its own ids and its text tagged ``[year N]``, so that an Observer
+    which drops facts it already holds sees every pass as new conversation."""
     from datetime import timedelta
 
     from memstack import locomo
@@ -110,7 +111,7 @@ def locomo_turns(count: int | None = None, *, repeats: int | None = None) -> lis
                         {
                             "id": f"{turn.message_id}:{rep}",
                             "role": turn.role,
-                            "content": turn.text,
+                            "content": f"[year {rep + 1}] {turn.text}" if rep else turn.text,
                             "created_at": turn.created_at + timedelta(days=366 * rep),
                         }
                     )

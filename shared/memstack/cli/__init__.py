@@ -153,6 +153,18 @@ def _serve_parser(sub: Any) -> None:
         "claims are read unverified from the X-Memstack-Claims header (a JSON object)",
     )
     serve.add_argument("--verbose", action="store_true", help="also print the API's JSON log lines")
+    serve.add_argument(
+        "--options",
+        metavar="JSON",
+        help="memory options as a JSON object of MemoryOptions names, e.g. '{\"last_messages\": 20}' "
+        "(default: MEMSTACK_OPTIONS; given, it replaces it)",
+    )
+    serve.add_argument(
+        "--observational",
+        action="store_true",
+        help="turn observational memory on (over --options / MEMSTACK_OPTIONS), with the chat model of "
+        "MEMSTACK_CHAT_MODEL at OPENAI_BASE_URL with OPENAI_API_KEY (or MEMSTACK_CHAT_PROVIDER=bedrock)",
+    )
 
 
 def _erase_parser(sub: Any) -> None:
@@ -230,13 +242,18 @@ def _serve(args: argparse.Namespace) -> int:
     settings = load_settings(**({"backend": args.backend} if args.backend else {}))
     embedder = args.embedder or settings.embedder_name
     auth = args.auth or settings.auth
-    memory = build_memory(settings.backend, db=args.db, embedder=embedder)
+    options = serve_options(args.options, observational=args.observational, configured=settings.options)
+    memory = build_memory(settings.backend, db=args.db, embedder=embedder, options=options)
     where = (
         f"db={args.db or settings.db_path}"
         if settings.backend == "sqlite"
         else f"table={settings.table} opensearch={settings.opensearch_endpoint}"
     )
-    banner = f" (backend={settings.backend} {where} embedder={embedder} auth={auth} indexing=inline)"
+    observing = "on" if memory.options.observational_memory.enabled else "off"
+    banner = (
+        f" (backend={settings.backend} {where} embedder={embedder} auth={auth} indexing=inline "
+        f"observational={observing}; reference at /docs)"
+    )
     if auth == "jwt":
         banner += " -- jwt claims come UNVERIFIED from the X-Memstack-Claims header: local testing only"
     try:
@@ -245,6 +262,47 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"memstack: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+
+
+def serve_options(
+    given: str | None, *, observational: bool, configured: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The memory options of ``memstack serve``: ``--options`` (a JSON object) instead of ``configured``
+    (``MEMSTACK_OPTIONS``), then observational memory turned on by ``--observational`` (an options object
+    for it is kept, enabled).
+
+    Raises:
+        InvalidInput: ``--options`` is not JSON, not an object, or not valid memory options (field
+            ``options``; the message names the flag and, from ``MemoryOptions``, the option).
+    """
+    import json
+
+    from memstack.config import MemoryOptions
+
+    options = configured
+    if given is not None:
+        try:
+            options = json.loads(given)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(
+                f"--options must be a JSON object of memory options: {exc.msg} at character {exc.pos}",
+                field="options",
+            ) from None
+        if not isinstance(options, dict):
+            raise InvalidInput(
+                f"--options must be a JSON object of memory options, not {type(options).__name__}",
+                field="options",
+            )
+    if observational:
+        options = dict(options or {})
+        current = options.get("observational_memory")
+        options["observational_memory"] = {**current, "enabled": True} if isinstance(current, dict) else True
+    if options is not None:
+        try:
+            MemoryOptions.parse(options)
+        except InvalidInput as exc:
+            raise InvalidInput(f"--options: {exc.message}", field="options") from None
+    return options
 
 
 def _erase(args: argparse.Namespace) -> int:
