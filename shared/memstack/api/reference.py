@@ -191,7 +191,11 @@ def _type(schema: Mapping[str, Any]) -> str:
 
 
 def _constraints(schema: Mapping[str, Any]) -> str:
-    found = [f"{label} {json.dumps(schema[key])}" for key, label in _CONSTRAINTS if key in schema]
+    found = [
+        f"{label} {schema[key] if key == 'pattern' else json.dumps(schema[key])}"  # a pattern as written
+        for key, label in _CONSTRAINTS
+        if key in schema
+    ]
     return f' <span class="constraints">({_e("; ".join(found))})</span>' if found else ""
 
 
