@@ -114,31 +114,16 @@ def test_given_no_model_when_demo_runs_observational_then_it_says_it_skipped(
 def test_given_a_compatible_endpoint_when_demo_runs_observational_then_the_layer_reports(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import json
-
     import httpx
     import respx
 
     from memstack.adapters.testing import ScriptedChatModel
+    from tests.openai_support import scripted_completion
 
     scripted = ScriptedChatModel()
 
     def answer(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        text = scripted.complete(body["messages"]).text
-        return httpx.Response(
-            200,
-            json={
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [
-                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
-                ],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-            },
-        )
+        return scripted_completion(scripted, request)
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://llm.test/v1")

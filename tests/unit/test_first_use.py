@@ -6,7 +6,6 @@ demo runs the real OpenAI adapter end to end without a network.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import respx
 from memstack import InvalidInput, Memory
 from memstack.adapters.testing import ScriptedChatModel
 from memstack.cli import main
+from tests.openai_support import scripted_completion
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_URL = "http://llm.test/v1"
@@ -54,21 +54,7 @@ def keyless_endpoint() -> Iterator[tuple[respx.MockRouter, ScriptedChatModel]]:
     def answer(request: httpx.Request) -> httpx.Response:
         if "authorization" in request.headers:
             return httpx.Response(400, json={"error": {"message": "this server takes no key"}})
-        body = json.loads(request.content)
-        text = scripted.complete(body["messages"]).text
-        return httpx.Response(
-            200,
-            json={
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [
-                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
-                ],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-            },
-        )
+        return scripted_completion(scripted, request)
 
     with respx.mock(base_url=BASE_URL, assert_all_called=False) as router:
         router.post("/chat/completions").mock(side_effect=answer)
