@@ -41,6 +41,7 @@ from benchmarks.common import (  # noqa: E402
     RESULTS,
     MastraPeer,
     PeerUnavailable,
+    bench_data_path,
     is_multi_session,
     machine,
     machine_line,
@@ -466,7 +467,7 @@ def headline(result: dict[str, Any]) -> list[list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memstack.demo import default_data_path
+    from memstack import locomo
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=None)
@@ -480,16 +481,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-mastra", action="store_true")
     parser.add_argument("--out", type=Path, default=RESULTS / "recall_quality")
     args = parser.parse_args(argv)
-    data = args.data or default_data_path()
+    data = args.data or bench_data_path()
     indexes = (
         [0]
         if args.quick
         else ([int(x) for x in args.conversations.split(",")] if args.conversations else None)
     )
     if indexes is None:
-        import json
-
-        indexes = list(range(len(json.loads(data.read_text()))))
+        indexes = list(range(len(locomo.read_samples(data))))
     top_ks = [int(x) for x in args.top_k.split(",")]
     result = run(
         data=data,

@@ -223,7 +223,7 @@ def test_given_wrong_types_when_assembling_context_then_invalid_input(memory: Me
 
 def test_given_a_bad_embedder_or_path_when_building_then_memstack_errors(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput):
-        Memory.local(tmp_path / "x.db", embedder=None)  # type: ignore[arg-type]
+        Memory.local(tmp_path / "x.db", embedder=42)  # type: ignore[arg-type]
     (tmp_path / "junk.db").write_bytes(b"not a database" * 100)
     with pytest.raises(Unavailable):
         Memory.local(tmp_path / "junk.db", embedder="hash")
