@@ -731,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.scenario == "resource":
         out = args.out or RESULTS / "speed-resource"
         result = run_resource(
-            data=args.data or default_data_path(),
+            data=args.data or bench_data_path(),
             one_sizes=[int(x) for x in args.one_sizes.split(",") if x],
             corpus_sizes=[int(x) for x in args.corpus_sizes.split(",") if x],
             runs=1 if args.quick else args.runs,
