@@ -41,7 +41,8 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
-# Every benchmark -> benchmarks/results/ (README.md, Markdown, JSON, PNG); ARGS="--quick" for a fast run.
+# Every benchmark -> benchmarks/results/ (README.md, Markdown, JSON, PNG); ARGS="--quick" for a fast run,
+# written to benchmarks/results/quick/ (git-ignored) so it never overwrites the committed full run.
 bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/run_all.py $(ARGS)
 

@@ -21,7 +21,6 @@ Usage: ``python benchmarks/answer_quality.py [--quick] [--longmemeval FILE] [--l
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -36,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import RESULTS, machine, machine_line, markdown_table, write_report  # noqa: E402
+from benchmarks.common import RESULTS, bench_data_path, machine, machine_line, markdown_table, write_report  # noqa: E402
 
 ANSWER_INSTRUCTIONS = (
     "You answer questions about a long conversation between two people, using only the memory shown to you "
@@ -82,7 +81,7 @@ def read_locomo(path: Path, indexes: list[int] | None = None) -> list[Corpus]:
     out, exactly as ``memstack.locomo`` leaves them out)."""
     from memstack import locomo
 
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw = locomo.read_samples(path)
     chosen = indexes if indexes is not None else list(range(len(raw)))
     out = []
     for conv, i in zip(locomo.load(path, chosen), chosen, strict=True):
@@ -122,7 +121,9 @@ def read_longmemeval(path: Path, limit: int | None = None) -> list[Corpus]:
     haystack_sessions: [[{role, content, has_answer?}, ...], ...]}``. Each instance becomes one resource
     (``lme-<question_id>``) whose sessions are threads; its one question is asked after them. Abstention
     questions (``question_id`` ending ``_abs``) are kept with category ``<type> (abstention)``."""
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    from memstack import locomo
+
+    raw = locomo.read_samples(path)
     if not isinstance(raw, list):
         raise ValueError("LongMemEval data must be a JSON list of instances")
     out = []
@@ -310,7 +311,6 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memstack.demo import default_data_path
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=None, help="LoCoMo JSON")
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "answer_quality")
     args = parser.parse_args(argv)
     result = run(
-        data=args.data or default_data_path(),
+        data=args.data or bench_data_path(),
         longmemeval=args.longmemeval,
         indexes=[0] if args.quick else None,
         limit=args.limit,

@@ -318,7 +318,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--warm-turns", type=int, default=40)
     parser.add_argument(
-        "--data", type=Path, help="LoCoMo JSON (default: ../shared/data/locomo/locomo-dev.json)"
+        "--data", type=Path, help="LoCoMo JSON (default: the repository's data/locomo/locomo-dev-2.json.gz)"
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()

@@ -32,6 +32,23 @@ NODE_MIN = (22, 13)
 """Mastra 1.x's ``engines.node`` (>= 22.13)."""
 
 
+def bench_data_path() -> Path:
+    """The LoCoMo file of the full benchmarks: the five-conversation ``../shared/data/locomo/locomo-dev.json``
+    when the sibling folder is there (``memstack.demo.full_data_path``), else the repository's two-conversation
+    subset (``data/locomo/``), saying so on stderr; every result file records the path it ran on."""
+    from memstack.demo import default_data_path, full_data_path
+
+    full = full_data_path()
+    if full is not None:
+        return full
+    subset = default_data_path()
+    sys.stderr.write(
+        f"benchmarks: the full LoCoMo file (../shared/data/locomo/locomo-dev.json) is not here; using the "
+        f"repository's subset {subset} (figures are not comparable with the committed full run)\n"
+    )
+    return subset
+
+
 def scratch_dir() -> Path:
     """Where Node 22 and Mastra's node_modules go: ``MEMSTACK_BENCH_SCRATCH``, else ``$TMPDIR/memstack-bench``."""
     base = os.environ.get("MEMSTACK_BENCH_SCRATCH") or str(

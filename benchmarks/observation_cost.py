@@ -33,7 +33,7 @@ from memstack.adapters.testing import RecordingScheduler, ScriptedChatModel  # n
 
 def run(turns: int, *, inline: bool) -> dict[str, Any]:
     """Replay ``turns`` turns with the layer off and on; returns the timings (ms) and context sizes."""
-    data = locomo_turns(turns, repeats=turns // 2_700 + 1)
+    data = locomo_turns(turns)
     result: dict[str, Any] = {"turns": turns, "inline": inline}
     for label, om in (("off", False), ("on", True)):
         chat = ScriptedChatModel()
@@ -107,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--turns", type=int, default=2_000)
     parser.add_argument("--inline", action="store_true", help="run the background step inside the save")
+    parser.add_argument("--out", type=Path, default=RESULTS / "observation_cost", help="path without suffix")
     args = parser.parse_args(argv)
     result = run(args.turns, inline=args.inline)
-    write_report(RESULTS / "observation_cost", report(result), result)
+    write_report(args.out, report(result), result)
     return 0
 
 

@@ -42,6 +42,7 @@ from benchmarks.common import (  # noqa: E402
     RESULTS,
     MastraPeer,
     PeerUnavailable,
+    bench_data_path,
     is_multi_session,
     machine,
     machine_line,
@@ -71,10 +72,12 @@ class Dataset:
 
 
 def dataset(name: str) -> Dataset:
-    """A dataset by name (``DATASETS``, under ``../shared/data``) or by path (a LoCoMo-shaped file)."""
+    """A dataset by name (``DATASETS``, under ``../shared/data``; LoCoMo falls back to the repository's
+    subset through ``bench_data_path``) or by path (a LoCoMo-shaped file)."""
     if name in DATASETS:
         title, rel = DATASETS[name]
-        return Dataset(name, title, ROOT.parent / "shared" / "data" / rel)
+        path = ROOT.parent / "shared" / "data" / rel
+        return Dataset(name, title, bench_data_path() if name == "locomo" and not path.exists() else path)
     path = Path(name)
     return Dataset(path.name.split(".")[0], path.name, path)
 

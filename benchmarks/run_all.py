@@ -1,4 +1,5 @@
-"""``make bench``: every benchmark in one run, written to ``benchmarks/results/``.
+"""``make bench``: every benchmark in one run, written to ``benchmarks/results/`` (``--quick``: to
+``benchmarks/results/quick/``, never over the committed full run).
 
 Runs, in order: recall quality (recall_quality.py), speed side by side with Mastra (speed.py), speed per
 resource (speed.py's long-lived user and 1M-message corpus; ``--skip resource`` to leave it out), requests per
@@ -30,7 +31,15 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import answer_quality, recall_quality, speed  # noqa: E402
-from benchmarks.common import RESULTS, MastraPeer, machine, machine_line, markdown_table, write_json  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    RESULTS,
+    MastraPeer,
+    bench_data_path,
+    machine,
+    machine_line,
+    markdown_table,
+    write_json,
+)
 
 STEPS = ("recall", "speed", "resource", "aws", "cost", "serve", "cold", "observation", "answers")
 
@@ -78,8 +87,22 @@ def aws_markdown(body: str, out: str) -> str:
     )
 
 
+def results_dir(quick: bool) -> Path:
+    """Where a run writes: ``benchmarks/results/`` for the full run (committed), ``benchmarks/results/quick/``
+    for ``--quick`` (ignored by git), so a quick check never overwrites the committed full-run figures."""
+    return RESULTS / "quick" if quick else RESULTS
+
+
+def _inputs(out: Path) -> list[str]:
+    """aws_cost.py's inputs from this run's folder when it holds them (else its defaults, the full run's)."""
+    found = []
+    for flag, name in (("--requests", "aws_requests.json"), ("--observations", "observation_cost.json")):
+        if (out / name).exists():
+            found += [flag, str(out / name)]
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
-    from memstack.demo import default_data_path
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true")
@@ -88,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=None)
     args = parser.parse_args(argv)
     skip = {s for s in args.skip.split(",") if s}
-    data = args.data or default_data_path()
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    data = args.data or bench_data_path()
+    out = results_dir(args.quick)
+    out.mkdir(parents=True, exist_ok=True)
     peer = MastraPeer()
     started = time.perf_counter()
     headline: list[list[str]] = []
@@ -108,10 +132,10 @@ def main(argv: list[str] | None = None) -> int:
             quick=args.quick,
             peer=peer,
         )
-        png = recall_quality.plot(rq, RESULTS / "recall_quality.png")
+        png = recall_quality.plot(rq, out / "recall_quality.png")
         rq["plot"] = png.name if png else None
-        (RESULTS / "recall_quality.md").write_text(recall_quality.render(rq))
-        write_json(RESULTS / "recall_quality.json", rq)
+        (out / "recall_quality.md").write_text(recall_quality.render(rq))
+        write_json(out / "recall_quality.json", rq)
         headline += recall_quality.headline(rq)
         summary = "; ".join(
             f"{ds['title']}: "
@@ -138,10 +162,10 @@ def main(argv: list[str] | None = None) -> int:
             mastra_max=10_000,
             peer=peer,
         )
-        png = speed.plot(sp, RESULTS / "speed.png")
+        png = speed.plot(sp, out / "speed.png")
         sp["plot"] = png.name if png else None
-        (RESULTS / "speed.md").write_text(speed.render(sp))
-        write_json(RESULTS / "speed.json", sp)
+        (out / "speed.md").write_text(speed.render(sp))
+        write_json(out / "speed.json", sp)
         headline += speed.headline(sp)
         sections.append(
             f"* [Speed side by side](speed.md) ([JSON](speed.json), [plot](speed.png)): {sp['runs']} run(s) per size."
@@ -172,9 +196,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if "aws" not in skip:
         _section("AWS path under moto")
-        code, out = _run_script(["benchmarks/aws_requests.py", "--json", str(RESULTS / "aws_requests.json")])
-        body = aws_summary_table(out) if code == 0 else f"failed (exit {code})"
-        (RESULTS / "aws_requests.md").write_text(aws_markdown(body, out))
+        code, printed = _run_script(["benchmarks/aws_requests.py", "--json", str(out / "aws_requests.json")])
+        body = aws_summary_table(printed) if code == 0 else f"failed (exit {code})"
+        (out / "aws_requests.md").write_text(aws_markdown(body, printed))
         sections.append(
             f"* [AWS requests per turn](aws_requests.md) ([JSON](aws_requests.json)):\n\n{body}\n"
         )
@@ -183,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if "cost" not in skip:
         _section("AWS cost per turn")
         section, status["cost"] = _script_step(
-            ["benchmarks/aws_cost.py", "--out", str(RESULTS / "aws_cost")],
+            ["benchmarks/aws_cost.py", "--out", str(out / "aws_cost"), *_inputs(out)],
             "* [AWS cost per 1,000 turns](aws_cost.md) ([JSON](aws_cost.json))",
         )
         sections.append(section)
@@ -192,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         _section("memstack serve under load")
         quick = ["--quick"] if args.quick else []
         section, status["serve"] = _script_step(
-            ["benchmarks/serve_load.py", *quick, "--out", str(RESULTS / "serve_load")],
+            ["benchmarks/serve_load.py", *quick, "--out", str(out / "serve_load")],
             "* [`memstack serve` under load](serve_load.md) ([JSON](serve_load.json))",
         )
         sections.append(section)
@@ -201,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         _section("cold start")
         runs = "3" if args.quick else "7"
         section, status["cold"] = _script_step(
-            ["benchmarks/cold_start.py", "--runs", runs, "--out", str(RESULTS / "cold_start")],
+            ["benchmarks/cold_start.py", "--runs", runs, "--out", str(out / "cold_start")],
             "* [Cold start](cold_start.md) ([JSON](cold_start.json))",
         )
         sections.append(section)
@@ -209,7 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     if "observation" not in skip:
         _section("observational memory cost")
         section, status["observation"] = _script_step(
-            ["benchmarks/observation_cost.py", "--turns", "500" if args.quick else "2000"],
+            [
+                "benchmarks/observation_cost.py",
+                "--turns",
+                "500" if args.quick else "2000",
+                "--out",
+                str(out / "observation_cost"),
+            ],
             "* [Observational memory: cost per turn](observation_cost.md) ([JSON](observation_cost.json))",
         )
         sections.append(section)
@@ -224,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             embedder="hash",
             top_k=4,
         )
-        (RESULTS / "answer_quality.md").write_text(answer_quality.render(aq))
-        write_json(RESULTS / "answer_quality.json", aq)
+        (out / "answer_quality.md").write_text(answer_quality.render(aq))
+        write_json(out / "answer_quality.json", aq)
         if aq.get("skipped"):
             sections.append(f"* Answer quality: skipped — {aq['skipped']}.")
         else:
@@ -252,12 +282,12 @@ def main(argv: list[str] | None = None) -> int:
         "Timings are medians over runs of each run's p50, with min–max and the run count; see each file for p95.",
         "",
     ]
-    if (RESULTS / "speed.png").exists() and "speed" not in skip:
+    if (out / "speed.png").exists() and "speed" not in skip:
         readme += ["![context and save p50 vs stored messages](speed.png)", ""]
     readme += ["## Results", ""] + sections + [""]
-    (RESULTS / "README.md").write_text("\n".join(readme))
+    (out / "README.md").write_text("\n".join(readme))
     write_json(
-        RESULTS / "run_all.json",
+        out / "run_all.json",
         {
             "machine": info,
             "quick": args.quick,

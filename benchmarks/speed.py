@@ -54,6 +54,7 @@ from benchmarks.common import (  # noqa: E402
     RESULTS,
     MastraPeer,
     PeerUnavailable,
+    bench_data_path,
     fmt_spread,
     machine,
     machine_line,
@@ -714,7 +715,6 @@ def plot_resource(result: dict[str, Any], path: Path) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memstack.demo import default_data_path
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=None)
@@ -731,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.scenario == "resource":
         out = args.out or RESULTS / "speed-resource"
         result = run_resource(
-            data=args.data or default_data_path(),
+            data=args.data or bench_data_path(),
             one_sizes=[int(x) for x in args.one_sizes.split(",") if x],
             corpus_sizes=[int(x) for x in args.corpus_sizes.split(",") if x],
             runs=1 if args.quick else args.runs,
@@ -745,7 +745,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out = args.out or RESULTS / "speed"
     sizes = [0, 1000] if args.quick else [int(x) for x in args.sizes.split(",")]
     result = run(
-        data=args.data or default_data_path(),
+        data=args.data or bench_data_path(),
         sizes=sizes,
         runs=1 if args.quick else args.runs,
         mastra=not args.no_mastra,

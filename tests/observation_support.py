@@ -7,6 +7,7 @@ loops.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -84,16 +85,24 @@ def om_memory(
     )
 
 
-def locomo_turns(count: int | None = None, *, repeats: int = 1) -> list[dict[str, Any]]:
-    """LoCoMo turns as message dicts, every conversation's sessions in order, ``repeats`` passes (each pass a
-    year later, with its own ids), cut to ``count``. One pass is about 105k tokens."""
+def locomo_turns(count: int | None = None, *, repeats: int | None = None) -> list[dict[str, Any]]:
+    """LoCoMo turns of the repository's data (data/locomo/, two conversations, 788 turns and about 30k
+    tokens a pass) as message dicts, every conversation's sessions in order, pass after pass: ``repeats``
+    passes (default 1), or with ``count`` alone as many passes as ``count`` turns need, cut to ``count``.
+    Each later pass is a year later, with its own ids and its text tagged ``[year N]``, so that an Observer
+    which drops facts it already holds sees every pass as new conversation."""
     from datetime import timedelta
 
     from memstack import locomo
-    from memstack.demo import default_data_path
+    from memstack.demo import REPO_DATA
 
+    data = Path(__file__).resolve().parents[1] / REPO_DATA
+    assert data.is_file(), f"the repository's LoCoMo data is missing: {data}"
+    conversations = locomo.load(data)
+    per_pass = sum(len(session) for conv in conversations for session in conv.sessions.values())
+    if repeats is None:
+        repeats = 1 if count is None else -(-count // per_pass)
     out: list[dict[str, Any]] = []
-    conversations = locomo.load(default_data_path())
     for rep in range(repeats):
         for conv in conversations:
             for session in conv.sessions.values():
@@ -102,7 +111,7 @@ def locomo_turns(count: int | None = None, *, repeats: int = 1) -> list[dict[str
                         {
                             "id": f"{turn.message_id}:{rep}",
                             "role": turn.role,
-                            "content": turn.text,
+                            "content": f"[year {rep + 1}] {turn.text}" if rep else turn.text,
                             "created_at": turn.created_at + timedelta(days=366 * rep),
                         }
                     )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -34,3 +35,14 @@ def chat_body(message: dict[str, Any], usage: dict[str, int] | None = None) -> d
         "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
         "usage": usage or {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
     }
+
+
+def scripted_completion(scripted: Any, request: Any) -> Any:
+    """The ``httpx.Response`` of a chat-completions ``request`` answered by ``scripted`` (a
+    ``ScriptedChatModel``: the Observer, Reflector and title answers), with usage 100 in, 20 out."""
+    import httpx
+
+    body = json.loads(request.content)
+    text = scripted.complete(body["messages"]).text
+    usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    return httpx.Response(200, json=chat_body({"role": "assistant", "content": text}, usage))

@@ -96,7 +96,7 @@ class AsyncMemstackClient:
             InvalidInput: the URL is invalid.
         """
         method, url, content, headers = _wire_request(self.base_url, call)
-        with _transport_errors():
+        with _transport_errors(method, url):
             response = await self._http.request(method, url, content=content, headers=headers)
         return _wire_answer(response, call)
 

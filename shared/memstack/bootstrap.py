@@ -3,12 +3,14 @@ are imported only when chosen."""
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from memstack.config import MemoryOptions
+    from memstack.errors import InvalidInput
     from memstack.memory import Memory
     from memstack.ports import ChatModel, Embedder, MemoryStore, ObservationScheduler, SearchIndex
     from memstack.settings import Settings
@@ -94,12 +96,12 @@ def make_embedder(
 def make_chat_model(settings: Settings | None = None) -> ChatModel:
     """The chat model of the Observer, the Reflector and titles (``MEMSTACK_CHAT_PROVIDER``): on OpenAI,
     ``MEMSTACK_CHAT_MODEL`` (default ``gpt-4o-mini``) at ``OPENAI_BASE_URL`` (any OpenAI-compatible
-    endpoint) with ``OPENAI_API_KEY``; on Bedrock, ``MEMSTACK_CHAT_MODEL`` (default
+    endpoint) with ``OPENAI_API_KEY`` (optional with a base URL); on Bedrock, ``MEMSTACK_CHAT_MODEL`` (default
     ``amazon.nova-lite-v1:0``) through ``Converse`` with IAM credentials. Nothing connects until the first
     completion.
 
     Raises:
-        InvalidInput: OpenAI without a key (field ``api_key``) or bad options.
+        InvalidInput: OpenAI without a key or a base URL (field ``api_key``), or bad options.
     """
     from memstack.settings import load_settings
 
@@ -120,8 +122,8 @@ def chat_model_for(settings: Settings, options: MemoryOptions | dict[str, Any] |
     options use none — so a deployment without observational memory or titles needs no chat key.
 
     Raises:
-        InvalidInput: bad options; the options use a chat model but no OpenAI key is configured (field
-            ``OPENAI_API_KEY``).
+        InvalidInput: bad options; the options use a chat model but none is configured
+            (``chat_model_configured``; field ``OPENAI_API_KEY``).
         Unavailable: the key secret cannot be read.
     """
     from memstack.config import MemoryOptions
@@ -130,13 +132,27 @@ def chat_model_for(settings: Settings, options: MemoryOptions | dict[str, Any] |
 
     if not needs_chat_model(MemoryOptions.parse(options)):
         return None
-    if settings.chat_provider_name == "openai" and openai_api_key(settings) is None:
+    if not chat_model_configured(settings):
         raise InvalidInput(
             "observational memory and title generation need a chat model: set OPENAI_API_KEY "
-            "(or MEMSTACK_OPENAI_API_KEY_SECRET_ARN), or MEMSTACK_CHAT_PROVIDER=bedrock",
+            "(or MEMSTACK_OPENAI_API_KEY_SECRET_ARN), or OPENAI_BASE_URL for an OpenAI-compatible server "
+            "that needs no key, or MEMSTACK_CHAT_PROVIDER=bedrock; in Python, pass chat_model=",
             field="OPENAI_API_KEY",
         )
     return make_chat_model(settings)
+
+
+def chat_model_configured(settings: Settings) -> bool:
+    """Whether the settings name a chat model that can be built: Bedrock (IAM credentials), or OpenAI with
+    a key (``OPENAI_API_KEY`` or its secret) or a base URL alone (``OPENAI_BASE_URL``: a local
+    OpenAI-compatible server that needs no key). The one check of the demo and of ``build``.
+
+    Raises:
+        Unavailable: the key secret cannot be read.
+    """
+    if settings.chat_provider_name == "bedrock":
+        return True
+    return settings.openai_base_url is not None or openai_api_key(settings) is not None
 
 
 def scheduler_for(settings: Settings) -> ObservationScheduler | None:
@@ -213,13 +229,14 @@ def build(
         background: in-process background work (no Step Functions scheduler): ``thread`` or ``inline``.
 
     Raises:
-        InvalidInput: bad settings or options; an existing index of another dimension; options that
-            need a chat model without one or an OpenAI key.
+        InvalidInput: ``settings`` is not a ``Settings`` (a path: use ``Memory.local(path)`` or
+            ``load_settings(db_path=path)``); bad settings or options; an existing index of another
+            dimension; options that need a chat model without one configured.
         Unavailable: a backend cannot be reached where start-up needs it (the OpenSearch index check).
     """
     from memstack.settings import load_settings
 
-    settings = settings if settings is not None else load_settings()
+    settings = _check_settings(settings) if settings is not None else load_settings()
     chosen = embedder if embedder is not None else settings.embedder_name
     options = options if options is not None else settings.options
     if settings.backend == "aws":
@@ -229,6 +246,29 @@ def build(
     chat = chat_model if chat_model is not None else chat_model_for(settings, options)
     return build_local(
         path=settings.db_path, embedder=chosen, options=options, chat_model=chat, background=background
+    )
+
+
+def _check_settings(settings: object) -> Settings:
+    """``settings`` itself when it is a ``Settings``.
+
+    Raises:
+        InvalidInput: anything else (field ``settings``); a path gets the two calls that take one.
+    """
+    from memstack.errors import InvalidInput
+    from memstack.settings import Settings
+
+    if isinstance(settings, Settings):
+        return settings
+    if isinstance(settings, str | Path):
+        raise InvalidInput(
+            f"build() takes Settings, not the path {str(settings)!r}: for a SQLite file call "
+            f"Memory.local({str(settings)!r}) or build(load_settings(db_path={str(settings)!r}))",
+            field="settings",
+        )
+    raise InvalidInput(
+        f"build() takes Settings (memstack.settings.load_settings()), not {type(settings).__name__}",
+        field="settings",
     )
 
 
@@ -369,26 +409,38 @@ def build_local(
     background: Background = "thread",
     rebuild_index: bool = False,
 ) -> Memory:
-    """The embedded default: SQLite file (default ``.memstack/memory.db``) with per-resource BM25 and sqlite-vec,
-    and the offline default embedder (``memstack.settings.default_embedder``) unless ``embedder`` names one.
+    """The embedded default: SQLite file (default ``.memstack/memory.db``) with per-resource BM25 and sqlite-vec.
 
-    ``chat_model`` and ``background`` go to ``Memory`` (observational memory and titles run in-process).
+    ``embedder`` ``None`` is the default rule, ``Settings.embedder_name`` (``MEMSTACK_EMBEDDER``, else
+    ``openai`` with an OpenAI key, else ``settings.default_embedder``'s offline one): the rule ``memstack serve`` and ``build()`` use, so
+    ``Memory.local()`` and the server open the same default database with the same embedder.
+    ``chat_model`` and ``background`` go to ``Memory`` (observational memory and titles run in-process);
+    ``chat_model`` ``None`` with options that need one is built from the settings (``chat_model_for``), as
+    ``build()`` does.
     ``rebuild_index`` opens the search index for a rebuild with ``embedder`` (``memstack reindex``:
     ``SqliteSearchIndex(rebuild=True)``), which also skips the start-up reconciliation (the rebuild
     indexes everything).
 
     Raises:
-        InvalidInput: bad options, unknown embedder, or an existing file indexed with another dimension.
+        InvalidInput: bad options, unknown embedder, options that need a chat model when none is passed or
+            configured, or an existing file indexed with another embedder (the message names the embedder
+            to pass, ``--embedder`` and ``memstack reindex``).
         Unavailable: the file cannot be opened.
     """
     from memstack.adapters.sqlite.db import DEFAULT_PATH, SqliteDatabase
     from memstack.adapters.sqlite.index import SqliteSearchIndex
     from memstack.adapters.sqlite.store import SqliteMemoryStore
+    from memstack.errors import InvalidInput
     from memstack.memory import Memory
-    from memstack.settings import default_embedder
     from memstack.tokens import default_tokenizer
 
-    emb = make_embedder(embedder if embedder is not None else default_embedder(openai_key=False))
+    if embedder is None or chat_model is None:
+        from memstack.settings import load_settings
+
+        settings = load_settings()
+        embedder = embedder if embedder is not None else settings.embedder_name
+        chat_model = chat_model if chat_model is not None else chat_model_for(settings, options)
+    emb = make_embedder(embedder)
     # One connection, recall inline: in-process SQLite is fastest sequentially. Measured on LoCoMo
     # (2 conversations, hash embedder): context p50 4.0-4.4 ms on one connection, 4.9-5.2 ms with the
     # index on a second connection and recall on a worker thread.
@@ -405,12 +457,47 @@ def build_local(
             chat_model=chat_model,
             background=background,
         )
+    except InvalidInput as exc:
+        db.close()
+        if exc.field in ("embedder", "dimension") and exc.message.startswith("the search index in"):
+            raise _mismatch(exc, emb) from None
+        raise
     except BaseException:
         db.close()
         raise
     if not rebuild_index:
         _reconcile(memory)
     return memory
+
+
+_EMBEDDER_OF_MODEL = {"multilingual-e5-small": "local", "hash-256": "hash"}
+"""Model ids of the built-in embedders → the ``--embedder`` name that rebuilds them (``openai/...`` ids are
+``openai``, the others ``bedrock``)."""
+
+_EMBEDDER_OF_DIMENSION = {384: "local", 256: "hash", 1536: "openai"}
+"""Default dimensions → the embedder that has it, for an index that recorded no model id."""
+
+
+def _mismatch(exc: InvalidInput, asked: Embedder) -> InvalidInput:
+    """The index's refusal of another embedder, plus the fix in the words of each entry point."""
+    from memstack.errors import InvalidInput
+
+    name = None
+    if stored := re.search(r"built with the embedding model '([^']+)'", exc.message):
+        model = stored.group(1)
+        name = _EMBEDDER_OF_MODEL.get(model) or ("openai" if model.startswith("openai/") else "bedrock")
+    elif held := re.search(r"holds (\d+)-dimensional", exc.message):
+        name = _EMBEDDER_OF_DIMENSION.get(int(held.group(1)))
+    use = (
+        f"--embedder {name} (MEMSTACK_EMBEDDER={name}; embedder={name!r} in Python)"
+        if name
+        else "the --embedder it was built with (MEMSTACK_EMBEDDER; embedder= in Python)"
+    )
+    return InvalidInput(
+        f"{exc.message}. This run chose the embedder {asked.model_id!r}: pass {use}, or re-embed the "
+        f"database for the new embedder with `memstack reindex`",
+        field="embedder",
+    )
 
 
 def _reconcile(memory: Memory) -> None:

@@ -836,15 +836,19 @@ def _resource(given: str | None, default: str | None) -> str:
 
 
 @contextmanager
-def _transport_errors() -> Iterator[None]:
+def _transport_errors(method: str = "", url: str = "") -> Iterator[None]:
     """httpx's failures to get an answer as ``memstack.errors``: an invalid URL → ``InvalidInput`` (field
-    ``base_url``); transport errors, timeouts, decoding and redirect errors → ``Unavailable``."""
+    ``base_url``); transport errors, timeouts, decoding and redirect errors → ``Unavailable``. The message
+    names the request (``method`` and ``url`` without its query string, which holds the resource id) and
+    the cause, e.g. ``ConnectError: [Errno 111] Connection refused``."""
+    where = f" ({method} {url.partition('?')[0]})" if url else ""
     try:
         yield
     except httpx.InvalidURL as exc:
-        raise InvalidInput(f"the request URL is invalid: {exc}", field="base_url") from None
+        raise InvalidInput(f"the request URL is invalid{where}: {exc}", field="base_url") from None
     except (httpx.HTTPError, httpx.StreamError) as exc:
-        raise Unavailable(f"the Memstack API did not answer: {type(exc).__name__}") from exc
+        cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise Unavailable(f"the Memstack API did not answer{where}: {cause}") from exc
 
 
 def _wire_request(base_url: str, call: Call[Any]) -> tuple[str, str, bytes | None, dict[str, str] | None]:
@@ -950,7 +954,7 @@ class MemstackClient:
                 answer of a shape the client cannot read. InvalidInput: the URL is invalid.
         """
         method, url, content, headers = _wire_request(self.base_url, call)
-        with _transport_errors():
+        with _transport_errors(method, url):
             response = self._http.request(method, url, content=content, headers=headers)
         return _wire_answer(response, call)
 

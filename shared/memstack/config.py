@@ -546,7 +546,8 @@ class MemoryOptions(_Options):
             or ``0`` shows none.
         semantic_recall: ``SemanticRecallOptions``, or ``True``/``False``.
         working_memory: ``WorkingMemoryOptions``.
-        message_history: optional token budget.
+        message_history: optional token budget; ``None``, or ``{"max_tokens": None}`` (the documented
+            default "none"), is no budget.
         tool_call_filter: optional tool-call filter.
         read_only: save nothing and offer no working-memory tool.
         observational_memory: ``ObservationalMemoryOptions`` (spec §2.9), or ``True``/``False``;
@@ -580,6 +581,14 @@ class MemoryOptions(_Options):
     @classmethod
     def _recall(cls, value: Any) -> Any:
         return {"enabled": value} if isinstance(value, bool) else value
+
+    @field_validator("message_history", mode="before")
+    @classmethod
+    def _history(cls, value: Any) -> Any:
+        # max_tokens None is the documented default, "none": no budget, whatever else the object says
+        if isinstance(value, dict) and "max_tokens" in value and value["max_tokens"] is None:
+            return None
+        return value
 
     @field_validator("working_memory", mode="before")
     @classmethod

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memstack.locomo import CATEGORIES, Conversation
+from memstack.errors import InvalidInput
+from memstack.locomo import CATEGORIES, Conversation, Turn
 from memstack.memory import Memory
 from memstack.observation.prompts import request_kind
 from memstack.ports import ChatModel, ChatResult
@@ -24,10 +25,25 @@ from memstack.transfer.progress import NoProgress, Progress
 
 DEMO_MESSAGE_TOKENS = 2_000
 """``--observational``: the Observer's threshold in the demo. Mastra's 30,000 is more than a whole LoCoMo
-conversation (about 21,000 tokens), so the demo observes sooner to show the layer working."""
+conversation (15,000-25,000 tokens), so the demo observes sooner to show the layer working; each
+conversation is then replayed as one thread (``replay_threads`` says why)."""
 
 DEMO_OBSERVATION_TOKENS = 4_000
 """``--observational``: the Reflector's threshold in the demo (Mastra: 40,000)."""
+
+
+def replay_threads(conv: Conversation, *, one_thread: bool = False) -> dict[str, list[Turn]]:
+    """The threads a conversation is replayed in: one per session (the default), or with ``one_thread``
+    every session in order in one thread, ``<resource>-all``.
+
+    ``--observational`` replays one thread per conversation: the Observer's trigger counts one thread's
+    unobserved tokens, and a LoCoMo session holds 300-1,500 tokens, so no session thread ever reaches the
+    demo's 2,000-token threshold, whereas a conversation (15,000-25,000 tokens) crosses it many times —
+    as one long-running chat per user does. The turns, ids and dates are the same either way, so the
+    questions check the same evidence."""
+    if not one_thread:
+        return dict(conv.sessions)
+    return {f"{conv.resource_id}-all": [turn for turns in conv.sessions.values() for turn in turns]}
 
 
 def observational_options(message_tokens: int = DEMO_MESSAGE_TOKENS) -> dict[str, Any]:
@@ -71,11 +87,12 @@ def observation_line(memory: Memory, conversations: list[Conversation], chat: Co
     """The machine-readable observational-memory line: what the layer did over the run."""
     observed = tokens = reflections = failures = 0
     for conv in conversations:
-        for thread_id in conv.sessions:
+        threads = replay_threads(conv, one_thread=True)
+        for thread_id in threads:
             rec = memory.get_observation_record(resource_id=conv.resource_id, thread_id=thread_id)
             if rec is not None:
                 observed += rec.observed_seq(thread_id)
-        rec = memory.get_observation_record(resource_id=conv.resource_id, thread_id=next(iter(conv.sessions)))
+        rec = memory.get_observation_record(resource_id=conv.resource_id, thread_id=next(iter(threads)))
         if rec is not None:
             tokens += rec.observation_tokens
             reflections += rec.generation_count
@@ -117,15 +134,22 @@ def _p50(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def run(memory: Memory, conversations: list[Conversation], *, progress: Progress | None = None) -> DemoResult:
+def run(
+    memory: Memory,
+    conversations: list[Conversation],
+    *,
+    progress: Progress | None = None,
+    one_thread: bool = False,
+) -> DemoResult:
     """Replay and question every conversation through ``memory``; returns the figures. ``progress``
-    counts turns saved and questions asked (``memstack.cli.progress.ProgressBar`` shows it)."""
+    counts turns saved and questions asked (``memstack.cli.progress.ProgressBar`` shows it); ``one_thread``:
+    each conversation in one thread instead of a thread per session (``replay_threads``)."""
     result = DemoResult(conversations=len(conversations))
     progress = progress or NoProgress()
     progress.start(sum(c.turn_count + len(c.questions) for c in conversations), "steps")
     for conv in conversations:
         total = conv.turn_count
-        for thread_id, turns in conv.sessions.items():
+        for thread_id, turns in replay_threads(conv, one_thread=one_thread).items():
             for turn in turns:
                 t0 = time.perf_counter()
                 memory.context(thread_id=thread_id, resource_id=conv.resource_id, message=turn.text)
@@ -183,12 +207,49 @@ def table(result: DemoResult) -> str:
     return "\n".join(lines)
 
 
+REPO_DATA = Path("data") / "locomo" / "locomo-dev-2.json.gz"
+"""The LoCoMo subset the repository ships (two conversations, CC BY-NC 4.0; data/locomo/README.md),
+relative to the repository's root."""
+
+FULL_DATA = Path("shared") / "data" / "locomo" / "locomo-dev.json"
+"""The five-conversation development file, relative to the folder that holds the repository (the sibling
+``shared`` folder of the project's machines; not part of the repository)."""
+
+
+def _repo_roots() -> list[Path]:
+    """The repository this package was installed from (an editable install), then the working directory."""
+    package_repo = Path(__file__).resolve().parents[2]
+    return list(dict.fromkeys([package_repo, Path.cwd()]))
+
+
 def default_data_path() -> Path:
-    """Where the LoCoMo dev file is looked for: ``../shared/data/locomo/locomo-dev.json`` beside the
-    working directory's repository, then beside this package's repository."""
-    rel = Path("shared") / "data" / "locomo" / "locomo-dev.json"
-    candidates = [Path.cwd().parent / rel, Path(__file__).resolve().parents[3] / rel, Path.cwd() / rel]
-    for c in candidates:
-        if c.is_file():
-            return c
-    return candidates[0]
+    """The LoCoMo file ``memstack demo`` and the tests read: the repository's own subset,
+    ``data/locomo/locomo-dev-2.json.gz``, from the repository this package was installed from or the working
+    directory; else the full ``../shared/data/locomo/locomo-dev.json`` beside either (``full_data_path``).
+
+    Raises:
+        InvalidInput: neither is found (field ``data``): the message names the paths tried and ``--data``.
+    """
+    tried = [root / REPO_DATA for root in _repo_roots()]
+    for path in tried:
+        if path.is_file():
+            return path
+    full = full_data_path()
+    if full is not None:
+        return full
+    raise InvalidInput(
+        "no LoCoMo data found (tried "
+        + ", ".join(str(p) for p in tried)
+        + "): run from a clone of the repository, or pass a LoCoMo JSON file with --data",
+        field="data",
+    )
+
+
+def full_data_path() -> Path | None:
+    """The full development file ``locomo-dev.json`` in the sibling ``shared`` folder of the repository or
+    of the working directory (``make bench``'s data), or ``None`` when it is not there."""
+    for root in _repo_roots():
+        path = root.parent / FULL_DATA
+        if path.is_file():
+            return path
+    return None

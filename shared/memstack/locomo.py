@@ -1,6 +1,6 @@
 """Reading LoCoMo conversations (Maharana et al., ACL 2024; CC BY-NC 4.0) as turns and questions.
 
-Format (``shared/data/locomo/README.md``): a list of samples, each with ``conversation`` (speakers,
+Format (``data/locomo/README.md``): a list of samples, each with ``conversation`` (speakers,
 ``session_<n>`` turn lists and ``session_<n>_date_time``) and ``qa`` (question, answer, evidence dia ids,
 category 1–5). Malformed evidence ids ("D8:6; D9:17", "D10:", ids that do not exist) are split or skipped,
 never fatal.
@@ -140,15 +140,15 @@ def parse_sample(sample: dict[str, Any]) -> Conversation:
 
 
 def read_samples(path: str | Path) -> list[Any]:
-    """The samples of a LoCoMo-shaped JSON file, plain or gzip-compressed (a name ending ``.gz``, e.g.
-    ``shared/data/longmemeval/longmemeval-s-dev48.json.gz``).
+    """The raw samples of a LoCoMo-shaped JSON file: ``.json``, or gzip-compressed when the name ends in
+    ``.gz`` (the repository's ``data/locomo/locomo-dev-2.json.gz``).
 
     Raises:
-        InvalidInput: the file is missing, not (gzip) JSON, or not a JSON list.
+        InvalidInput: the file is missing, unreadable, not JSON, or not a JSON list (field ``data``).
     """
     p = Path(path)
     try:
-        raw = gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
+        raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
         data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, EOFError) as exc:
         raise InvalidInput(f"cannot read LoCoMo data at {p}: {exc}", field="data") from None
@@ -158,7 +158,8 @@ def read_samples(path: str | Path) -> list[Any]:
 
 
 def load(path: str | Path, indexes: list[int] | None = None) -> list[Conversation]:
-    """The conversations of a LoCoMo JSON file (``.json`` or ``.json.gz``), all or those at ``indexes``.
+    """The conversations of a LoCoMo JSON file (``.json``, or gzip-compressed ``.json.gz``), all or those at
+    ``indexes``.
 
     Raises:
         InvalidInput: the file is missing, not LoCoMo JSON, or an index is out of range.

@@ -123,15 +123,22 @@ class Memory(BackgroundWork, Inspection):
         background: Literal["thread", "inline"] = "thread",
         **options: Any,
     ) -> Memory:
-        """The embedded default: one SQLite file and an offline embedder, no network.
+        """The embedded default: one SQLite file and an embedder (``bootstrap.build_local``); use it as
+        ``with Memory.local() as memory:``, or ``close()`` it (closing finishes queued background work).
 
         Args:
             path: the SQLite file (default ``.memstack/memory.db``); ``":memory:"`` for a throwaway one.
-            embedder: ``"wordllama"`` (static, 256-d; the default: ``settings.default_embedder``), ``"local"``
-                (multilingual-e5-small, 384-d), ``"hash"`` (feature hashing, 256-d) or an ``Embedder``.
-            chat_model: the Observer's, Reflector's and titles' model (observational memory, titles).
+            embedder: ``"wordllama"`` (static, 256-d, offline), ``"local"`` (e5-small, 384-d), ``"hash"``,
+                ``"openai"``, ``"bedrock"`` or an ``Embedder``; ``None``: ``Settings.embedder_name``, the rule
+                ``memstack serve`` uses too (``MEMSTACK_EMBEDDER``, else ``settings.default_embedder``).
+            chat_model: the Observer's, Reflector's and titles' model; ``None`` with options that need one:
+                built from the settings as ``build()`` does (``bootstrap.chat_model_for``).
             background: where their background work runs: a worker ``thread`` or ``inline`` in saves.
             **options: memory options, e.g. ``last_messages=20, semantic_recall={"top_k": 8}``.
+
+        Raises:
+            InvalidInput: bad options; no chat model passed or configured for options that need one (the
+                message names the variables and ``chat_model=``); a file of another embedder.
         """
         from memstack.bootstrap import build_local
 

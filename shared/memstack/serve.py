@@ -282,6 +282,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, method: str, path: str, query: str) -> tuple[int, list[tuple[str, str]], bytes]:
         from memstack.api.http import handle_http
 
+        if path in _PAGES:
+            return _page(method, path)
+
         if self.headers.get("Transfer-Encoding", "").lower() not in ("", "identity"):
             self.close_connection = True
             return _error(411, "invalid_input", "send the body with a Content-Length", "content-length")
@@ -375,6 +378,25 @@ _STDLIB_CODES = {
 """Error codes for the statuses the stdlib's request parsing may answer (``send_error``)."""
 
 
+_PAGES = {
+    "/openapi.json": "application/json",
+    "/docs": "text/html; charset=utf-8",
+}
+"""What ``serve`` answers beside the API's routes: the OpenAPI document and the reference page rendered
+from it (``memstack.api.reference``); GET and HEAD only."""
+
+
+def _page(method: str, path: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    """The page at ``path`` (one of ``_PAGES``), or 405 for another method than GET (HEAD arrives as GET)."""
+    from memstack.api.reference import openapi_json, reference_html
+
+    if method != "GET":
+        status, headers, body = _error(405, "method_not_allowed", f"{path} answers GET and HEAD", None)
+        return status, [*headers, ("Allow", "GET, HEAD")], body
+    body = openapi_json() if path == "/openapi.json" else reference_html()
+    return 200, [("Content-Type", _PAGES[path]), ("Cache-Control", "no-cache")], body
+
+
 def _error(
     status: int, code: str, message: str, field: str | None
 ) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -389,14 +411,18 @@ def build_memory(
     *,
     db: str | None = None,
     embedder: str | None = None,
+    options: dict[str, Any] | None = None,
 ) -> Memory:
     """The ``Memory`` that ``serve`` answers with, indexing inline.
 
     Args:
         backend: ``sqlite`` or ``aws``; ``None`` is ``MEMSTACK_BACKEND`` (default ``sqlite``).
         db: the SQLite file (default ``MEMSTACK_DB_PATH``, ``.memstack/memory.db``); ``sqlite`` only.
-        embedder: ``local``, ``hash`` or ``openai``; ``None`` is ``MEMSTACK_EMBEDDER`` (default ``openai``
-            with a key, else ``local``).
+        embedder: ``local``, ``hash``, ``openai`` or ``bedrock``; ``None`` is the default rule,
+            ``Settings.embedder_name`` (``MEMSTACK_EMBEDDER``, else ``openai`` with a key, else ``wordllama``),
+            the rule ``Memory.local()`` follows too.
+        options: memory options (``MemoryOptions`` names); ``None`` is ``MEMSTACK_OPTIONS``. Options that
+            need a chat model get it from the settings (``bootstrap.chat_model_for``).
 
     Raises:
         InvalidInput: ``db`` with the aws backend; bad settings (``field`` names the variable).
@@ -413,7 +439,7 @@ def build_memory(
     settings = load_settings(**overrides)
     if settings.backend == "aws" and db is not None:
         raise InvalidInput("--db applies to the sqlite backend only", field="db")
-    return build(settings, embedder=embedder)
+    return build(settings, embedder=embedder, options=options)
 
 
 def make_server(memory: Memory, config: ServeConfig, *, log: TextIO | None = None) -> LocalServer:

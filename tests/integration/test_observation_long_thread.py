@@ -20,7 +20,7 @@ BATCH = 10
 def test_every_context_stays_under_message_plus_observation_tokens() -> None:
     chat = ScriptedChatModel()
     budget = 30_000 + 40_000
-    all_turns = locomo_turns(repeats=2)  # every turn twice: ~210k tokens
+    all_turns = locomo_turns(repeats=7)  # the repository's 788 turns seven times: ~220k tokens
     with om_memory(chat, observational_memory=True) as memory:
         saved_tokens = 0
         largest = 0
@@ -84,7 +84,7 @@ def test_with_a_misbehaving_model_every_context_stays_bounded_in_time_and_size_a
     chat = misbehaving()
     budget = 30_000 + 40_000
     timeout_ms = 2_000
-    all_turns = locomo_turns(repeats=2)
+    all_turns = locomo_turns(repeats=7)
     red: set[str] = set()
     with om_memory(chat, observational_memory=True, context_timeout_ms=timeout_ms) as memory:
         largest = slowest = 0.0

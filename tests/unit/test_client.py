@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -111,12 +112,33 @@ def test_given_an_unknown_error_code_when_mapped_then_the_status_decides_and_the
     assert (type(exc), exc.code) == (Conflict, "some_new_code")
 
 
-def test_given_no_server_when_called_then_unavailable() -> None:
+def test_given_no_server_when_called_then_unavailable_naming_the_url_and_the_cause() -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
-    with pytest.raises(Unavailable, match="did not answer: ConnectError"):
+    with pytest.raises(
+        Unavailable, match=r"did not answer \(GET http://\S+/v1/health\): ConnectError: connection refused"
+    ):
         client_for(refuse).health()
+
+
+def test_given_a_closed_port_when_a_resource_call_is_made_then_the_error_names_url_and_cause_not_the_resource() -> (
+    None
+):
+    from memstack.client import MemstackClient
+
+    with socket.socket() as probe:  # a port nobody listens on: bound, then closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with (
+        MemstackClient(f"http://127.0.0.1:{port}", resource_id="user-secret-42", timeout=2) as client,
+        pytest.raises(Unavailable) as caught,
+    ):
+        client.list_threads()
+
+    message = caught.value.message
+    assert f"GET http://127.0.0.1:{port}/v1/threads" in message and "ConnectError" in message
+    assert "user-secret-42" not in message
 
 
 def test_given_no_resource_when_a_resource_call_is_made_then_invalid_input_before_any_request() -> None:

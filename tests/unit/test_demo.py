@@ -126,31 +126,16 @@ def test_given_no_model_when_demo_runs_observational_then_it_says_it_skipped(
 def test_given_a_compatible_endpoint_when_demo_runs_observational_then_the_layer_reports(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import json
-
     import httpx
     import respx
 
     from memstack.adapters.testing import ScriptedChatModel
+    from tests.openai_support import scripted_completion
 
     scripted = ScriptedChatModel()
 
     def answer(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        text = scripted.complete(body["messages"]).text
-        return httpx.Response(
-            200,
-            json={
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [
-                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
-                ],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-            },
-        )
+        return scripted_completion(scripted, request)
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://llm.test/v1")
@@ -178,3 +163,28 @@ def test_given_a_compatible_endpoint_when_demo_runs_observational_then_the_layer
     figures = dict(part.split("=") for part in om.split()[1:])
     assert int(figures["observer_calls"]) >= 2 and int(figures["observed_messages"]) > 0
     assert int(figures["failures"]) == 0 and int(figures["model_input_tokens"]) > 0
+
+
+def test_given_the_repository_when_the_default_data_is_looked_for_then_its_own_locomo_subset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memstack import demo
+
+    monkeypatch.chdir(tmp_path)  # a working directory with no data and no sibling shared folder
+
+    path = demo.default_data_path()
+
+    assert path == Path(__file__).resolve().parents[2] / "data" / "locomo" / "locomo-dev-2.json.gz"
+    assert [c.resource_id for c in load(path)] == ["conv-26", "conv-30"]
+
+
+def test_given_no_data_anywhere_when_the_default_data_is_looked_for_then_invalid_input_naming_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memstack import demo
+
+    monkeypatch.setattr(demo, "_repo_roots", lambda: [tmp_path / "repo"])
+
+    with pytest.raises(InvalidInput, match="--data") as caught:
+        demo.default_data_path()
+    assert caught.value.field == "data"

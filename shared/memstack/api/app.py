@@ -118,6 +118,9 @@ class MemstackResolver(APIGatewayRestResolver):
             enable_validation=True,
             response_validation_error_http_code=500,
             json_body_deserializer=load_json_body,
+            # never Powertools' debug mode (POWERTOOLS_DEV or POWERTOOLS_EVENT_HANDLER_DEBUG): it prints
+            # every event to stdout, with its resource id and message text (STYLE.md "Observability")
+            debug=False,
         )
         self._memory_provider = memory
         self._auth_provider = auth

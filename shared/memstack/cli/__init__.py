@@ -53,7 +53,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Replay LoCoMo conversations turn by turn (context, then save), then ask the questions "
         "and report how much evidence each assembled context holds.",
     )
-    demo.add_argument("--data", help="LoCoMo JSON file (default: ../shared/data/locomo/locomo-dev.json)")
+    demo.add_argument(
+        "--data",
+        help="LoCoMo JSON file, .json or .json.gz (default: the repository's data/locomo/locomo-dev-2.json.gz, "
+        "two conversations)",
+    )
     demo.add_argument("--conversations", type=_ints, help="indexes to replay, e.g. 0,3 (default: all)")
     demo.add_argument(
         "--backend",
@@ -77,13 +81,15 @@ def _parser() -> argparse.ArgumentParser:
         "--observational",
         action="store_true",
         help="also run observational memory (Observer and Reflector) with the chat model MEMSTACK_CHAT_MODEL "
-        "at OPENAI_BASE_URL with OPENAI_API_KEY; skipped, saying so, when neither is configured",
+        "at OPENAI_BASE_URL with OPENAI_API_KEY (a base URL alone: a compatible server that needs no key); "
+        "skipped, saying so, when neither is configured",
     )
     demo.add_argument(
         "--message-tokens",
         type=int,
         default=None,
-        help="--observational: the Observer's threshold (default 2000, so LoCoMo sessions cross it)",
+        help="--observational: the Observer's threshold (default 2000; each conversation is replayed as one "
+        "thread of 15k-25k tokens, so it crosses it many times)",
     )
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     _serve_parser(sub)
@@ -147,6 +153,18 @@ def _serve_parser(sub: Any) -> None:
         "claims are read unverified from the X-Memstack-Claims header (a JSON object)",
     )
     serve.add_argument("--verbose", action="store_true", help="also print the API's JSON log lines")
+    serve.add_argument(
+        "--options",
+        metavar="JSON",
+        help="memory options as a JSON object of MemoryOptions names, e.g. '{\"last_messages\": 20}' "
+        "(default: MEMSTACK_OPTIONS; given, it replaces it)",
+    )
+    serve.add_argument(
+        "--observational",
+        action="store_true",
+        help="turn observational memory on (over --options / MEMSTACK_OPTIONS), with the chat model of "
+        "MEMSTACK_CHAT_MODEL at OPENAI_BASE_URL with OPENAI_API_KEY (or MEMSTACK_CHAT_PROVIDER=bedrock)",
+    )
 
 
 def _erase_parser(sub: Any) -> None:
@@ -224,13 +242,18 @@ def _serve(args: argparse.Namespace) -> int:
     settings = load_settings(**({"backend": args.backend} if args.backend else {}))
     embedder = args.embedder or settings.embedder_name
     auth = args.auth or settings.auth
-    memory = build_memory(settings.backend, db=args.db, embedder=embedder)
+    options = serve_options(args.options, observational=args.observational, configured=settings.options)
+    memory = build_memory(settings.backend, db=args.db, embedder=embedder, options=options)
     where = (
         f"db={args.db or settings.db_path}"
         if settings.backend == "sqlite"
         else f"table={settings.table} opensearch={settings.opensearch_endpoint}"
     )
-    banner = f" (backend={settings.backend} {where} embedder={embedder} auth={auth} indexing=inline)"
+    observing = "on" if memory.options.observational_memory.enabled else "off"
+    banner = (
+        f" (backend={settings.backend} {where} embedder={embedder} auth={auth} indexing=inline "
+        f"observational={observing}; reference at /docs)"
+    )
     if auth == "jwt":
         banner += " -- jwt claims come UNVERIFIED from the X-Memstack-Claims header: local testing only"
     try:
@@ -239,6 +262,47 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"memstack: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+
+
+def serve_options(
+    given: str | None, *, observational: bool, configured: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The memory options of ``memstack serve``: ``--options`` (a JSON object) instead of ``configured``
+    (``MEMSTACK_OPTIONS``), then observational memory turned on by ``--observational`` (an options object
+    for it is kept, enabled).
+
+    Raises:
+        InvalidInput: ``--options`` is not JSON, not an object, or not valid memory options (field
+            ``options``; the message names the flag and, from ``MemoryOptions``, the option).
+    """
+    import json
+
+    from memstack.config import MemoryOptions
+
+    options = configured
+    if given is not None:
+        try:
+            options = json.loads(given)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(
+                f"--options must be a JSON object of memory options: {exc.msg} at character {exc.pos}",
+                field="options",
+            ) from None
+        if not isinstance(options, dict):
+            raise InvalidInput(
+                f"--options must be a JSON object of memory options, not {type(options).__name__}",
+                field="options",
+            )
+    if observational:
+        options = dict(options or {})
+        current = options.get("observational_memory")
+        options["observational_memory"] = {**current, "enabled": True} if isinstance(current, dict) else True
+    if options is not None:
+        try:
+            MemoryOptions.parse(options)
+        except InvalidInput as exc:
+            raise InvalidInput(f"--options: {exc.message}", field="options") from None
+    return options
 
 
 def _erase(args: argparse.Namespace) -> int:
@@ -322,7 +386,7 @@ def _mcp(args: argparse.Namespace) -> int:
 
 def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, db: str | Settings) -> int:
     from memstack import demo
-    from memstack.bootstrap import build, build_local, make_chat_model
+    from memstack.bootstrap import build, build_local, chat_model_configured, make_chat_model
     from memstack.settings import load_settings
 
     options: dict[str, Any] = {
@@ -331,7 +395,7 @@ def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, 
     chat: demo.CountingChat | None = None
     if args.observational:
         settings = db if not isinstance(db, str) else load_settings()
-        if settings.api_key() is None and settings.openai_base_url is None:
+        if not chat_model_configured(settings):
             print(
                 "memstack demo: observational memory SKIPPED: no OPENAI_API_KEY or OPENAI_BASE_URL is "
                 "configured, so there is no model for the Observer; running without that layer",
@@ -343,7 +407,8 @@ def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, 
             chat = demo.CountingChat(make_chat_model(settings))
             print(
                 f"memstack demo: observational memory on (model={settings.chat_model_name} scope=resource "
-                f"message_tokens={message_tokens}); the Observer runs after each save",
+                f"message_tokens={message_tokens}); each conversation is one thread, so the Observer runs "
+                "as it crosses the threshold",
                 file=sys.stderr,
             )
     elif args.message_tokens is not None:
@@ -364,7 +429,7 @@ def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, 
         else build(db, embedder=args.embedder, options=options, chat_model=chat, background="inline")
     )
     with memory, ProgressBar("demo", quiet=args.quiet) as bar:
-        result = demo.run(memory, conversations, progress=bar)
+        result = demo.run(memory, conversations, progress=bar, one_thread=chat is not None)
         summary = demo.observation_line(memory, conversations, chat) if chat is not None else None
     print(demo.table(result))
     if summary is not None:

@@ -3,9 +3,13 @@ background work runs in-process through the same port that Step Functions fills 
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import threading
+import time
+import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -16,6 +20,43 @@ __all__ = ["InProcessScheduler"]
 logger = logging.getLogger(__name__)
 
 _STOP = object()
+
+EXIT_DRAIN_SECONDS = 30.0
+"""How long the interpreter's exit waits for the background jobs of a scheduler nobody closed (a script that
+ends without ``Memory.close()``): they finish in that time, or are reported abandoned."""
+
+_open: weakref.WeakSet[InProcessScheduler] = weakref.WeakSet()
+"""Schedulers whose worker started and that were not closed: what the exit hook drains."""
+
+
+def _drain_at_exit(timeout: float | None = None) -> None:
+    """At interpreter exit, before daemon threads stop: wait (at most ``timeout`` seconds in all, default
+    ``EXIT_DRAIN_SECONDS``) for the jobs of every scheduler nobody closed, warning that it does so, and
+    warn again about any job still not done: work is never dropped without a word."""
+    budget = time.monotonic() + (EXIT_DRAIN_SECONDS if timeout is None else timeout)
+    for scheduler in list(_open):
+        waiting = scheduler.unfinished
+        if not waiting:
+            continue
+        # a warning, not a log line: the library's logger has only a NullHandler unless the host set
+        # logging up, and this must reach the person whose script forgot to close
+        warnings.warn(
+            f"memstack: {waiting} background observation job(s) still queued at exit; waiting up to "
+            f"{max(0.0, budget - time.monotonic()):.0f} s. Close the Memory (close(), or "
+            "`with Memory.local(...) as memory:`) or call settled() before the script ends",
+            RuntimeWarning,
+            stacklevel=1,
+        )
+        if not scheduler.settled(max(0.0, budget - time.monotonic())):
+            warnings.warn(
+                f"memstack: {scheduler.unfinished} background observation job(s) abandoned at exit; a "
+                "later save or the sweep observes those messages",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+
+
+atexit.register(_drain_at_exit)
 
 
 class InProcessScheduler:
@@ -54,10 +95,16 @@ class InProcessScheduler:
             if not self.synchronous and self._worker is None:
                 self._worker = threading.Thread(target=self._loop, name="memstack-observer", daemon=True)
                 self._worker.start()
+                _open.add(self)
         if self.synchronous:
             self._run(job)
         else:
             self._queue.put(job)
+
+    @property
+    def unfinished(self) -> int:
+        """Jobs queued or running (0 when idle)."""
+        return self._queue.unfinished_tasks
 
     def settled(self, timeout: float | None = None) -> bool:
         """Wait until every queued job has run; ``False`` if ``timeout`` (seconds) passed first."""
@@ -81,6 +128,7 @@ class InProcessScheduler:
             first = not self._closed
             self._closed = True
             worker = self._worker
+        _open.discard(self)
         if worker is None:
             return
         if first:

@@ -45,6 +45,7 @@ from memstack import deadline
 from memstack.errors import InvalidInput, MemstackError, PayloadTooLarge, Unavailable
 
 if TYPE_CHECKING:
+    import httpx
     import openai
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIConnection"]
@@ -60,6 +61,11 @@ MIN_ATTEMPT_SECONDS = 0.05
 """Under a deadline, no attempt is started with less time than this left."""
 
 _T = TypeVar("_T")
+
+
+def _drop_authorization(request: httpx.Request) -> None:
+    """An httpx request hook: no ``Authorization`` header (a keyless OpenAI-compatible server)."""
+    request.headers.pop("Authorization", None)
 
 
 class OpenAIConnection:
@@ -81,8 +87,10 @@ class OpenAIConnection:
         """Check the options; builds nothing and opens nothing.
 
         Args:
-            api_key: the key sent as a bearer token; required unless ``client`` is given. Never read from the
-                environment here (``memstack.bootstrap.make_embedder`` does that).
+            api_key: the key sent as a bearer token; required for api.openai.com unless ``client`` is given.
+                With a ``base_url`` it may be ``None``: a local OpenAI-compatible server that needs no key
+                gets requests without an ``Authorization`` header. Never read from the environment here
+                (``memstack.bootstrap.make_embedder`` does that).
             base_url: the API root, e.g. ``http://localhost:11434/v1``; ``None`` means api.openai.com.
             timeout: seconds for each HTTP request (connect, read, write and pool wait each).
             max_retries: retries after the first attempt, so at most ``max_retries + 1`` requests.
@@ -91,12 +99,14 @@ class OpenAIConnection:
             sleep: the wait between attempts, ``time.sleep`` unless a test injects another.
 
         Raises:
-            InvalidInput: no ``api_key`` and no ``client``; ``timeout`` not positive; ``max_retries``
-                negative.
+            InvalidInput: no ``api_key``, no ``base_url`` and no ``client``; ``timeout`` not positive;
+                ``max_retries`` negative.
         """
-        if client is None and not api_key:
+        if client is None and not api_key and not base_url:
             raise InvalidInput(
-                "an OpenAI API key is required (pass api_key or set OPENAI_API_KEY)", field="api_key"
+                "an OpenAI API key is required for api.openai.com (pass api_key or set OPENAI_API_KEY; "
+                "for an OpenAI-compatible endpoint that needs no key, set OPENAI_BASE_URL)",
+                field="api_key",
             )
         check_retry_options(timeout, max_retries)
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -118,9 +128,14 @@ class OpenAIConnection:
                 import httpx
                 import openai
 
-                http_client = httpx.Client(timeout=httpx.Timeout(self.timeout), follow_redirects=True)
+                # keyless (a compatible server at base_url): every SDK version insists on some key, so
+                # it gets a placeholder, and the transport drops the Authorization header it makes of it
+                hooks = {} if self._api_key else {"request": [_drop_authorization]}
+                http_client = httpx.Client(
+                    timeout=httpx.Timeout(self.timeout), follow_redirects=True, event_hooks=hooks
+                )
                 self._client = openai.OpenAI(
-                    api_key=self._api_key,
+                    api_key=self._api_key or "keyless",
                     base_url=self.base_url,
                     timeout=self.timeout,
                     max_retries=0,
