@@ -20,9 +20,8 @@ embedded) and one ``POST messages`` saving the user message and the reply; the m
 Prices: ``benchmarks/aws_prices.json`` (us-east-1, dated, each with its source page). Workloads: a hobby app
 (300 turns/day), a team product (10,000/day) and a busy service (300,000/day), 90 days of messages kept
 (the stack's ``messageTtlSeconds``). The idle floor is the month with no turns. Variants show the levers:
-the stack as deployed (Serverless vector collection with standby replicas, 1536-d embeddings), 256-d
-embeddings (``-c embeddingDimensions=256``), and standby replicas off (a Serverless collection setting the
-stack does not expose yet).
+the stack as deployed (Serverless vector collection with standby replicas, 1536-d embeddings), standby
+replicas off (``-c standbyReplicas=false``), 256-d embeddings (``-c embeddingDimensions=256``), and both.
 
 Usage: ``python benchmarks/aws_cost.py [--out benchmarks/results/aws_cost]`` (writes ``.md`` and ``.json``).
 """
@@ -101,8 +100,9 @@ class Variant:
 
 VARIANTS = (
     Variant("as deployed: Serverless, standby replicas, 1536-d", 1536, True),
+    Variant("standby replicas off (-c standbyReplicas=false)", 1536, False),
     Variant("256-d embeddings (-c embeddingDimensions=256)", 256, True),
-    Variant("256-d, standby replicas off", 256, False),
+    Variant("256-d, standby replicas off (both flags)", 256, False),
 )
 
 
@@ -418,6 +418,10 @@ def render(result: dict[str, Any]) -> str:
             ],
             table,
         ),
+        "",
+        "The idle floor (a month with no turns) by variant: "
+        + ", ".join(f"{r['variant']}: {_money(r['monthly'])}" for r in rows if r["workload"] == "idle floor")
+        + ". Standby replicas are the stack's `standbyReplicas` flag (docs/deploy.md; default `true`).",
         "",
         "Per-turn lines of one turn (team product), in dollars per 1,000 turns:",
         "",

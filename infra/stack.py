@@ -81,6 +81,7 @@ class MemstackStack(Stack):
                 embedding_dimensions=config.embedding_dimensions,
             ),
             collection_name=config.collection_name,
+            standby_replicas=config.standby_replicas,
             retain_data=config.retain_data,
             log_level=config.log_level,
         )
