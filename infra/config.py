@@ -52,6 +52,10 @@ class MemstackConfig:
             no copy to fail over to while an AZ is down; benchmarks/results/aws_cost.md). AWS fixes it
             when the collection is created: changing it later leaves an existing collection as it was.
             ``aoss`` only.
+        snap_start: Lambda SnapStart on the ``api`` and ``context`` functions (``false`` by default): their
+            init (imports, clients, one priming context, ``memstack.snapstart``) runs once per published
+            version and is snapshotted; API Gateway then invokes each function's ``live`` alias. It costs
+            snapshot caching and restores (docs/deploy.md "Cold start").
         api_execution_logs: turn on API Gateway execution logging (needs the account-wide API Gateway
             CloudWatch role, which this stack then creates).
         memory_options: the memory options of every function (``MEMSTACK_OPTIONS``), e.g.
@@ -79,6 +83,7 @@ class MemstackConfig:
     log_level: str = "INFO"
     collection_name: str = "memstack"
     standby_replicas: bool = True
+    snap_start: bool = False
     api_execution_logs: bool = False
     tags: dict[str, str] = field(default_factory=dict)
     memory_options: dict[str, Any] | None = None
@@ -195,6 +200,7 @@ class MemstackConfig:
             log_level=get("logLevel") or defaults.log_level,
             collection_name=get("collectionName") or defaults.collection_name,
             standby_replicas=flag("standbyReplicas", defaults.standby_replicas),
+            snap_start=flag("snapStart", defaults.snap_start),
             api_execution_logs=flag("apiExecutionLogs", defaults.api_execution_logs),
             tags=json.loads(tags) if isinstance(tags, str) else dict(tags or {}),
             memory_options=_json_context("memoryOptions", options) if isinstance(options, str) else options,

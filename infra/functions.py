@@ -57,6 +57,11 @@ from memstack.adapters.dynamodb.items import MESSAGE_PREFIX
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 
+SNAP_START_FUNCTIONS = ("api", "context")
+"""The functions that get SnapStart with ``-c snapStart=true``: the ones a caller waits on. The indexer and
+the observation tasks run in the background, where a cold start delays nothing a user sees."""
+LIVE_ALIAS = "live"
+
 TABLE_READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
 TABLE_WRITE = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
 INDEX_MARKS = ("dynamodb:UpdateItem",)
@@ -228,6 +233,11 @@ class Functions(Construct):
                 log_group=log_group,
                 tracing=lambda_.Tracing.ACTIVE,
                 environment=environment,
+                snap_start=(
+                    lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS
+                    if config.snap_start and spec.name in SNAP_START_FUNCTIONS
+                    else None
+                ),
             )
             self.by_name[spec.name] = function
             lambda_runtime_suppression(function)
@@ -258,6 +268,13 @@ class Functions(Construct):
             )
         self.api = self.by_name["api"]
         self.context = self.by_name["context"]
+        # What API Gateway invokes: the function, or with SnapStart its ``live`` alias on the version
+        # published from this deploy (SnapStart snapshots published versions only).
+        self.api_target: lambda_.IFunction = self.api
+        self.context_target: lambda_.IFunction = self.context
+        if config.snap_start:
+            self.api_target = self._live_alias(self.api)
+            self.context_target = self._live_alias(self.context)
         self.indexer = self.by_name["indexer"]
         self.observe = self.by_name["observe"]
         self.reflect = self.by_name["reflect"]
@@ -308,6 +325,13 @@ class Functions(Construct):
             function=self.reconcile,
             minutes=RECONCILE_MINUTES,
             event={"limit": RECONCILE_LIMIT},
+        )
+
+    def _live_alias(self, function: lambda_.Function) -> lambda_.Alias:
+        """The ``live`` alias on the function's current version (a new version each deploy that changes
+        the function: Lambda snapshots it as it publishes)."""
+        return lambda_.Alias(
+            self, f"{function.node.id}Live", alias_name=LIVE_ALIAS, version=function.current_version
         )
 
     @property

@@ -92,8 +92,8 @@ class MemstackStack(Stack):
         self.api = Api(
             self,
             "Api",
-            api_function=self.functions.api,
-            context_function=self.functions.context,
+            api_function=self.functions.api_target,
+            context_function=self.functions.context_target,
             config=config,
         )
         # After the functions and search: the state machine references observe/reflect; api, indexer and
