@@ -366,6 +366,7 @@ def run(requests: Path, observations: Path) -> dict[str, Any]:
         "measured": m | o | {"log_bytes_per_turn": log_bytes},
         "assumed": ASSUMED,
         "rows": rows,
+        "snap_start": snap_start_cost(p),
     }
 
 
@@ -423,6 +424,8 @@ def render(result: dict[str, Any]) -> str:
         + ", ".join(f"{r['variant']}: {_money(r['monthly'])}" for r in rows if r["workload"] == "idle floor")
         + ". Standby replicas are the stack's `standbyReplicas` flag (docs/deploy.md; default `true`).",
         "",
+        snap_start_line(result["snap_start"]),
+        "",
         "Per-turn lines of one turn (team product), in dollars per 1,000 turns:",
         "",
     ]
@@ -462,6 +465,38 @@ def render(result: dict[str, Any]) -> str:
         "Sources: " + ", ".join(result["sources"]) + ".",
     ]
     return "\n".join(lines) + "\n"
+
+
+SNAP_START_FUNCTIONS = ("api", "context")
+"""The functions ``-c snapStart=true`` gives SnapStart (infra/functions.py ``SNAP_START_FUNCTIONS``)."""
+
+
+def snap_start_cost(prices: dict[str, float]) -> dict[str, float]:
+    """What ``-c snapStart=true`` (off by default) adds: the snapshot cache of the api and context functions'
+    live versions all month (older versions are deleted on deploy), and a restore per cold start.
+
+    Returns:
+        ``{"gb": memory of the snapshotted functions, "monthly": cache dollars a month,
+        "per_1000_cold_starts": restore dollars per 1,000 cold starts of the context function}``.
+    """
+    gb = sum(LAMBDA_MEMORY_GB[name] for name in SNAP_START_FUNCTIONS)
+    return {
+        "gb": round(gb, 3),
+        "monthly": round(gb * HOURS_PER_MONTH * 3600 * prices["lambda_snapstart_cache_gb_second"], 2),
+        "per_1000_cold_starts": round(
+            LAMBDA_MEMORY_GB["context"] * 1000 * prices["lambda_snapstart_restore_gb"], 4
+        ),
+    }
+
+
+def snap_start_line(cost: dict[str, float]) -> str:
+    """One report line for ``snap_start_cost``."""
+    return (
+        f'SnapStart (`-c snapStart=true`, off by default; docs/deploy.md "Cold start") adds {_money(cost["monthly"])} '
+        f"a month to every row, idle floor included (the snapshot cache of the api and context functions, "
+        f"{cost['gb']:.2f} GB together), plus {_money(cost['per_1000_cold_starts'])} per 1,000 cold starts of "
+        "the context function."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -218,6 +218,7 @@ class Functions(Construct):
                 **own,
                 **powertools_environment(service=f"memstack-{spec.name}", log_level=config.log_level),
             }
+            snapshotted = config.snap_start and spec.name in SNAP_START_FUNCTIONS
             function = lambda_.Function(
                 self,
                 spec.name.title(),
@@ -233,10 +234,10 @@ class Functions(Construct):
                 log_group=log_group,
                 tracing=lambda_.Tracing.ACTIVE,
                 environment=environment,
-                snap_start=(
-                    lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS
-                    if config.snap_start and spec.name in SNAP_START_FUNCTIONS
-                    else None
+                snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if snapshotted else None,
+                # a version replaced by the next deploy is deleted: each kept version's snapshot is billed
+                current_version_options=(
+                    lambda_.VersionOptions(removal_policy=RemovalPolicy.DESTROY) if snapshotted else None
                 ),
             )
             self.by_name[spec.name] = function

@@ -51,6 +51,9 @@ def test_given_snap_start_then_the_api_and_context_functions_snapshot_published_
         keys["api"],
         keys["context"],
     }
+    assert {v.get("DeletionPolicy") for v in versions.values()} == {"Delete"}, (
+        "a replaced snapshot stops billing"
+    )
 
 
 def test_given_snap_start_then_api_gateway_invokes_the_live_aliases_only(synth_bedrock: Synth) -> None:
