@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -58,6 +59,42 @@ def test_given_two_workers_when_clients_connect_then_every_connection_sees_the_o
         assert s.stdout[-1] == "memstack serve: stopped"
     for pid in workers:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_given_two_workers_when_clients_save_at_once_then_no_write_is_lost_and_each_thread_keeps_its_order(
+    tmp_path: Path,
+) -> None:
+    with running_serve(
+        "--db", str(tmp_path / "m.db"), "--embedder", "hash", "--workers", "2", cwd=tmp_path
+    ) as s:
+        failures: list[BaseException] = []
+
+        def writer(k: int) -> None:
+            try:
+                with MemstackClient(s.url, resource_id="u1", timeout=60) as c:
+                    for i in range(15):  # one thread of its own, and one shared by every writer
+                        c.save_messages(thread_id=f"own-{k}", messages=[f"writer {k} message {i}"])
+                        c.save_messages(thread_id="shared", messages=[f"writer {k} shared {i}"])
+            except BaseException as exc:  # reported by the main thread
+                failures.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not failures, failures
+        with MemstackClient(s.url, resource_id="u1", timeout=30) as c:
+            for k in range(4):
+                texts = [m.text for m in c.list_messages(thread_id=f"own-{k}", limit=100).messages]
+                assert texts == [f"writer {k} message {i}" for i in range(15)]
+            shared = c.list_messages(thread_id="shared", limit=100).messages
+            assert len(shared) == 60
+            assert [m.seq for m in shared] == sorted(m.seq for m in shared)
+            for k in range(4):  # each writer's saves keep their order inside the shared thread
+                mine = [m.text for m in shared if m.text.startswith(f"writer {k} ")]
+                assert mine == [f"writer {k} shared {i}" for i in range(15)]
+        assert s.stop() == 0
 
 
 def test_given_a_worker_that_dies_then_a_new_one_takes_its_place(tmp_path: Path) -> None:
