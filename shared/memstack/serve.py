@@ -30,7 +30,9 @@ auth check are the very code the Lambda functions run (docs/api.md).
   close the ``Memory``, exit 0.
 
 The resolver keeps the current request on its instance, so each request thread borrows a resolver of its own
-from a small pool (all over the one ``Memory``, whose adapters are thread-safe).
+from a small pool (all over the one ``Memory``, whose adapters are thread-safe). One process answers on one
+core; ``memstack.serve_workers`` runs several of these servers as forked processes on one socket
+(``--workers``), each through ``make_server(..., listener=...)`` and ``serve_until_stopped``.
 """
 
 from __future__ import annotations
