@@ -8,6 +8,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,13 @@ def workers_of(served: Served) -> list[int]:
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
+@contextmanager
+def two_workers(folder: Path) -> Iterator[Served]:
+    """``memstack serve --workers 2`` on a SQLite file in ``folder`` (hash embedder)."""
+    with running_serve("--db", str(folder / "m.db"), "--embedder", "hash", "--workers", "2", cwd=folder) as s:
+        yield s
+
+
 def wait_for(condition: object, seconds: float = 20.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -36,12 +45,10 @@ def wait_for(condition: object, seconds: float = 20.0) -> None:
 def test_given_two_workers_when_clients_connect_then_every_connection_sees_the_others_writes(
     tmp_path: Path,
 ) -> None:
-    with running_serve(
-        "--db", str(tmp_path / "m.db"), "--embedder", "hash", "--workers", "2", cwd=tmp_path
-    ) as s:
+    with two_workers(tmp_path) as s:
         assert s.stdout[0].endswith("workers=2")
         assert len(workers_of(s)) == 2
-        # connections held open at once are accepted by whichever worker is free: both get some
+        # each connection is kept by the worker that won its accept, so these six are spread over both
         clients = [MemstackClient(s.url, resource_id="u1", timeout=30) for _ in range(6)]
         try:
             for k, c in enumerate(clients):
@@ -64,9 +71,7 @@ def test_given_two_workers_when_clients_connect_then_every_connection_sees_the_o
 def test_given_two_workers_when_clients_save_at_once_then_no_write_is_lost_and_each_thread_keeps_its_order(
     tmp_path: Path,
 ) -> None:
-    with running_serve(
-        "--db", str(tmp_path / "m.db"), "--embedder", "hash", "--workers", "2", cwd=tmp_path
-    ) as s:
+    with two_workers(tmp_path) as s:
         failures: list[BaseException] = []
 
         def writer(k: int) -> None:
@@ -98,9 +103,7 @@ def test_given_two_workers_when_clients_save_at_once_then_no_write_is_lost_and_e
 
 
 def test_given_a_worker_that_dies_then_a_new_one_takes_its_place(tmp_path: Path) -> None:
-    with running_serve(
-        "--db", str(tmp_path / "m.db"), "--embedder", "hash", "--workers", "2", cwd=tmp_path
-    ) as s:
+    with two_workers(tmp_path) as s:
         first = workers_of(s)
         time.sleep(2.5)  # older than WORKER_MIN_LIFETIME_SECONDS: a crash, not a failed start
         os.kill(first[0], signal.SIGKILL)
