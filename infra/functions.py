@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Annotations, Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -331,9 +331,15 @@ class Functions(Construct):
     def _live_alias(self, function: lambda_.Function) -> lambda_.Alias:
         """The ``live`` alias on the function's current version (a new version each deploy that changes
         the function: Lambda snapshots it as it publishes)."""
-        return lambda_.Alias(
+        alias = lambda_.Alias(
             self, f"{function.node.id}Live", alias_name=LIVE_ALIAS, version=function.current_version
         )
+        # CDK warns at construction, before the version below exists, that SnapStart needs one
+        Annotations.of(function).acknowledge_warning(
+            "@aws-cdk/aws-lambda:snapStartRequirePublish",
+            "the function's current version is published and the live alias points to it",
+        )
+        return alias
 
     @property
     def roles(self) -> list[iam.IRole]:

@@ -70,3 +70,14 @@ def test_given_snap_start_then_api_gateway_invokes_the_live_aliases_only(synth_b
         "the unpublished function is not invoked"
     )
     assert not synth_bedrock.nag_errors and not synth_bedrock.nag_warnings
+
+
+def test_given_snap_start_then_synth_leaves_no_warning_about_unpublished_versions(
+    synth_bedrock: Synth,
+) -> None:
+    from aws_cdk.assertions import Annotations, Match
+
+    warnings = Annotations.from_stack(synth_bedrock.stack).find_warning(
+        "*", Match.string_like_regexp(".*SnapStart.*")
+    )
+    assert warnings == [], warnings
