@@ -252,11 +252,13 @@ def _serve(args: argparse.Namespace) -> int:
     embedder = args.embedder or settings.embedder_name
     auth = args.auth or settings.auth
     options = serve_options(args.options, observational=args.observational, configured=settings.options)
-    workers = args.workers if args.workers is not None else default_workers()
+    db = args.db or (settings.db_path if settings.backend == "sqlite" else None)
+    in_memory = db is not None and str(db) in (":memory:", "")
+    # an in-memory database lives in one process: by default it gets one worker; asked for more, it is refused
+    workers = args.workers if args.workers is not None else (1 if in_memory else default_workers())
     if workers < 1:
         raise InvalidInput(f"--workers must be at least 1, not {workers}", field="workers")
-    db = args.db or (settings.db_path if settings.backend == "sqlite" else None)
-    if workers > 1 and db is not None and str(db) in (":memory:", ""):
+    if workers > 1 and in_memory:
         raise InvalidInput(
             "--workers above 1 needs a database file: each worker would get its own in-memory one",
             field="workers",
