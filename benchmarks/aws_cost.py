@@ -20,9 +20,8 @@ embedded) and one ``POST messages`` saving the user message and the reply; the m
 Prices: ``benchmarks/aws_prices.json`` (us-east-1, dated, each with its source page). Workloads: a hobby app
 (300 turns/day), a team product (10,000/day) and a busy service (300,000/day), 90 days of messages kept
 (the stack's ``messageTtlSeconds``). The idle floor is the month with no turns. Variants show the levers:
-the stack as deployed (Serverless vector collection with standby replicas, 1536-d embeddings), 256-d
-embeddings (``-c embeddingDimensions=256``), and standby replicas off (a Serverless collection setting the
-stack does not expose yet).
+the stack as deployed (Serverless vector collection with standby replicas, 1536-d embeddings), standby
+replicas off (``-c standbyReplicas=false``), 256-d embeddings (``-c embeddingDimensions=256``), and both.
 
 Usage: ``python benchmarks/aws_cost.py [--out benchmarks/results/aws_cost]`` (writes ``.md`` and ``.json``).
 """
@@ -101,8 +100,9 @@ class Variant:
 
 VARIANTS = (
     Variant("as deployed: Serverless, standby replicas, 1536-d", 1536, True),
+    Variant("standby replicas off (-c standbyReplicas=false)", 1536, False),
     Variant("256-d embeddings (-c embeddingDimensions=256)", 256, True),
-    Variant("256-d, standby replicas off", 256, False),
+    Variant("256-d, standby replicas off (both flags)", 256, False),
 )
 
 
@@ -366,6 +366,7 @@ def run(requests: Path, observations: Path) -> dict[str, Any]:
         "measured": m | o | {"log_bytes_per_turn": log_bytes},
         "assumed": ASSUMED,
         "rows": rows,
+        "snap_start": snap_start_cost(p),
     }
 
 
@@ -419,6 +420,12 @@ def render(result: dict[str, Any]) -> str:
             table,
         ),
         "",
+        "The idle floor (a month with no turns) by variant: "
+        + ", ".join(f"{r['variant']}: {_money(r['monthly'])}" for r in rows if r["workload"] == "idle floor")
+        + ". Standby replicas are the stack's `standbyReplicas` flag (docs/deploy.md; default `true`).",
+        "",
+        snap_start_line(result["snap_start"]),
+        "",
         "Per-turn lines of one turn (team product), in dollars per 1,000 turns:",
         "",
     ]
@@ -458,6 +465,38 @@ def render(result: dict[str, Any]) -> str:
         "Sources: " + ", ".join(result["sources"]) + ".",
     ]
     return "\n".join(lines) + "\n"
+
+
+SNAP_START_FUNCTIONS = ("api", "context")
+"""The functions ``-c snapStart=true`` gives SnapStart (infra/functions.py ``SNAP_START_FUNCTIONS``)."""
+
+
+def snap_start_cost(prices: dict[str, float]) -> dict[str, float]:
+    """What ``-c snapStart=true`` (off by default) adds: the snapshot cache of the api and context functions'
+    live versions all month (older versions are deleted on deploy), and a restore per cold start.
+
+    Returns:
+        ``{"gb": memory of the snapshotted functions, "monthly": cache dollars a month,
+        "per_1000_cold_starts": restore dollars per 1,000 cold starts of the context function}``.
+    """
+    gb = sum(LAMBDA_MEMORY_GB[name] for name in SNAP_START_FUNCTIONS)
+    return {
+        "gb": round(gb, 3),
+        "monthly": round(gb * HOURS_PER_MONTH * 3600 * prices["lambda_snapstart_cache_gb_second"], 2),
+        "per_1000_cold_starts": round(
+            LAMBDA_MEMORY_GB["context"] * 1000 * prices["lambda_snapstart_restore_gb"], 4
+        ),
+    }
+
+
+def snap_start_line(cost: dict[str, float]) -> str:
+    """One report line for ``snap_start_cost``."""
+    return (
+        f'SnapStart (`-c snapStart=true`, off by default; docs/deploy.md "Cold start") adds {_money(cost["monthly"])} '
+        f"a month to every row, idle floor included (the snapshot cache of the api and context functions, "
+        f"{cost['gb']:.2f} GB together), plus {_money(cost['per_1000_cold_starts'])} per 1,000 cold starts of "
+        "the context function."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

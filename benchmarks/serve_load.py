@@ -16,12 +16,18 @@ Measured in one run, side by side:
 4. **burst**: ``--burst`` (default 64) connections opened at once, one request each → the slowest connect
    and the slowest answer (a listen backlog that is too small shows as connects of a second or more).
 
-The client runs in this process (threads), the server in another: both share the machine's cores, as they
-do on a developer's laptop. Targets: HTTP p50 <= 2x the library's with 1 client; >= 1,000
-requests/s with 4 clients on a 2-core machine; p99 <= 20 ms. Benchmarks print; they never assert.
+Phases 2-4 run once per ``--workers`` value (default ``1,2``: the single-process server, then
+``memstack serve --workers 2``), on the same file, side by side in one run.
+
+CPU: for each load phase the report gives the server's CPU (every process of it, from ``/proc``) and the
+benchmark process's (the clients), in ms per request, and how busy the machine's cores were (``/proc/stat``,
+every process, other users' included). The client runs in this process (threads), the server in others:
+all share the machine's cores, as they do on a developer's laptop; on a 2-core machine the clients' CPU
+is taken from the server's. Targets: HTTP p50 <= 2x the library's with 1 client; >= 1,000 requests/s with
+4 clients on a 2-core machine; p99 <= 20 ms. Benchmarks print; they never assert.
 
 Usage: ``python benchmarks/serve_load.py [--quick] [--requests 400] [--clients 4] [--seconds 5]
-[--burst 64] [--out benchmarks/results/serve_load]``
+[--burst 64] [--workers 1,2] [--out benchmarks/results/serve_load]``
 """
 
 from __future__ import annotations
@@ -60,10 +66,11 @@ class Phase:
     latencies: list[float]
     seconds: float
     errors: int = 0
+    cpu: CpuUse | None = None
 
     def figures(self) -> dict[str, Any]:
         n = len(self.latencies)
-        return {
+        out: dict[str, Any] = {
             "requests": n,
             "errors": self.errors,
             "seconds": round(self.seconds, 3),
@@ -72,6 +79,70 @@ class Phase:
             "p99_ms": round(percentile(self.latencies, 0.99), 2) if n else None,
             "max_ms": round(max(self.latencies), 2) if n else None,
         }
+        if self.cpu is not None and n:
+            out |= {
+                "server_cpu_ms_per_request": round(self.cpu.server_s * 1000 / n, 3),
+                "client_cpu_ms_per_request": round(self.cpu.client_s * 1000 / n, 3),
+                "machine_busy_cores": round(self.cpu.busy_cores, 2),
+            }
+        return out
+
+
+@dataclass
+class CpuUse:
+    """CPU seconds of the server's processes and of this one (the clients) over a phase, and the machine's
+    busy cores (every process's, from ``/proc/stat``) averaged over it."""
+
+    server_s: float
+    client_s: float
+    busy_cores: float
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` (``/proc/<pid>/stat``; 0 when gone or not on Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _machine_ticks() -> tuple[float, float]:
+    """(busy, total) jiffies of every core since boot (``/proc/stat``; zeros off Linux)."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except OSError:
+        return 0.0, 0.0
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return float(sum(values) - idle), float(sum(values))
+
+
+class CpuMeter:
+    """Measures a phase's ``CpuUse`` for the server process ``pid`` and its worker processes."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.pids = [pid, *_children(pid)]
+        self.server = sum(_process_cpu(p) for p in self.pids)
+        self.client = time.process_time()
+        self.busy, self.total = _machine_ticks()
+
+    def done(self) -> CpuUse:
+        server = sum(_process_cpu(p) for p in self.pids) - self.server
+        busy, total = _machine_ticks()
+        cores = os.cpu_count() or 1
+        share = (busy - self.busy) / (total - self.total) if total > self.total else 0.0
+        return CpuUse(server, time.process_time() - self.client, share * cores)
 
 
 def seed(db: Path, data: Path) -> list[str]:
@@ -117,12 +188,12 @@ def library_phase(db: Path, questions: list[str], requests: int) -> Phase:
 class Server:
     """``memstack serve`` on a free port of 127.0.0.1, in a subprocess, stopped on exit."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path, workers: int) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTACK_", "OPENAI_"))}
         env["PYTHONPATH"] = str(ROOT / "shared")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memstack.cli", "serve", "--host", HOST, "--port", "0"]
-            + ["--db", str(db), "--embedder", "hash"],
+            + ["--db", str(db), "--embedder", "hash", "--workers", str(workers)],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # the access log: one line per request
             text=True,
@@ -173,23 +244,24 @@ def _call(conn: http.client.HTTPConnection, question: str) -> bool:
     return response.status == 200
 
 
-def one_client_phase(port: int, questions: list[str], requests: int) -> Phase:
-    conn = http.client.HTTPConnection(HOST, port, timeout=30)
+def one_client_phase(server: Server, questions: list[str], requests: int) -> Phase:
+    conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
     try:
         for q in questions[:20]:
             _call(conn, q)
         latencies, errors = [], 0
+        meter = CpuMeter(server.process.pid)
         started = time.perf_counter()
         for i in range(requests):
             t0 = time.perf_counter()
             errors += not _call(conn, questions[i % len(questions)])
             latencies.append((time.perf_counter() - t0) * 1000)
-        return Phase("1 client", latencies, time.perf_counter() - started, errors)
+        return Phase("1 client", latencies, time.perf_counter() - started, errors, meter.done())
     finally:
         conn.close()
 
 
-def many_clients_phase(port: int, questions: list[str], clients: int, seconds: float, cap: int) -> Phase:
+def many_clients_phase(server: Server, questions: list[str], clients: int, seconds: float, cap: int) -> Phase:
     """``clients`` keep-alive connections sending back to back for ``seconds`` (at most ``cap`` calls in all)."""
     latencies: list[float] = []
     errors = [0]
@@ -198,7 +270,7 @@ def many_clients_phase(port: int, questions: list[str], clients: int, seconds: f
     sent = [0]
 
     def run(k: int) -> None:
-        conn = http.client.HTTPConnection(HOST, port, timeout=30)
+        conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
         mine: list[float] = []
         bad = 0
         try:
@@ -226,11 +298,13 @@ def many_clients_phase(port: int, questions: list[str], clients: int, seconds: f
         t.start()
     deadline = time.perf_counter() + seconds
     start.wait()
+    meter = CpuMeter(server.process.pid)
     started = time.perf_counter()
     deadline = started + seconds
     for t in threads:
         t.join(seconds + 60)
-    return Phase(f"{clients} clients", latencies, time.perf_counter() - started, errors[0])
+    elapsed = time.perf_counter() - started
+    return Phase(f"{clients} clients", latencies, elapsed, errors[0], meter.done())
 
 
 def burst_phase(port: int, questions: list[str], burst: int) -> dict[str, Any]:
@@ -276,16 +350,28 @@ def burst_phase(port: int, questions: list[str], burst: int) -> dict[str, Any]:
     }
 
 
-def run(data: Path, requests: int, clients: int, seconds: float, burst: int) -> dict[str, Any]:
+def run(
+    data: Path, requests: int, clients: int, seconds: float, burst: int, workers: list[int]
+) -> dict[str, Any]:
+    servers: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="memstack-serve-load-") as tmp:
         db = Path(tmp) / "load.db"
         questions = seed(db, data)
-        library = library_phase(db, questions, requests)
-        with Server(db) as server:
-            single = one_client_phase(server.port, questions, requests)
-            many = many_clients_phase(server.port, questions, clients, seconds, cap=requests * 20)
-            burst_result = burst_phase(server.port, questions, burst)
-    lib, one, multi = library.figures(), single.figures(), many.figures()
+        lib = library_phase(db, questions, requests).figures()
+        for n in workers:
+            with Server(db, n) as server:
+                one = one_client_phase(server, questions, requests).figures()
+                many = many_clients_phase(server, questions, clients, seconds, cap=requests * 20).figures()
+                burst_result = burst_phase(server.port, questions, burst)
+            servers.append(
+                {
+                    "workers": n,
+                    "one_client": one,
+                    "many_clients": many,
+                    "burst": burst_result,
+                    "ratio_http_to_library_p50": round(one["p50_ms"] / lib["p50_ms"], 2),
+                }
+            )
     return {
         "machine": machine(),
         "load_average": [round(x, 1) for x in os.getloadavg()],
@@ -296,38 +382,40 @@ def run(data: Path, requests: int, clients: int, seconds: float, burst: int) -> 
             "requests": requests,
             "clients": clients,
             "seconds": seconds,
+            "workers": workers,
         },
         "library": lib,
-        "one_client": one,
-        "many_clients": multi,
-        "burst": burst_result,
-        "ratio_http_to_library_p50": round(one["p50_ms"] / lib["p50_ms"], 2),
+        "servers": servers,
         "targets": {"ratio_p50": 2.0, "requests_per_s": 1000, "p99_ms": 20.0},
     }
 
 
-def render(result: dict[str, Any]) -> str:
-    lib, one, many, burst = result["library"], result["one_client"], result["many_clients"], result["burst"]
-    w = result["workload"]
-    rows = [
-        ["library `Memory.context` (in process)", lib["requests"], "–", lib["p50_ms"], lib["p99_ms"], "–"],
-        [
-            "HTTP, 1 keep-alive client",
-            one["requests"],
-            one["errors"],
-            one["p50_ms"],
-            one["p99_ms"],
-            one["requests_per_s"],
-        ],
-        [
-            f"HTTP, {w['clients']} keep-alive clients ({w['seconds']:g} s)",
-            many["requests"],
-            many["errors"],
-            many["p50_ms"],
-            many["p99_ms"],
-            many["requests_per_s"],
-        ],
+def _cpu_cells(phase: dict[str, Any]) -> list[Any]:
+    return [
+        phase.get("server_cpu_ms_per_request", "–"),
+        phase.get("client_cpu_ms_per_request", "–"),
+        phase.get("machine_busy_cores", "–"),
     ]
+
+
+def render(result: dict[str, Any]) -> str:
+    lib, w = result["library"], result["workload"]
+    rows: list[list[Any]] = [
+        ["library `Memory.context` (in process)", lib["requests"], "–", lib["p50_ms"], lib["p99_ms"], "–"]
+        + ["–"] * 3
+    ]
+    for s in result["servers"]:
+        one, many = s["one_client"], s["many_clients"]
+        label = f"{s['workers']} worker{'s' if s['workers'] > 1 else ''}"
+        rows.append(
+            [f"HTTP, {label}, 1 keep-alive client", one["requests"], one["errors"], one["p50_ms"]]
+            + [one["p99_ms"], one["requests_per_s"], *_cpu_cells(one)]
+        )
+        rows.append(
+            [f"HTTP, {label}, {w['clients']} keep-alive clients ({w['seconds']:g} s)", many["requests"]]
+            + [many["errors"], many["p50_ms"], many["p99_ms"], many["requests_per_s"], *_cpu_cells(many)]
+        )
+    cores = result["machine"].get("cores") or os.cpu_count() or 1
     lines = [
         "# `memstack serve` under load (127.0.0.1)",
         "",
@@ -336,19 +424,40 @@ def render(result: dict[str, Any]) -> str:
         "(other work on this shared machine shows here).",
         f"Workload: LoCoMo conversation {w['conversation']} (419 messages) in one thread of a fresh SQLite file, "
         f"hash embedder; each request is the context of a new turn (one of {w['questions']} questions: history "
-        "+ hybrid recall, nothing saved). Server in a subprocess, clients as threads of the benchmark process, "
-        "both on this machine's cores. Targets: HTTP p50 <= 2x library p50 (1 client), >= 1,000 "
-        "requests/s with 4 clients, p99 <= 20 ms.",
+        "+ hybrid recall, nothing saved). Server in a subprocess (`--workers` processes), clients as threads of "
+        "the benchmark process, all on this machine's cores. Targets: HTTP p50 <= 2x library p50 (1 client), "
+        ">= 1,000 requests/s with 4 clients, p99 <= 20 ms.",
         "",
-        markdown_table(["regime", "requests", "errors", "p50 ms", "p99 ms", "requests/s"], rows),
+        markdown_table(
+            [
+                "regime",
+                "requests",
+                "errors",
+                "p50 ms",
+                "p99 ms",
+                "requests/s",
+                "server CPU ms/request",
+                "client CPU ms/request",
+                f"busy cores (of {cores}, every process)",
+            ],
+            rows,
+        ),
         "",
-        f"HTTP p50 / library p50 (1 client): **{result['ratio_http_to_library_p50']}x**.",
-        "",
-        f"Burst: {burst['connections']} connections opened at once, one request each: slowest connect "
-        f"{burst['connect_max_ms']} ms ({burst['connect_over_1s']} over 1 s), answers p50 {burst['answer_p50_ms']} ms, "
-        f"slowest {burst['answer_max_ms']} ms, {burst['errors']} errors.",
     ]
-    return "\n".join(lines) + "\n"
+    for s in result["servers"]:
+        burst, many = s["burst"], s["many_clients"]
+        cpu = (many.get("server_cpu_ms_per_request") or 0) + (many.get("client_cpu_ms_per_request") or 0)
+        ceiling = f"{cores * 1000 / cpu:,.0f}" if cpu else "–"
+        lines += [
+            f"**{s['workers']} worker(s)**: HTTP p50 / library p50 (1 client) **{s['ratio_http_to_library_p50']}x**. "
+            f"With {w['clients']} clients a request cost {cpu:.2f} ms of CPU, server and client together: "
+            f"{cores} cores doing nothing else would top out near {ceiling} requests/s. "
+            f"Burst: {burst['connections']} connections opened at once, one request each: slowest connect "
+            f"{burst['connect_max_ms']} ms ({burst['connect_over_1s']} over 1 s), answers p50 "
+            f"{burst['answer_p50_ms']} ms, slowest {burst['answer_max_ms']} ms, {burst['errors']} errors.",
+            "",
+        ]
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -361,11 +470,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--burst", type=int, default=64)
     parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument(
+        "--workers", default="1,2", help="comma-separated --workers values, each a server run (default 1,2)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "serve_load")
     args = parser.parse_args(argv)
     if args.quick:
         args.requests, args.seconds, args.burst = 100, 2.0, 32
-    result = run(args.data or default_data_path(), args.requests, args.clients, args.seconds, args.burst)
+    workers = [int(n) for n in args.workers.split(",") if n.strip()]
+    result = run(
+        args.data or default_data_path(), args.requests, args.clients, args.seconds, args.burst, workers
+    )
     write_report(args.out, render(result), result)
     return 0
 

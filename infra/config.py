@@ -47,6 +47,15 @@ class MemstackConfig:
         alarm_topic_arn: an SNS topic the alarms notify; unset, alarms only change state.
         log_level: ``POWERTOOLS_LOG_LEVEL`` of the functions.
         collection_name: the Serverless collection's name (3-28 lower-case letters, digits, hyphens).
+        standby_replicas: the Serverless collection keeps standby replicas in a second Availability Zone
+            (``true``, the default and AWS's) or not (``false``: half the OCUs, so half the idle floor, and
+            no copy to fail over to while an AZ is down; benchmarks/results/aws_cost.md). AWS fixes it
+            when the collection is created: changing it later leaves an existing collection as it was.
+            ``aoss`` only.
+        snap_start: Lambda SnapStart on the ``api`` and ``context`` functions (``false`` by default): their
+            init (imports, clients, one priming context, ``memstack.snapstart``) runs once per published
+            version and is snapshotted; API Gateway then invokes each function's ``live`` alias. It costs
+            snapshot caching and restores (docs/deploy.md "Cold start").
         api_execution_logs: turn on API Gateway execution logging (needs the account-wide API Gateway
             CloudWatch role, which this stack then creates).
         memory_options: the memory options of every function (``MEMSTACK_OPTIONS``), e.g.
@@ -73,6 +82,8 @@ class MemstackConfig:
     alarm_topic_arn: str | None = None
     log_level: str = "INFO"
     collection_name: str = "memstack"
+    standby_replicas: bool = True
+    snap_start: bool = False
     api_execution_logs: bool = False
     tags: dict[str, str] = field(default_factory=dict)
     memory_options: dict[str, Any] | None = None
@@ -98,6 +109,8 @@ class MemstackConfig:
             raise ValueError(
                 "collectionName must be 3-28 lower-case letters, digits or hyphens, starting with a letter"
             )
+        if not self.standby_replicas and self.search_service != "aoss":
+            raise ValueError("standbyReplicas applies to searchService=aoss only (a managed domain sizes its nodes)")
         if self.memory_options is not None:
             from memstack.config import MemoryOptions
             from memstack.errors import InvalidInput
@@ -186,6 +199,8 @@ class MemstackConfig:
             alarm_topic_arn=get("alarmTopicArn"),
             log_level=get("logLevel") or defaults.log_level,
             collection_name=get("collectionName") or defaults.collection_name,
+            standby_replicas=flag("standbyReplicas", defaults.standby_replicas),
+            snap_start=flag("snapStart", defaults.snap_start),
             api_execution_logs=flag("apiExecutionLogs", defaults.api_execution_logs),
             tags=json.loads(tags) if isinstance(tags, str) else dict(tags or {}),
             memory_options=_json_context("memoryOptions", options) if isinstance(options, str) else options,

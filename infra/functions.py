@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Annotations, Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -56,6 +56,11 @@ from infra.storage import BODIES_PREFIX
 from memstack.adapters.dynamodb.items import MESSAGE_PREFIX
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
+
+SNAP_START_FUNCTIONS = ("api", "context")
+"""The functions that get SnapStart with ``-c snapStart=true``: the ones a caller waits on. The indexer and
+the observation tasks run in the background, where a cold start delays nothing a user sees."""
+LIVE_ALIAS = "live"
 
 TABLE_READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
 TABLE_WRITE = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
@@ -213,6 +218,7 @@ class Functions(Construct):
                 **own,
                 **powertools_environment(service=f"memstack-{spec.name}", log_level=config.log_level),
             }
+            snapshotted = config.snap_start and spec.name in SNAP_START_FUNCTIONS
             function = lambda_.Function(
                 self,
                 spec.name.title(),
@@ -228,6 +234,11 @@ class Functions(Construct):
                 log_group=log_group,
                 tracing=lambda_.Tracing.ACTIVE,
                 environment=environment,
+                snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if snapshotted else None,
+                # a version replaced by the next deploy is deleted: each kept version's snapshot is billed
+                current_version_options=(
+                    lambda_.VersionOptions(removal_policy=RemovalPolicy.DESTROY) if snapshotted else None
+                ),
             )
             self.by_name[spec.name] = function
             lambda_runtime_suppression(function)
@@ -258,6 +269,13 @@ class Functions(Construct):
             )
         self.api = self.by_name["api"]
         self.context = self.by_name["context"]
+        # What API Gateway invokes: the function, or with SnapStart its ``live`` alias on the version
+        # published from this deploy (SnapStart snapshots published versions only).
+        self.api_target: lambda_.IFunction = self.api
+        self.context_target: lambda_.IFunction = self.context
+        if config.snap_start:
+            self.api_target = self._live_alias(self.api)
+            self.context_target = self._live_alias(self.context)
         self.indexer = self.by_name["indexer"]
         self.observe = self.by_name["observe"]
         self.reflect = self.by_name["reflect"]
@@ -309,6 +327,19 @@ class Functions(Construct):
             minutes=RECONCILE_MINUTES,
             event={"limit": RECONCILE_LIMIT},
         )
+
+    def _live_alias(self, function: lambda_.Function) -> lambda_.Alias:
+        """The ``live`` alias on the function's current version (a new version each deploy that changes
+        the function: Lambda snapshots it as it publishes)."""
+        alias = lambda_.Alias(
+            self, f"{function.node.id}Live", alias_name=LIVE_ALIAS, version=function.current_version
+        )
+        # CDK warns at construction, before the version below exists, that SnapStart needs one
+        Annotations.of(function).acknowledge_warning(
+            "@aws-cdk/aws-lambda:snapStartRequirePublish",
+            "the function's current version is published and the live alias points to it",
+        )
+        return alias
 
     @property
     def roles(self) -> list[iam.IRole]:

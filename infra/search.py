@@ -55,6 +55,8 @@ class Search(Construct):
         index_environment: ``MEMSTACK_*`` settings that name the index (embedder, model, dimensions,
             prefix) — the same the functions get, so set-up creates the index they use.
         collection_name: the Serverless collection's name (policies are named after it).
+        standby_replicas: the collection's ``StandbyReplicas`` (``ENABLED`` when true, ``DISABLED`` when
+            false); fixed by AWS at creation. Ignored for a managed domain.
         retain_data: RETAIN the collection or domain when the stack is deleted.
 
     Attributes:
@@ -70,6 +72,7 @@ class Search(Construct):
         principals: Sequence[iam.IRole],
         index_environment: dict[str, str],
         collection_name: str = "memstack",
+        standby_replicas: bool = True,
         retain_data: bool = True,
         log_level: str = "INFO",
     ) -> None:
@@ -115,7 +118,7 @@ class Search(Construct):
         lambda_runtime_suppression(self.setup_function)
 
         if service == "aoss":
-            self._collection(collection_name, principals, setup_role, removal)
+            self._collection(collection_name, standby_replicas, principals, setup_role, removal)
         else:
             self._domain(principals, setup_role, removal)
         for name, value in memstack_environment(
@@ -136,7 +139,12 @@ class Search(Construct):
     # -------------------------------------------------------------------------------------- Serverless
 
     def _collection(
-        self, name: str, principals: Sequence[iam.IRole], setup_role: iam.IRole, removal: RemovalPolicy
+        self,
+        name: str,
+        standby_replicas: bool,
+        principals: Sequence[iam.IRole],
+        setup_role: iam.IRole,
+        removal: RemovalPolicy,
     ) -> None:
         stack = Stack.of(self)
         collection_resource = [f"collection/{name}"]
@@ -174,6 +182,8 @@ class Search(Construct):
             name=name,
             type="VECTORSEARCH",
             description="Memstack: message chunks (k-NN + BM25).",
+            # always written, so the template says which one a deployment has (AWS's default is ENABLED)
+            standby_replicas="ENABLED" if standby_replicas else "DISABLED",
         )
         self.collection.node.add_dependency(encryption)
         self.collection.node.add_dependency(network)

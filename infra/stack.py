@@ -81,6 +81,7 @@ class MemstackStack(Stack):
                 embedding_dimensions=config.embedding_dimensions,
             ),
             collection_name=config.collection_name,
+            standby_replicas=config.standby_replicas,
             retain_data=config.retain_data,
             log_level=config.log_level,
         )
@@ -91,8 +92,8 @@ class MemstackStack(Stack):
         self.api = Api(
             self,
             "Api",
-            api_function=self.functions.api,
-            context_function=self.functions.context,
+            api_function=self.functions.api_target,
+            context_function=self.functions.context_target,
             config=config,
         )
         # After the functions and search: the state machine references observe/reflect; api, indexer and

@@ -9,6 +9,7 @@ from typing import Any
 from memstack.api import create_app
 from memstack.bootstrap import memory_from_env
 from memstack.observability import API_GATEWAY_REQUEST_ID, lambda_handler
+from memstack.snapstart import prime
 
 app = create_app(memory_from_env)
 
@@ -20,3 +21,5 @@ def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 handler = lambda_handler(resolve, correlation_id_path=API_GATEWAY_REQUEST_ID)
 """``resolve`` with the function's logs, trace and metrics (memstack.observability)."""
+
+prime(memory_from_env)  # under SnapStart only: the snapshot then holds the built Memory (memstack.snapstart)

@@ -30,7 +30,9 @@ auth check are the very code the Lambda functions run (docs/api.md).
   close the ``Memory``, exit 0.
 
 The resolver keeps the current request on its instance, so each request thread borrows a resolver of its own
-from a small pool (all over the one ``Memory``, whose adapters are thread-safe).
+from a small pool (all over the one ``Memory``, whose adapters are thread-safe). One process answers on one
+core; ``memstack.serve_workers`` runs several of these servers as forked processes on one socket
+(``--workers``), each through ``make_server(..., listener=...)`` and ``serve_until_stopped``.
 """
 
 from __future__ import annotations
@@ -132,7 +134,15 @@ class LocalServer(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, address: tuple[str, int], pool: _AppPool, config: ServeConfig, log: TextIO) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        pool: _AppPool,
+        config: ServeConfig,
+        log: TextIO,
+        *,
+        listener: socket.socket | None = None,
+    ) -> None:
         self.pool = pool
         self.config = config
         self.log = log
@@ -140,15 +150,19 @@ class LocalServer(ThreadingHTTPServer):
         self._in_flight = 0
         self._idle = threading.Condition()
         self._log_lock = threading.Lock()
-        super().__init__(address, _Handler)
+        if listener is None:
+            super().__init__(address, _Handler)
+            return
+        # a worker process: the parent bound and listens; every worker accepts on the same socket
+        super().__init__(listener.getsockname()[:2], _Handler, bind_and_activate=False)
+        self.socket.close()
+        self.socket = listener
+        self.server_address = listener.getsockname()
 
     @property
     def url(self) -> str:
         """``http://host:port`` of the listening socket."""
-        raw, port = self.server_address[:2]
-        host = raw.decode() if isinstance(raw, bytes) else str(raw)
-        shown = f"[{host}]" if ":" in host else host
-        return f"http://{shown}:{port}"
+        return url_of(self.server_address)
 
     @contextmanager
     def in_flight(self) -> Iterator[None]:
@@ -442,8 +456,14 @@ def build_memory(
     return build(settings, embedder=embedder, options=options)
 
 
-def make_server(memory: Memory, config: ServeConfig, *, log: TextIO | None = None) -> LocalServer:
+def make_server(
+    memory: Memory, config: ServeConfig, *, log: TextIO | None = None, listener: socket.socket | None = None
+) -> LocalServer:
     """A bound (not yet serving) ``LocalServer`` answering with ``memory``.
+
+    Args:
+        listener: a socket already bound and listening (a worker of ``serve_workers``); ``None`` binds
+            ``config.host:config.port``.
 
     Raises:
         OSError: the address cannot be bound (in use, bad host).
@@ -455,7 +475,9 @@ def make_server(memory: Memory, config: ServeConfig, *, log: TextIO | None = Non
     auth = AuthConfig(mode=config.auth, resource_claim=AuthConfig.from_settings().resource_claim)
     limit = config.max_body_bytes if config.max_body_bytes is not None else MAX_BODY_BYTES
     pool = _AppPool(lambda: create_app(memory, auth=auth, max_body_bytes=limit))
-    return LocalServer((config.host, config.port), pool, config, log if log is not None else sys.stderr)
+    return LocalServer(
+        (config.host, config.port), pool, config, log if log is not None else sys.stderr, listener=listener
+    )
 
 
 def serve(memory: Memory, config: ServeConfig, *, banner: str = "", out: TextIO | None = None) -> int:
@@ -482,20 +504,12 @@ def serve(memory: Memory, config: ServeConfig, *, banner: str = "", out: TextIO 
     except BaseException:
         memory.close()
         raise
-    loop = threading.Thread(target=server.serve_forever, args=(0.2,), name="memstack-serve", daemon=True)
-    with stop_requested() as stop:
-        try:
-            loop.start()
-            print(f"memstack serve: listening on {server.url}{banner}", file=out, flush=True)
-            while not stop.wait(0.5):
-                pass
-            print("memstack serve: stopping", file=out, flush=True)
-        finally:
-            server.stopping = True
-            server.shutdown()  # no new requests
-            server.wait_idle(SHUTDOWN_GRACE_SECONDS)
-            server.server_close()
-            memory.close()
+    serve_until_stopped(
+        server,
+        memory,
+        lambda: print(f"memstack serve: listening on {server.url}{banner}", file=out, flush=True),
+        lambda: print("memstack serve: stopping", file=out, flush=True),
+    )
     print("memstack serve: stopped", file=out, flush=True)
     return 0
 
@@ -505,10 +519,46 @@ def stop_requested() -> Iterator[threading.Event]:
     """An event that Ctrl-C (SIGINT) or SIGTERM sets while inside (instead of raising or killing), so a
     server can stop gracefully; the previous handlers are restored on exit. Main thread only."""
     stop = threading.Event()
-    signals = [signal.SIGINT] + ([signal.SIGTERM] if hasattr(signal, "SIGTERM") else [])
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in signals}
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in stop_signals()}
     try:
         yield stop
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def serve_until_stopped(
+    server: LocalServer,
+    memory: Memory,
+    started: Callable[[], None] = lambda: None,
+    stopping: Callable[[], None] = lambda: None,
+) -> None:
+    """Run ``server`` on a thread until SIGINT or SIGTERM (``stop_requested``); then stop accepting, wait for
+    requests in flight (``SHUTDOWN_GRACE_SECONDS`` at most), close the socket and ``memory``."""
+    loop = threading.Thread(target=server.serve_forever, args=(0.2,), name="memstack-serve", daemon=True)
+    with stop_requested() as stop:
+        try:
+            loop.start()
+            started()
+            while not stop.wait(0.5):
+                pass
+            stopping()
+        finally:
+            server.stopping = True
+            server.shutdown()  # no new requests
+            server.wait_idle(SHUTDOWN_GRACE_SECONDS)
+            server.server_close()
+            memory.close()
+
+
+def url_of(address: Any) -> str:
+    """``http://host:port`` of a socket address (``[host]`` for IPv6)."""
+    raw, port = address[:2]
+    host = raw.decode() if isinstance(raw, bytes) else str(raw)
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def stop_signals() -> list[signal.Signals]:
+    """The signals that stop the server: SIGINT (Ctrl-C) and, where it exists, SIGTERM."""
+    return [signal.SIGINT] + ([signal.SIGTERM] if hasattr(signal, "SIGTERM") else [])

@@ -86,9 +86,12 @@ def synth_jwt_es() -> Synth:
 @pytest.fixture(scope="session")
 def synth_bedrock() -> Synth:
     """Models on Amazon Bedrock: Titan v2 embeddings at 512 dimensions, Claude 3.5 Haiku through a US
-    cross-region inference profile for the Observer, the Reflector and titles, observational memory on."""
+    cross-region inference profile for the Observer, the Reflector and titles, observational memory on; the
+    cheaper Serverless collection (standby replicas off); SnapStart on the api and context functions."""
     return synthesize(
         models="bedrock",
+        standbyReplicas="false",
+        snapStart="true",
         embeddingDimensions="512",
         chatModel="us.anthropic.claude-3-5-haiku-20241022-v1:0",
         memoryOptions='{"observational_memory": true}',

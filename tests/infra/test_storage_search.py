@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from aws_cdk.assertions import Match
 
 from tests.infra.conftest import Synth
@@ -146,6 +147,28 @@ def test_given_the_stack_then_the_collection_is_a_vector_collection_with_its_thr
         k for k in synth.json["Resources"] if "EncryptionPolicy" in k
     }
     synth.template.resource_count_is("AWS::OpenSearchServerless::AccessPolicy", 1)
+
+
+def test_given_the_default_stack_then_the_collection_keeps_standby_replicas(synth: Synth) -> None:
+    synth.template.has_resource_properties(
+        "AWS::OpenSearchServerless::Collection", {"Name": "memstack", "StandbyReplicas": "ENABLED"}
+    )
+
+
+def test_given_standby_replicas_off_then_the_collection_has_none(synth_bedrock: Synth) -> None:
+    synth_bedrock.template.has_resource_properties(
+        "AWS::OpenSearchServerless::Collection", {"Name": "memstack", "StandbyReplicas": "DISABLED"}
+    )
+    assert not synth_bedrock.nag_errors and not synth_bedrock.nag_warnings, "cdk-nag clean without standbys"
+
+
+def test_given_standby_replicas_off_with_a_managed_domain_then_synth_fails_naming_the_flag() -> None:
+    from aws_cdk import App
+    from infra.config import MemstackConfig
+
+    app = App(context={"searchService": "es", "standbyReplicas": "false"})
+    with pytest.raises(ValueError, match="standbyReplicas applies to searchService=aoss only"):
+        MemstackConfig.from_context(app.node)
 
 
 def test_given_the_stack_then_only_the_functions_roles_get_data_access(synth: Synth) -> None:

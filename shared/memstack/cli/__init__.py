@@ -33,6 +33,7 @@ from memstack.errors import InvalidInput, MemstackError
 from memstack.studio import command as studio_command
 
 if TYPE_CHECKING:
+    from memstack.memory import Memory
     from memstack.settings import Settings
 
 
@@ -165,6 +166,13 @@ def _serve_parser(sub: Any) -> None:
         help="turn observational memory on (over --options / MEMSTACK_OPTIONS), with the chat model of "
         "MEMSTACK_CHAT_MODEL at OPENAI_BASE_URL with OPENAI_API_KEY (or MEMSTACK_CHAT_PROVIDER=bedrock)",
     )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="server processes accepting on the one socket (default: the CPU count up to 4 on Linux, else 1; "
+        "docs/local.md 'Workers')",
+    )
 
 
 def _erase_parser(sub: Any) -> None:
@@ -237,13 +245,33 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from memstack.serve import ServeConfig, build_memory, serve
+    from memstack.serve_workers import default_workers, serve_workers
     from memstack.settings import load_settings
 
     settings = load_settings(**({"backend": args.backend} if args.backend else {}))
     embedder = args.embedder or settings.embedder_name
     auth = args.auth or settings.auth
     options = serve_options(args.options, observational=args.observational, configured=settings.options)
-    memory = build_memory(settings.backend, db=args.db, embedder=embedder, options=options)
+    db = args.db or (settings.db_path if settings.backend == "sqlite" else None)
+    in_memory = db is not None and str(db) in (":memory:", "")
+    # an in-memory database lives in one process: by default it gets one worker; asked for more, it is refused
+    workers = args.workers if args.workers is not None else (1 if in_memory else default_workers())
+    if workers < 1:
+        raise InvalidInput(f"--workers must be at least 1, not {workers}", field="workers")
+    if workers > 1 and in_memory:
+        raise InvalidInput(
+            "--workers above 1 needs a database file: each worker would get its own in-memory one",
+            field="workers",
+        )
+
+    def build() -> Memory:
+        return build_memory(settings.backend, db=args.db, embedder=embedder, options=options)
+
+    # built here once either way: bad settings and an unreachable backend fail before any fork, and the
+    # SQLite schema exists before the workers open the file
+    memory = build()
+    if workers > 1:
+        memory.close()
     where = (
         f"db={args.db or settings.db_path}"
         if settings.backend == "sqlite"
@@ -258,7 +286,9 @@ def _serve(args: argparse.Namespace) -> int:
         banner += " -- jwt claims come UNVERIFIED from the X-Memstack-Claims header: local testing only"
     try:
         config = ServeConfig(host=args.host, port=args.port, auth=auth, verbose=args.verbose)
-        return serve(memory, config, banner=banner)
+        if workers == 1:
+            return serve(memory, config, banner=banner)
+        return serve_workers(build, config, workers=workers, banner=banner)
     except OSError as exc:
         print(f"memstack: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
