@@ -41,3 +41,17 @@ def test_given_a_served_database_when_browsing_by_url_then_the_answers_are_those
         assert answer(capsys, "working-memory", "get", *where) == {"working_memory": "# Alice\n- sails"}
         context = answer(capsys, "context", *where, "--message", "when do we sail?")
         assert context["request"]["messages"][-1] == {"role": "user", "content": "when do we sail?"}  # type: ignore[index]
+        local_context = answer(
+            capsys,
+            "context",
+            "--db",
+            str(db),
+            "--embedder",
+            "hash",
+            "--json",
+            *where[:4],
+            "--message",
+            "when do we sail?",
+        )
+        assert isinstance(context["token_count"], int)  # type: ignore[index]
+        assert context["token_count"] == local_context["token_count"]  # type: ignore[index]

@@ -250,3 +250,15 @@ def test_given_the_deployment_turns_semantic_recall_off_when_reindexing_then_exi
 
     monkeypatch.delenv("MEMSTACK_OPTIONS")
     assert run(capsys, "threads", "--resource", "alice", "--db", str(db), *LOCAL)[0] == 0  # left as it was
+
+
+@pytest.mark.parametrize("command", [["serve"], ["mcp"], ["studio", "--url", "http://127.0.0.1:1"]])
+@pytest.mark.parametrize("value", ["99999", "65536", "-1", "eighty"])
+def test_given_a_port_outside_the_tcp_range_when_parsing_then_exit_2_naming_the_flag(
+    command: list[str], value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main([*command, "--port", value])
+
+    assert stopped.value.code == 2
+    assert "argument --port" in capsys.readouterr().err

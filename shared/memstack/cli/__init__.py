@@ -23,6 +23,7 @@ from memstack.cli.common import (
     existing_database,
     json_argument,
     open_client,
+    port,
     print_json,
     remote_arguments,
     say,
@@ -124,7 +125,9 @@ def _mcp_parser(sub: Any) -> None:
     )
     mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default stdio")
     mcp.add_argument("--host", default="127.0.0.1", help="http: address to listen on (default 127.0.0.1)")
-    mcp.add_argument("--port", type=int, default=8766, help="http: port (default 8766); the endpoint is /mcp")
+    mcp.add_argument(
+        "--port", type=port, default=8766, help="http: port (default 8766); the endpoint is /mcp"
+    )
     mcp.add_argument(
         "--url",
         help="use a Memstack HTTP API (memstack serve, or a deployed stage URL with --sigv4) instead of a "
@@ -144,7 +147,7 @@ def _serve_parser(sub: Any) -> None:
         "Lambda functions. Indexing runs inline (no stream locally). Ctrl-C or SIGTERM stops it.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free port)")
+    serve.add_argument("--port", type=port, default=8765, help="port (default 8765; 0: any free port)")
     backend_arguments(serve)
     embedder_argument(serve)
     serve.add_argument(

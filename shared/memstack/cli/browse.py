@@ -127,7 +127,9 @@ def run_messages(args: argparse.Namespace) -> int:
 def run_context(args: argparse.Namespace) -> int:
     """``memstack context``."""
     with open_target(args) as target:
-        ctx = target.context(resource_id=args.resource, thread_id=args.thread, message=args.message)
+        turn = {"resource_id": args.resource, "thread_id": args.thread, "message": args.message}
+        # the API counts tokens only when asked; a local Memory counts on first read
+        ctx = target.context(**turn, count_tokens=True) if args.url else target.context(**turn)
         request = {"openai": ctx.to_openai, "bedrock": ctx.to_bedrock, "anthropic": ctx.to_anthropic}[
             args.format
         ]()

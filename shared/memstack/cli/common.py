@@ -42,6 +42,25 @@ def stoppable() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def port(text: str) -> int:
+    """An ``argparse`` type: a TCP port, 0 (any free port) to 65535.
+
+    Raises:
+        argparse.ArgumentTypeError: not a whole number in that range (argparse exits 2 naming the flag).
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0-{MAX_PORT} (0: any free port)")
+    return value
+
+
+MAX_PORT = 65_535
+"""The largest TCP port."""
+
+
 def embedder_argument(parser: argparse.ArgumentParser, help: str | None = None) -> None:  # noqa: A002
     """``--embedder`` of a command that builds a local memory."""
     parser.add_argument(

@@ -34,9 +34,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     auth = studio.add_mutually_exclusive_group()
     auth.add_argument("--sigv4", action="store_true", help="sign each request with SigV4 (IAM auth)")
     auth.add_argument("--jwt", metavar="TOKEN", help="send 'Authorization: Bearer TOKEN' (JWT auth)")
+    from memstack.cli.common import port  # here: memstack.cli imports this module
+
     studio.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     studio.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free port)"
+        "--port", type=port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free port)"
     )
     studio.set_defaults(run=run)
     return studio
