@@ -42,13 +42,14 @@ def _runnable(tmp_path: Path, demo: str) -> tuple[str, dict[str, str]]:
     """The recipe on free ports with this interpreter, logs in ``tmp_path``, and ``demo`` (a shell line)
     in place of the demo's command; plus the environment that finds the package and the double."""
     python = shlex.quote(sys.executable)
+    # the recipe's own paths first: the interpreter may itself live under /tmp (a clone there)
     script = (
         _aws_recipe()
+        .replace("/tmp/", f"{tmp_path}/")
         .replace(".venv/bin/python", python)
         .replace(".venv/bin/moto_server", f"{python} -m moto.server")
         .replace("5000", str(_free_port()))
         .replace("9200", str(_free_port()))
-        .replace("/tmp/", f"{tmp_path}/")
     )
     script = re.sub(r"\.venv/bin/memstack demo [^\n]*", demo, script, count=1)
     assert demo in script, "the recipe no longer runs memstack demo: update this test"
