@@ -3,12 +3,12 @@ are imported only when chosen."""
 
 from __future__ import annotations
 
-import re
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from memstack.adapters.sqlite.index import ModelMismatch
     from memstack.config import MemoryOptions
     from memstack.errors import InvalidInput
     from memstack.memory import Memory
@@ -337,6 +337,26 @@ def build_aws(
     )
 
 
+def build_store(settings: Settings | None = None, *, path: str | None = None) -> MemoryStore:
+    """The ``MemoryStore`` of ``settings`` alone — no embedder, no search index — for jobs that only read
+    or write records (``memstack export``): they work whatever embedder a database was built with, and
+    while its index is being rebuilt. Close it when done (``store.close()``).
+
+    Args:
+        settings: the backend's settings (``None``: ``load_settings()``).
+        path: the SQLite file (default ``settings.db_path``); ``sqlite`` only.
+    """
+    from memstack.settings import load_settings
+
+    settings = settings if settings is not None else load_settings()
+    if settings.backend == "aws":
+        return _dynamodb_store(settings)
+    from memstack.adapters.sqlite.db import SqliteDatabase
+    from memstack.adapters.sqlite.store import SqliteMemoryStore
+
+    return SqliteMemoryStore(SqliteDatabase(path or settings.db_path))
+
+
 def _dynamodb_store(settings: Settings) -> MemoryStore:
     """The DynamoDB store of ``settings`` (table and bucket created first with ``create_resources``)."""
     from memstack.adapters.dynamodb import DynamoDBMemoryStore, create_table
@@ -459,8 +479,9 @@ def build_local(
         )
     except InvalidInput as exc:
         db.close()
-        if exc.field in ("embedder", "dimension") and exc.message.startswith("the search index in"):
-            raise _mismatch(exc, emb) from None
+        facts: ModelMismatch | None = getattr(exc, "model_mismatch", None)
+        if facts is not None:
+            raise _mismatch(facts, emb) from None
         raise
     except BaseException:
         db.close()
@@ -470,32 +491,61 @@ def build_local(
     return memory
 
 
-_EMBEDDER_OF_MODEL = {"multilingual-e5-small": "local", "hash-256": "hash"}
-"""Model ids of the built-in embedders → the ``--embedder`` name that rebuilds them (``openai/...`` ids are
-``openai``, the others ``bedrock``)."""
+def embedder_name_for(model_id: str | None, dimension: int | None = None) -> str | None:
+    """The ``--embedder`` name (``EMBEDDERS``) whose embedder writes vectors of ``model_id``: the built-in
+    offline models by their ids, ``hash-<n>`` → ``hash``, ``openai/…`` → ``openai``, ``bedrock/…`` →
+    ``bedrock``. Without a model id (an index from before ids were recorded) the default dimension of each
+    embedder decides when only one has it. ``None`` when nothing matches."""
+    from memstack.adapters.local_embed import LocalEmbedder
+    from memstack.adapters.wordllama_embed import WordLlamaEmbedder
 
-_EMBEDDER_OF_DIMENSION = {384: "local", 256: "hash", 1536: "openai"}
-"""Default dimensions → the embedder that has it, for an index that recorded no model id."""
+    if model_id is not None:
+        fixed = {WordLlamaEmbedder.model_id: "wordllama", LocalEmbedder.model_id: "local"}
+        if model_id in fixed:
+            return fixed[model_id]
+        for prefix, name in (("hash-", "hash"), ("openai/", "openai"), ("bedrock/", "bedrock")):
+            if model_id.startswith(prefix):
+                return name
+        return None
+    by_dimension = {384: "local", 1536: "openai", 1024: "bedrock"}  # 256 is both wordllama's and hash's
+    return by_dimension.get(dimension) if dimension is not None else None
 
 
-def _mismatch(exc: InvalidInput, asked: Embedder) -> InvalidInput:
-    """The index's refusal of another embedder, plus the fix in the words of each entry point."""
+def _mismatch(exc: ModelMismatch, asked: Embedder) -> InvalidInput:
+    """The index's refusal, said once with the fix in the words of each entry point: the ``--embedder``
+    that opens the file, or the ``memstack reindex`` that moves it (or finishes moving it)."""
     from memstack.errors import InvalidInput
 
-    name = None
-    if stored := re.search(r"built with the embedding model '([^']+)'", exc.message):
-        model = stored.group(1)
-        name = _EMBEDDER_OF_MODEL.get(model) or ("openai" if model.startswith("openai/") else "bedrock")
-    elif held := re.search(r"holds (\d+)-dimensional", exc.message):
-        name = _EMBEDDER_OF_DIMENSION.get(int(held.group(1)))
-    use = (
-        f"--embedder {name} (MEMSTACK_EMBEDDER={name}; embedder={name!r} in Python)"
-        if name
-        else "the --embedder it was built with (MEMSTACK_EMBEDDER; embedder= in Python)"
+    vectors = f"{exc.stored_dimension}-dimensional vectors" if exc.stored_dimension else None
+    held = (
+        f"{exc.stored_model!r} ({vectors})"
+        if exc.stored_model and vectors
+        else repr(exc.stored_model or vectors)
     )
+    name = embedder_name_for(exc.stored_model, exc.stored_dimension)
+    asked_name = embedder_name_for(asked.model_id)
+    if exc.rebuilding:
+        flag = f"--embedder {name}" if name else "--embedder"
+        return InvalidInput(
+            f"the search index in {exc.path} is being re-embedded for {held} by a `memstack reindex` that "
+            f"has not finished; finish it with `memstack reindex {flag}` (or reindex for another embedder "
+            "instead). Until then only `memstack reindex` and `memstack export` open this database",
+            field="embedder",
+        )
+    if name and name == asked_name:  # one embedder, another model or dimension: the flag is not the fix
+        use = (
+            f"the {name} embedder configured as when it was built "
+            "(MEMSTACK_EMBEDDING_MODEL, MEMSTACK_EMBEDDING_DIMENSIONS)"
+        )
+    elif name:
+        use = f"--embedder {name} (MEMSTACK_EMBEDDER={name}; embedder={name!r} in Python)"
+    else:
+        use = "the --embedder it was built with (MEMSTACK_EMBEDDER; embedder= in Python)"
+    again = f"`memstack reindex --embedder {asked_name}`" if asked_name else "`memstack reindex`"
     return InvalidInput(
-        f"{exc.message}. This run chose the embedder {asked.model_id!r}: pass {use}, or re-embed the "
-        f"database for the new embedder with `memstack reindex`",
+        f"the search index in {exc.path} was built with {held}, but this run chose the embedder "
+        f"{asked.model_id!r}, whose vectors are not comparable: pass {use}, or re-embed the database for "
+        f"{asked.model_id!r} with {again}",
         field="embedder",
     )
 

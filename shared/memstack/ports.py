@@ -307,11 +307,12 @@ class MemoryStore(Protocol):
     def restore_messages(self, resource_id: str, thread_id: str, messages: Sequence[Message]) -> int:
         """Write messages with their own ids, ``seq`` and ``created_at`` into a thread written by
         ``restore_thread``, leaving the thread record (``last_seq``, ``updated_at``) as it is. A message
-        already stored under the same id and ``seq`` is overwritten (idempotent); restored messages have
-        no index mark, so the next indexing embeds them.
+        stored exactly so already is left as it is, index mark included (so importing a file again writes
+        and embeds nothing); one stored under the same id and ``seq`` with other content is overwritten.
+        Written messages have no index mark, so the next indexing embeds them.
 
         Returns:
-            How many messages were written.
+            How many messages were written (new or changed).
 
         Raises:
             NotFound: the thread is missing or another resource's.

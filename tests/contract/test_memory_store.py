@@ -1097,12 +1097,28 @@ def test_given_messages_with_gaps_when_restored_then_ids_seqs_and_times_are_kept
     ]
 
     assert store.restore_messages("r1", "t1", given) == 3
-    assert store.restore_messages("r1", "t1", given) == 3  # again: overwritten in place
+    assert store.restore_messages("r1", "t1", given) == 0  # again: all stored exactly so, none written
 
     assert store.list_messages("r1", "t1", limit=10) == given
     assert store.get_thread("r1", "t1") == t
     assert store.get_index_marks("r1", ["m2", "m5", "m7"]) == {}
     assert [m.seq for m in store.save_messages("r1", "t1", [msg("m8")])] == [8]
+
+
+def test_given_restored_and_indexed_messages_when_restored_again_then_unchanged_ones_keep_their_marks(
+    store: MemoryStore,
+) -> None:
+    restored_thread(store)
+    given = [msg(f"m{i}", seq=i, at=T0 + timedelta(minutes=i), metadata={"n": i}) for i in (1, 2, 3)]
+    store.restore_messages("r1", "t1", given)
+    store.set_index_marks("r1", {"m1": "fp1", "m2": "fp2", "m3": "fp3"})
+    changed = given[1].model_copy(update={"metadata": {"n": 2, "edited": True}})
+
+    written = store.restore_messages("r1", "t1", [given[0], changed, given[2]])
+
+    assert written == 1  # only the changed message is written...
+    assert store.get_index_marks("r1", ["m1", "m2", "m3"]) == {"m1": "fp1", "m3": "fp3"}  # ...and unmarked
+    assert store.list_messages("r1", "t1", limit=10) == [given[0], changed, given[2]]
 
 
 @pytest.mark.parametrize(

@@ -127,3 +127,23 @@ def test_given_semantic_recall_off_when_reindexing_then_invalid_input(tmp_path: 
     ):
         reindex(memory, Selection())
     assert err.value.field == "semantic_recall"
+
+
+def test_given_a_stopped_rebuild_when_rebuilt_back_to_the_first_model_then_every_message_is_searchable_again(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "memory.db"
+    filled(db)  # indexed with hash-256: every message marked for it
+    stopping = Stopping(128, stop_at=3)  # a rebuild for hash-128 drops the chunks, embeds two threads, stops
+    with (
+        build_local(path=db, embedder=stopping, options=VECTOR, rebuild_index=True) as memory,
+        pytest.raises(KeyboardInterrupt),
+    ):
+        reindex(memory, Selection())
+
+    with build_local(path=db, embedder="hash", options=VECTOR, rebuild_index=True) as memory:
+        report = reindex(memory, Selection())  # the operator goes back to the first model instead
+
+    assert report.chunks == 4  # the two threads still marked for hash-256 had lost their chunks too
+    with build_local(path=db, embedder="hash", options=VECTOR) as memory:
+        assert [recall_thread(memory, TOPICS[n]) for n in range(4)] == ["t0", "t1", "t2", "t3"]

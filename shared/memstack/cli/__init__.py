@@ -196,7 +196,8 @@ def _erase_parser(sub: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code: 2 for bad input or settings (``InvalidInput`` and the
-    other 4xx errors), 1 when a backend failed (``Unavailable``)."""
+    other 4xx errors), 1 when a backend failed (``Unavailable``) or the system refused a file or socket
+    (``OSError``: said in one line, with the path)."""
     args = _parser().parse_args(argv)
     try:
         if hasattr(args, "run"):
@@ -225,6 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the interpreter's final flush must not fail again on the closed pipe
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a file or socket the command was given: said in one line, not a traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"memstack {args.command}: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
     return 1
 
 
@@ -422,9 +427,12 @@ def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, 
     from memstack.bootstrap import build, build_local, chat_model_configured, make_chat_model
     from memstack.settings import load_settings
 
+    from memstack.config import MemoryOptions
+
     options: dict[str, Any] = {
         "semantic_recall": {"mode": args.mode, "top_k": args.top_k, "message_range": args.message_range}
     }
+    MemoryOptions.parse(options)  # refused before anything is printed or built
     chat: demo.CountingChat | None = None
     if args.observational:
         settings = db if not isinstance(db, str) else load_settings()

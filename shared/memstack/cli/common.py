@@ -176,6 +176,25 @@ def open_local(args: argparse.Namespace, *, must_exist: bool = True) -> Any:
     return build_memory(settings.backend, db=args.db, embedder=args.embedder or settings.embedder_name)
 
 
+@contextmanager
+def open_store(args: argparse.Namespace) -> Iterator[Any]:
+    """The ``MemoryStore`` of ``--backend``/``--db`` alone (``bootstrap.build_store``), for commands that
+    read records only: no embedder is loaded and the search index is not opened.
+
+    Raises:
+        InvalidInput: the sqlite backend's file is missing (field ``db``).
+    """
+    from memstack.bootstrap import build_store
+    from memstack.settings import load_settings
+
+    existing_database(args)
+    store = build_store(load_settings(**({"backend": args.backend} if args.backend else {})), path=args.db)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 def open_target(args: argparse.Namespace) -> Any:
     """The client of ``--url``, else the local memory: both answer the same methods (``Memory``'s)."""
     check_target(args)

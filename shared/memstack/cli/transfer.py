@@ -19,6 +19,7 @@ from memstack.cli.common import (
     existing_database,
     json_argument,
     open_local,
+    open_store,
     print_json,
     say,
     stoppable,
@@ -87,15 +88,19 @@ def run_export(args: argparse.Namespace) -> int:
     from memstack.transfer import Selection, export_jsonl
 
     selection = Selection(resource_id=args.resource, thread_id=args.thread)
-    existing_database(args)
     target = Path(args.output) if args.output else None
+    if target is not None and not target.parent.is_dir():
+        raise InvalidInput(f"no directory {target.parent} for --output {target}", field="output")
+    if target is not None and target.is_dir():
+        raise InvalidInput(f"--output {target} is a directory; name a file", field="output")
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}") if target else None
-    with stoppable(), open_local(args) as memory, ProgressBar("export", quiet=args.quiet) as bar:
+    # the store alone: an export needs no embedder, and works while a reindex is unfinished
+    with stoppable(), open_store(args) as store, ProgressBar("export", quiet=args.quiet) as bar:
         try:
             out = partial.open("w", encoding="utf-8") if partial else sys.stdout
             lines = 0
             try:
-                for line in export_jsonl(memory.store, selection, progress=bar):
+                for line in export_jsonl(store, selection, progress=bar):
                     out.write(line + "\n")
                     lines += 1
             finally:
@@ -113,22 +118,28 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     """``memstack import``: validate, then write and index."""
-    from memstack.transfer import import_jsonl
+    from memstack.transfer import check_file, import_jsonl
 
     path = Path(args.file)
     if not path.is_file():
         raise InvalidInput(f"no file at {path}", field="file")
+    with stoppable():
+        checked = check_file(path)  # before the database is opened: a bad file leaves no new file behind
     with (
         stoppable(),
         open_local(args, must_exist=False) as memory,
         ProgressBar("import", quiet=args.quiet) as bar,
     ):
-        report = import_jsonl(memory, path, progress=bar)
-    counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in report.counts.items())
+        report = import_jsonl(memory, path, progress=bar, checked=checked)
+    written = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in report.counts.items())
+    text = f"imported {written}; indexed {report.chunks_indexed} chunks"
+    if any(report.unchanged.values()):
+        same = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in report.unchanged.items() if n)
+        text += f"; already present and left as they were: {same}"
     _report(
         args,
-        {"counts": report.counts, "chunks_indexed": report.chunks_indexed},
-        f"imported {counts}; indexed {report.chunks_indexed} chunks",
+        {"counts": report.counts, "unchanged": report.unchanged, "chunks_indexed": report.chunks_indexed},
+        text,
     )
     return 0
 

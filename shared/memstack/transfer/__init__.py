@@ -7,7 +7,7 @@ The file format is ``records`` (docs/export.md).
 """
 
 from memstack.transfer.exporter import export_jsonl
-from memstack.transfer.importer import ImportReport, import_jsonl
+from memstack.transfer.importer import CheckedFile, ImportReport, check_file, import_jsonl
 from memstack.transfer.progress import NoProgress, Progress
 from memstack.transfer.records import FORMAT, FORMAT_VERSION
 from memstack.transfer.reindex import ReindexReport, reindex
@@ -16,12 +16,14 @@ from memstack.transfer.walk import Selection
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "CheckedFile",
     "ImportReport",
     "NoProgress",
     "Progress",
     "ReindexReport",
     "Selection",
     "export_jsonl",
+    "check_file",
     "import_jsonl",
     "reindex",
 ]

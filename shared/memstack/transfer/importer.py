@@ -33,14 +33,31 @@ reaches it."""
 
 @dataclass(slots=True)
 class ImportReport:
-    """What an import wrote: records per kind (``COUNT_KEYS``) and the index chunks it embedded."""
+    """What an import did: records written per kind (``COUNT_KEYS``), records the target already held
+    exactly so (``unchanged``, left as they were: a second import of one file writes nothing) and the
+    index chunks it embedded."""
 
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
+    unchanged: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
     chunks_indexed: int = 0
 
 
-def import_jsonl(memory: Memory, path: str | Path, *, progress: Progress | None = None) -> ImportReport:
+@dataclass(frozen=True, slots=True)
+class CheckedFile:
+    """An export file that passed ``check_file``: its path and its records other than messages (threads,
+    resource records, observation records), which ``import_jsonl`` compares with the target."""
+
+    path: Path
+    records: tuple[Record, ...]
+
+
+def import_jsonl(
+    memory: Memory, path: str | Path, *, progress: Progress | None = None, checked: CheckedFile | None = None
+) -> ImportReport:
     """Import the export file at ``path`` into ``memory``'s store and index.
+
+    ``checked`` is ``check_file(path)``'s result when the caller validated the file already (the CLI does,
+    before it creates a database file); otherwise the file is checked here first.
 
     Raises:
         InvalidInput: a bad line (the message starts with ``line N:``), a file without its ``end``
@@ -51,10 +68,11 @@ def import_jsonl(memory: Memory, path: str | Path, *, progress: Progress | None 
         Whatever the store, embedder or index raise.
     """
     file = Path(path)
-    _check(memory, file)
+    checked = checked if checked is not None and checked.path == file else check_file(file)
+    present = _present(memory, checked)
     progress = progress or NoProgress()
     progress.start(file.stat().st_size, "bytes")
-    writer = _Writer(memory)
+    writer = _Writer(memory, present)
     with file.open("rb") as f:
         for record, size in _records(f):
             writer.write(record)
@@ -78,11 +96,19 @@ def _records(f: IO[bytes]) -> Iterator[tuple[Record, int]]:
             yield parse(number, text), len(raw)
 
 
-def _check(memory: Memory, file: Path) -> None:
-    """The first pass (see the module docstring)."""
-    store = memory.store
+def check_file(path: str | Path) -> CheckedFile:
+    """The first pass over an export file, without a target: every line parses (JSON, a known ``type``,
+    the model's rules), the header's format and version, each thread's records after the thread, the
+    ``end`` record and its counts.
+
+    Raises:
+        InvalidInput: the first bad line (``line N: …``); a file that is empty, truncated (no ``end``
+            record) or whose ``end`` counts differ from its records.
+    """
+    file = Path(path)
     counts = dict.fromkeys(COUNT_KEYS, 0)
     threads: set[tuple[str, str]] = set()
+    kept: list[Record] = []
     current: tuple[str, str] | None = None
     first = True
     end: Record | None = None
@@ -101,29 +127,20 @@ def _check(memory: Memory, file: Path) -> None:
                 raise bad_line(record.line, "a second header")
             counts[COUNTED[record.kind]] += 1
             value = record.value
-            if isinstance(value, Thread):
-                current = (value.resource_id, value.id)
-                threads.add(current)
-                stored: object = store.get_thread(value.resource_id, value.id)
-            elif isinstance(value, Message):
+            if isinstance(value, Message):
                 if (value.resource_id, value.thread_id) != current:
                     raise bad_line(record.line, f"message {value.id!r} does not follow its thread's record")
                 continue
-            elif isinstance(value, ObservationRecord):
-                if value.thread_id is not None and (value.resource_id, value.thread_id) not in threads:
-                    raise bad_line(
-                        record.line, "a thread's observation record comes before the thread's record"
-                    )
-                stored = store.get_observation_record(value.resource_id, value.thread_id)
-            else:
-                assert isinstance(value, Resource)
-                stored = store.get_resource(value.id)
-            if stored is not None and not same_record(stored, value):  # type: ignore[arg-type]
-                raise Conflict(
-                    f"line {record.line}: the target already holds a different {record.kind.replace('_', ' ')} "
-                    "under this id; nothing was imported (erase it, or import into another database)",
-                    field="line",
-                )
+            if isinstance(value, Thread):
+                current = (value.resource_id, value.id)
+                threads.add(current)
+            elif (
+                isinstance(value, ObservationRecord)
+                and value.thread_id is not None
+                and (value.resource_id, value.thread_id) not in threads
+            ):
+                raise bad_line(record.line, "a thread's observation record comes before the thread's record")
+            kept.append(record)
     if first:
         raise bad_line(1, "the file is empty: not a Memstack export")
     if end is None:
@@ -134,14 +151,47 @@ def _check(memory: Memory, file: Path) -> None:
         raise bad_line(
             end.line, f"the end record counts {end.value.get('counts')}, but the file holds {counts}"
         )
+    return CheckedFile(file, tuple(kept))
+
+
+def _present(memory: Memory, checked: CheckedFile) -> set[int]:
+    """The lines of ``checked``'s records that the target already holds exactly so.
+
+    Raises:
+        Conflict: the target holds a different record under one of the file's ids (see ``import_jsonl``).
+    """
+    store = memory.store
+    present: set[int] = set()
+    for record in checked.records:
+        value = record.value
+        stored: object
+        if isinstance(value, Thread):
+            stored = store.get_thread(value.resource_id, value.id)
+        elif isinstance(value, ObservationRecord):
+            stored = store.get_observation_record(value.resource_id, value.thread_id)
+        else:
+            assert isinstance(value, Resource)
+            stored = store.get_resource(value.id)
+        if stored is None:
+            continue
+        if not same_record(stored, value):  # type: ignore[arg-type]
+            raise Conflict(
+                f"line {record.line}: the target already holds a different {record.kind.replace('_', ' ')} "
+                "under this id; nothing was imported (erase it, or import into another database)",
+                field="line",
+            )
+        present.add(record.line)
+    return present
 
 
 class _Writer:
-    """The second pass: restores each record, a thread's messages ``PAGE`` at a time, and indexes them."""
+    """The second pass: restores each record, a thread's messages ``PAGE`` at a time, and indexes them.
+    Records the target holds exactly so (``present``, by line) are counted as unchanged."""
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: Memory, present: set[int]) -> None:
         self.memory = memory
         self.store = memory.store
+        self.present = present
         self.report = ImportReport()
         self.thread: Thread | None = None
         self.pending: list[Message] = []
@@ -162,7 +212,8 @@ class _Writer:
             self.store.restore_observation_record(value)
         else:
             return  # header, end
-        self.report.counts[COUNTED[record.kind]] += 1
+        tally = self.report.unchanged if record.line in self.present else self.report.counts
+        tally[COUNTED[record.kind]] += 1
 
     def flush(self) -> None:
         """Write and index the buffered messages of the current thread."""
@@ -171,10 +222,11 @@ class _Writer:
         thread, batch = self.thread, self.pending
         assert thread is not None  # the first pass checked the order
         self.pending = []
-        self.store.restore_messages(thread.resource_id, thread.id, batch)
-        self.report.counts["messages"] += len(batch)
+        written = self.store.restore_messages(thread.resource_id, thread.id, batch)
+        self.report.counts["messages"] += written
+        self.report.unchanged["messages"] += len(batch) - written
         recall = self.memory.options.semantic_recall
-        if recall.enabled:
+        if recall.enabled:  # ``once``: messages left unchanged keep their index marks and are skipped
             self.report.chunks_indexed += self.memory.recall_engine.index_messages(
                 thread, batch, recall, once=True, metered=False
             )

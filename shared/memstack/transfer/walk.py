@@ -56,7 +56,9 @@ def plan(store: MemoryStore, selection: Selection) -> Plan:
     """Read the selection's resources and threads.
 
     Raises:
-        NotFound: the selected thread does not exist.
+        NotFound: the selected thread does not exist; the selected resource holds nothing (no thread,
+            resource record or resource-scope observation record) — a mistyped id would otherwise give
+            an empty export, or a reindex of nothing, that looks like success.
     """
     if selection.thread_id is not None:
         assert selection.resource_id is not None
@@ -67,6 +69,17 @@ def plan(store: MemoryStore, selection: Selection) -> Plan:
     else:
         ids = [selection.resource_id] if selection.resource_id is not None else resource_ids(store)
         resources = {rid: list(threads_of(store, rid)) for rid in ids}
+        rid = selection.resource_id
+        if (
+            rid is not None
+            and not resources[rid]
+            and store.get_resource(rid) is None
+            and store.get_observation_record(rid, None) is None
+        ):
+            raise NotFound(
+                f"resource {rid!r} not found: it has no threads, working memory or observations",
+                field="resource_id",
+            )
     return Plan(resources, sum(t.last_seq for ts in resources.values() for t in ts))
 
 

@@ -9,13 +9,15 @@ resource, and no index lists resources. It serves operators' bulk jobs only, nev
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import PutError, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from memstack.adapters.dynamodb.codec import thread_item
+from memstack.adapters.dynamodb.codec import message_body, thread_item
 from memstack.adapters.dynamodb.errors import lost_race, translate, translated
 from memstack.adapters.dynamodb.items import (
     OBSERVATION_SK,
@@ -139,12 +141,18 @@ class DynamoDBTransfer:
                     f"seq {m.seq} of thread {thread_id!r} holds another message", field="messages.seq"
                 )
         fresh = [m for m in messages if pointer_key(resource_id, m.id) not in got]
-        again = [m for m in messages if pointer_key(resource_id, m.id) in got]
-        # a message stored already keeps its seq and created_at in the save path: only new ones take theirs
+        # a message stored exactly so is left as it is, index mark included (an import run again embeds
+        # nothing); one stored otherwise keeps its seq and created_at in the save path
+        again = [
+            m
+            for m in messages
+            if pointer_key(resource_id, m.id) in got
+            and not _same_item(got.get(message_key(resource_id, thread_id, m.seq)), m)
+        ]
         self._write_reserved(resource_id, thread_id, fresh, {m.id: m.seq for m in fresh})
         if again:
             self._write_reserved(resource_id, thread_id, again, {})
-        return len(messages)
+        return len(fresh) + len(again)
 
     def restore_resource(self, resource: Resource) -> Resource:
         """PutItem of ``R#rid / RESOURCE`` as given (``attribute_not_exists(pk)``); an equal stored record
@@ -217,3 +225,16 @@ class DynamoDBTransfer:
 def _owner(item: Item) -> str:
     """The resource of a resource record or resource-scope observation record (``R#{resource_id}``)."""
     return item.resource_id or resource_id_of(item.pk)
+
+
+def _same_item(item: Any, message: Message) -> bool:
+    """Whether the message item ``item`` holds exactly ``message``: role, ``created_at`` and body (the JSON
+    compared when inline, its SHA-256 when in S3)."""
+    if item is None or item.id != message.id or item.role != message.role:
+        return False
+    if item.created_at != ts(message.created_at):
+        return False
+    body = message_body(message)
+    if item.body is not None:
+        return bool(json.loads(item.body) == json.loads(body))
+    return bool(item.body_sha256 == hashlib.sha256(body.encode()).hexdigest())

@@ -140,6 +140,25 @@ _Ints = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
+class ModelMismatch:
+    """Why the file's index refused the embedding model asked for, carried by the ``InvalidInput`` it raises
+    (as its ``model_mismatch`` attribute) so that an entry point can name its own fix (``bootstrap`` names
+    the ``--embedder``): the file, the model it holds (or, ``rebuilding``, is being rebuilt for) and the
+    dimension of its vectors."""
+
+    path: str
+    stored_model: str | None
+    stored_dimension: int | None
+    rebuilding: bool = False
+
+    def refuse(self, message: str, field: str) -> InvalidInput:
+        """The ``InvalidInput`` to raise, carrying these facts."""
+        error = InvalidInput(message, field=field)
+        error.model_mismatch = self  # type: ignore[attr-defined]
+        return error
+
+
+@dataclass(frozen=True, slots=True)
 class _Row:
     """One chunk of a validated entry, ready to insert (``rowid`` assigned in the write transaction)."""
 
@@ -211,27 +230,29 @@ class SqliteSearchIndex:
                     [("dimension", str(dimension)), ("schema_version", str(SCHEMA_VERSION))],
                 )
             elif int(facts["dimension"]) != dimension:
-                raise InvalidInput(
+                raise ModelMismatch(db.path, facts.get("model_id"), int(facts["dimension"])).refuse(
                     f"the search index in {db.path} holds {int(facts['dimension'])}-dimensional vectors, but "
                     f"{dimension}-dimensional ones were asked for; use the embedder the index was built with, "
                     "another database file, or rebuild the index with `memstack reindex`",
-                    field="dimension",
+                    "dimension",
                 )
             if model_id is not None:
-                self._check_model(conn, db.path, facts.get("model_id"), model_id)
+                self._check_model(
+                    conn, db.path, facts.get("model_id"), model_id, int(facts.get("dimension", dimension))
+                )
 
     @staticmethod
-    def _check_model(conn: Any, path: str, stored: str | None, model_id: str) -> None:
+    def _check_model(conn: Any, path: str, stored: str | None, model_id: str, dimension: int) -> None:
         if stored is None:
             # A file from before the model was recorded: its vectors are taken to be this model's, the
             # only model its dimension check let in until now.
             conn.execute("INSERT INTO search_meta (key, value) VALUES ('model_id', ?)", (model_id,))
         elif stored != model_id:
-            raise InvalidInput(
+            raise ModelMismatch(path, stored, dimension).refuse(
                 f"the search index in {path} was built with the embedding model {stored!r}, but "
                 f"{model_id!r} was asked for: their vectors are not comparable. Use {stored!r}, another "
                 f"database file, or rebuild the index for {model_id!r} with `memstack reindex`",
-                field="embedder",
+                "embedder",
             )
 
     def finish_rebuild(self) -> None:
@@ -530,10 +551,11 @@ def _rebuild_facts(
     pending = facts.get(REBUILD_KEY)
     if not rebuild:
         if pending is not None:
-            raise InvalidInput(
+            held = int(facts["dimension"]) if "dimension" in facts else None
+            raise ModelMismatch(path, pending, held, rebuilding=True).refuse(
                 f"the search index in {path} is being rebuilt for the embedding model {pending!r} and the "
                 "rebuild has not finished: run `memstack reindex` with that embedder again to finish it",
-                field="embedder",
+                "embedder",
             )
         return facts
     if model_id is None:
@@ -545,6 +567,12 @@ def _rebuild_facts(
     if switched or pending not in (None, model_id):
         keywords.drop_all(conn)
         conn.execute("DELETE FROM search_chunks")
+        # Every index mark now points at a chunk that is gone, whatever model it names (a rebuild back to
+        # the model of a half-finished one would otherwise skip the messages still marked for it and leave
+        # them unsearchable): the store's marks go in the same transaction.
+        marks = {row[1] for row in conn.execute("PRAGMA table_info(messages)")} & {"indexed", "index_docs"}
+        if marks:
+            conn.execute(f"UPDATE messages SET {', '.join(f'{c} = NULL' for c in sorted(marks))}")
         top = conn.execute("SELECT max(generation) FROM search_generations").fetchone()[0]
         conn.execute("DELETE FROM search_generations")
         if top is not None:  # other processes' caches must never take a new counter for one they hold

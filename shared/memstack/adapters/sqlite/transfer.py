@@ -90,7 +90,12 @@ class SqliteTransfer:
                 raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
             check_restore_batch(resource_id, thread_id, messages, int(row[0]) - 1)
             present = [_taken(conn, resource_id, thread_id, m) for m in messages]
-            for m, exists in zip(messages, present, strict=True):
+            written = 0
+            for m, stored in zip(messages, present, strict=True):
+                if stored is not None and _same_message(stored, m):
+                    continue  # left as it is, index mark included: importing a file again embeds nothing
+                written += 1
+                exists = stored is not None
                 values = (
                     m.role,
                     dumps([p.model_dump(mode="json") for p in m.parts]),
@@ -110,7 +115,7 @@ class SqliteTransfer:
                         "resource_id, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (*values, m.id, thread_id, resource_id, m.seq),
                     )
-        return len(messages)
+        return written
 
     def restore_resource(self, resource: Resource) -> Resource:
         """INSERT the ``resources`` row, unless an equal one is stored."""
@@ -172,16 +177,18 @@ class SqliteTransfer:
         return got
 
 
-def _taken(conn: Any, resource_id: str, thread_id: str, m: Message) -> bool:
-    """Whether ``m`` is stored already (same id, thread and seq: it is overwritten).
+def _taken(conn: Any, resource_id: str, thread_id: str, m: Message) -> Message | None:
+    """The message stored under ``m``'s id (same thread and seq: it may be overwritten), or ``None``.
 
     Raises:
         Conflict: its id is stored elsewhere (another thread or seq), or its seq holds another message.
     """
+    from memstack.adapters.sqlite.store import _MSG_COLS, _parse_message  # the store imports this mixin
+
     by_id = conn.execute(
-        "SELECT thread_id, seq FROM messages WHERE resource_id = ? AND id = ?", (resource_id, m.id)
+        f"SELECT {_MSG_COLS} FROM messages WHERE resource_id = ? AND id = ?", (resource_id, m.id)
     ).fetchone()
-    if by_id is not None and (by_id[0], by_id[1]) != (thread_id, m.seq):
+    if by_id is not None and (by_id[1], by_id[3]) != (thread_id, m.seq):
         raise Conflict(f"message {m.id!r} is stored in another thread or at another seq", field="messages.id")
     by_seq = conn.execute(
         "SELECT id FROM messages WHERE resource_id = ? AND thread_id = ? AND seq = ?",
@@ -189,4 +196,9 @@ def _taken(conn: Any, resource_id: str, thread_id: str, m: Message) -> bool:
     ).fetchone()
     if by_seq is not None and by_seq[0] != m.id:
         raise Conflict(f"seq {m.seq} of thread {thread_id!r} holds another message", field="messages.seq")
-    return by_id is not None
+    return _parse_message(by_id) if by_id is not None else None
+
+
+def _same_message(stored: Message, given: Message) -> bool:
+    """Whether a restore of ``given`` would write what is stored (JSON forms compared)."""
+    return stored.model_dump(mode="json") == given.model_dump(mode="json")
