@@ -425,9 +425,8 @@ def _mcp(args: argparse.Namespace) -> int:
 def _run_demo(args: argparse.Namespace, conversations: list[Any], data: object, db: str | Settings) -> int:
     from memstack import demo
     from memstack.bootstrap import build, build_local, chat_model_configured, make_chat_model
-    from memstack.settings import load_settings
-
     from memstack.config import MemoryOptions
+    from memstack.settings import load_settings
 
     options: dict[str, Any] = {
         "semantic_recall": {"mode": args.mode, "top_k": args.top_k, "message_range": args.message_range}
