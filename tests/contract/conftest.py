@@ -43,6 +43,16 @@ def _sqlite_index_sql_only(dimension: int) -> Iterator[SearchIndex]:
     yield SqliteSearchIndex(SqliteDatabase(":memory:"), dimension, vector_cache_bytes=0)
 
 
+@contextmanager
+def _sqlite_index_quantised(dimension: int) -> Iterator[SearchIndex]:
+    """The SQLite index searching every cached resource through its int8 copies and error bounds (ADR 0009),
+    which a resource takes from ``QUANTISED_MIN_ROWS`` chunks on: the results must be the same."""
+    from memstack.adapters.sqlite.db import SqliteDatabase
+    from memstack.adapters.sqlite.index import SqliteSearchIndex
+
+    yield SqliteSearchIndex(SqliteDatabase(":memory:"), dimension, quantised_min_rows=0)
+
+
 STORE_FACTORIES: dict[str, Callable[[Any], AbstractContextManager[MemoryStore]]] = {
     "sqlite": _sqlite_store,
     "dynamodb-moto": dynamodb_moto_store,
@@ -70,6 +80,7 @@ def _opensearch_index_factories() -> dict[str, Callable[[int], AbstractContextMa
 INDEX_FACTORIES: dict[str, Callable[[int], AbstractContextManager[SearchIndex]]] = {
     "sqlite": _sqlite_index,
     "sqlite-sql-only": _sqlite_index_sql_only,
+    "sqlite-quantised": _sqlite_index_quantised,
     **_opensearch_index_factories(),
 }
 """name → factory(dimension): a context manager yielding a fresh, empty index."""

@@ -64,7 +64,7 @@ from memstack.adapters.index_input import check_entry, check_top_k
 from memstack.adapters.search_text import keyword_text, query_terms
 from memstack.adapters.sqlite import keywords
 from memstack.adapters.sqlite.db import SqliteDatabase
-from memstack.adapters.sqlite.vector_cache import Added, VectorCache
+from memstack.adapters.sqlite.vector_cache import QUANTISED_MIN_ROWS, Added, VectorCache
 from memstack.errors import InvalidInput
 from memstack.filters import kind, validate_filter
 from memstack.model import check_id
@@ -186,6 +186,9 @@ class SqliteSearchIndex:
             check (tests that store hand-made vectors).
         vector_cache_bytes: bound of the in-memory vector cache in bytes; ``0`` turns it off (every vector
             search then runs in SQL).
+        quantised_min_rows: rows of a cached resource (or of a thread or filter's share of it) from which
+            a vector search first scans the int8 copies and scores only the rows its error bounds cannot
+            rule out (ADR 0009). The results are the same either way; ``0`` takes that path always.
         rebuild: open the index for a rebuild (``memstack reindex``, ``ports.RebuildableIndex``): a file
             that records another model or dimension drops every chunk and records ``model_id`` and
             ``dimension`` instead, marked as rebuilding until ``finish_rebuild``. While it is so marked the
@@ -205,6 +208,7 @@ class SqliteSearchIndex:
         *,
         model_id: str | None = None,
         vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
+        quantised_min_rows: int = QUANTISED_MIN_ROWS,
         rebuild: bool = False,
     ) -> None:
         if (
@@ -216,7 +220,9 @@ class SqliteSearchIndex:
         self._db = db
         self.dimension = dimension
         self.model_id = model_id
-        self._cache = VectorCache(dimension, max(0, vector_cache_bytes))
+        self._cache = VectorCache(
+            dimension, max(0, vector_cache_bytes), quantised_min_rows=max(0, quantised_min_rows)
+        )
         with db.transaction() as conn:
             for statement in _SCHEMA:
                 conn.execute(statement)

@@ -7,11 +7,13 @@ away once they are half the rows), so a save never copies or re-reads the resour
 bumps the resource's generation in the file and the next search reloads it. Which rows can be vector hits
 (alive, not all-zero) is kept as a mask, updated with the rows, rather than recomputed per search.
 
-Search is exact: one matrix-vector product over the resource's rows (or the rows a thread or filter allows).
-Approximate indexes were measured and rejected for the default hash embedder (ADR 0006): its vectors have
-little cluster structure, so an inverted file probing an eighth of 316 clusters found 0.84 of the exact top 8
-in about the exact search's time, and an HNSW graph (usearch, M 16) found 0.70 of them within its 64 best,
-built 100k rows in 60 s and took 5.8 ms per insert on this machine.
+Search is exact. A small resource (below ``QUANTISED_MIN_ROWS`` rows) is ranked by one float32 matrix-vector
+product. A larger one is first scored on int8 copies of its rows (a quarter of the bytes, read by SimSIMD's
+int8 dot-product kernels), each score with a proven error bound; only the rows whose upper bound reaches the
+``top_k``-th message's lower bound are then scored in float32 (ADR 0009). The result is the float32 search's
+own (the bound is Cauchy–Schwarz, not a guess), at the cost of a scan of ``dimension`` bytes per row plus a
+few dozen exact products. Approximate indexes were measured and rejected (ADR 0006, ADR 0009): on the hash
+embedder's vectors an HNSW graph found 0.69–0.94 of the exact top 8 and cost 5 ms per insert.
 """
 
 from __future__ import annotations
@@ -30,8 +32,21 @@ from memstack.ports import IndexHit
 _Floats = npt.NDArray[np.float32]
 _Ints = npt.NDArray[np.int64]
 
-ROW_OVERHEAD_BYTES = 64
-"""Estimated cache bytes per chunk besides its vector (rowid, message code, flags, ids in lists)."""
+ROW_OVERHEAD_BYTES = 72
+"""Estimated cache bytes per chunk besides its vectors (rowid, message code, flags, int8 scale and error
+bound, ids in lists)."""
+
+QUANTISED_MIN_ROWS = 4096
+"""Rows from which a search first scans the int8 copy (ADR 0009). Below it the float32 product costs under
+half a millisecond and the bound's extra passes would not pay; the result is the same either way."""
+
+_ROUNDING = 1e-5
+"""Added to every int8 error bound: float32 sums of 256–1024 products differ from exact ones by less."""
+
+
+def row_bytes(dimension: int) -> int:
+    """Cache bytes per chunk of ``dimension`` floats: the float32 row, its int8 copy and the overhead."""
+    return dimension * 5 + ROW_OVERHEAD_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +65,47 @@ def unit_rows(matrix: npt.NDArray[Any]) -> _Floats:
     rows = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     return (rows / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+def quantise(rows: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int8], _Floats, _Floats]:
+    """Each row as ``scale * codes`` with int8 codes in [-127, 127] (symmetric, per row), and the error.
+
+    Args:
+        rows: an ``(n, d)`` float array.
+
+    Returns:
+        ``(codes, scales, errors)``: ``codes`` ``(n, d)`` int8; ``scales`` ``(n,)`` float32, the row's
+        largest magnitude over 127 (0 for a zero row); ``errors`` ``(n,)`` float32, the Euclidean norm of
+        ``row - scale * codes`` computed in float64 and rounded up, so that ``|row · q - scale * (codes ·
+        q)| <= errors * |q|`` holds for any ``q`` (Cauchy–Schwarz).
+    """
+    wide = np.asarray(rows, dtype=np.float64)
+    peak = np.abs(wide).max(axis=1) if wide.shape[1] else np.zeros(len(wide))
+    scales = (peak / 127.0).astype(np.float32)  # the residual is taken against the scale as stored
+    wide_scales = scales.astype(np.float64)
+    codes = np.clip(np.rint(wide / np.where(scales == 0, 1.0, wide_scales)[:, None]), -127, 127).astype(
+        np.int8
+    )
+    residual = wide - codes * wide_scales[:, None]
+    errors = np.nextafter(np.linalg.norm(residual, axis=1).astype(np.float32), np.float32(np.inf))
+    return codes, scales, errors.astype(np.float32)
+
+
+def _int8_dots(codes: npt.NDArray[np.int8], query: npt.NDArray[np.int8]) -> _Floats:
+    """``codes @ query`` as float32, by SimSIMD's int8 kernels (AVX2, AVX-512 VNNI, NEON), in a new array.
+
+    The sums are integers, exact in float32 below 2**24 (1040 dimensions at full scale); above, their
+    rounding is far inside ``_ROUNDING`` once scaled.
+
+    numpy has no int8 product that accumulates in int32 without first widening every row (slower than
+    the float32 product it would replace, measured), hence the library.
+    """
+    if len(codes) == 0:
+        return np.zeros(0, dtype=np.float32)
+    import simsimd
+
+    dots: _Floats = np.asarray(simsimd.cdist(query[None, :], codes, metric="dot", out_dtype="float32"))[0]
+    return dots
 
 
 class ResourceVectors:
@@ -84,6 +140,10 @@ class ResourceVectors:
         self.rowids: _Ints = np.empty(0, dtype=np.int64)
         self.codes: _Ints = np.empty(0, dtype=np.int64)
         self.usable: npt.NDArray[np.bool_] = np.empty(0, dtype=bool)
+        self.codes8: npt.NDArray[np.int8] = np.empty((0, dimension), dtype=np.int8)
+        self.scales: _Floats = np.empty(0, dtype=np.float32)
+        self.errors: _Floats = np.empty(0, dtype=np.float32)
+        self.quantised_min_rows = QUANTISED_MIN_ROWS
         self.names: list[str] = []
         self.threads: list[str] = []
         self.seqs: list[int] = []
@@ -92,7 +152,7 @@ class ResourceVectors:
 
     @property
     def nbytes(self) -> int:
-        return int(self.matrix.nbytes) + len(self.rowids) * ROW_OVERHEAD_BYTES
+        return int(self.matrix.nbytes + self.codes8.nbytes) + len(self.rowids) * ROW_OVERHEAD_BYTES
 
     @property
     def live(self) -> int:
@@ -104,10 +164,17 @@ class ResourceVectors:
         if need <= len(self.rowids):
             return
         capacity = max(need, 2 * len(self.rowids), 64)
-        matrix = np.empty((capacity, self.dimension), dtype=np.float32)
-        matrix[: self.n] = self.matrix[: self.n]
-        self.matrix = matrix
-        for name, dtype in (("rowids", np.int64), ("codes", np.int64), ("usable", bool)):
+        for name, row_type in (("matrix", np.float32), ("codes8", np.int8)):
+            rows = np.empty((capacity, self.dimension), dtype=row_type)
+            rows[: self.n] = getattr(self, name)[: self.n]
+            setattr(self, name, rows)
+        for name, dtype in (
+            ("rowids", np.int64),
+            ("codes", np.int64),
+            ("usable", bool),
+            ("scales", np.float32),
+            ("errors", np.float32),
+        ):
             grown = np.zeros(capacity, dtype=dtype)
             grown[: self.n] = getattr(self, name)[: self.n]
             setattr(self, name, grown)
@@ -126,6 +193,8 @@ class ResourceVectors:
         start = self.n
         self._grow(start + extra)
         self.matrix[start : start + extra] = units
+        span = slice(start, start + extra)
+        self.codes8[span], self.scales[span], self.errors[span] = quantise(units)
         self.rowids[start : start + extra] = rowids
         codes = self.codes
         for i, (message_id, thread_id, seq) in enumerate(zip(message_ids, thread_ids, seqs, strict=True)):
@@ -180,9 +249,12 @@ class ResourceVectors:
         self.n = self.dead = 0
         self.names, self.threads, self.seqs, self.code_of = [], [], [], {}
         self.matrix = np.empty((0, self.dimension), dtype=np.float32)
+        self.codes8 = np.empty((0, self.dimension), dtype=np.int8)
         self.rowids = np.empty(0, dtype=np.int64)
         self.codes = np.empty(0, dtype=np.int64)
         self.usable = np.empty(0, dtype=bool)
+        self.scales = np.empty(0, dtype=np.float32)
+        self.errors = np.empty(0, dtype=np.float32)
         code_list = codes.tolist()
         self._append(
             rowids,
@@ -214,6 +286,8 @@ class ResourceVectors:
         return self._exact(unit, positions, top_k)
 
     def _exact(self, unit: _Floats, positions: _Ints | None, top_k: int) -> list[IndexHit]:
+        if (self.n if positions is None else len(positions)) >= self.quantised_min_rows:
+            positions = self._candidates(unit, positions, top_k)
         if positions is None:
             # einsum rather than BLAS: OpenBLAS would spread a product this small over threads that then
             # spin, slowing the SQL that runs next.
@@ -223,6 +297,32 @@ class ResourceVectors:
         positions = positions[self.usable[positions]]
         scores = np.einsum("ij,j->i", self.matrix[positions], unit)
         return self._ranked(self.codes[positions], scores, top_k)
+
+    def _candidates(self, unit: _Floats, positions: _Ints | None, top_k: int) -> _Ints:
+        """The positions (among ``positions``, or all rows) of the usable rows that can belong to a
+        ``top_k`` message, found by the int8 scan (ADR 0009).
+
+        With ``x = s·c + r`` (a row, its int8 codes and residual) and ``q = t·b + e`` (the query's), the
+        exact score is within ``|e| + |r|(1 + |e|)`` of ``s·t·(c·b)`` for unit ``x`` and ``q``. Every
+        message of the exact top ``top_k`` has a row scoring at least the ``top_k``-th message's lower
+        bound, so a row whose upper bound is below it is never needed.
+        """
+        t = float(np.abs(unit).max()) / 127.0
+        query = np.rint(unit.astype(np.float64) / t).astype(np.int8)
+        query_error = float(np.linalg.norm(unit.astype(np.float64) - query * t))
+        rows = slice(0, self.n) if positions is None else positions
+        approx = _int8_dots(self.codes8[rows], query)
+        approx *= self.scales[rows]
+        approx *= np.float32(t)
+        slack = self.errors[rows] * np.float32(1.0 + query_error)
+        slack += np.float32(query_error + _ROUNDING)
+        usable = self.usable[rows]
+        low = approx - slack
+        low[~usable] = -np.inf
+        floor = _message_floor(low, self.codes[rows], top_k)
+        approx += slack
+        chosen: _Ints = np.flatnonzero(usable & (approx >= floor))
+        return chosen if positions is None else positions[chosen]
 
     def _ranked(self, codes: _Ints, scores: npt.NDArray[Any], top_k: int) -> list[IndexHit]:
         if len(scores) == 0:
@@ -250,6 +350,28 @@ class ResourceVectors:
         return hits
 
 
+def _message_floor(lows: _Floats, codes: _Ints, top_k: int) -> float:
+    """A value that at least ``top_k`` messages reach with some row's lower bound (``lows``, one per row,
+    ``-inf`` for rows that cannot be hits; ``codes`` the rows' messages), or ``-inf`` if fewer do.
+
+    Only the rows within a margin of the best are sorted (the margin widens until they name ``top_k``
+    messages): a comparison over every row costs far less than a partition of them.
+    """
+    best = float(lows.max()) if len(lows) else -np.inf
+    margin = 1 / 32
+    while best > -np.inf:
+        near = np.flatnonzero(lows >= best - margin)
+        seen: set[int] = set()
+        for i in near[np.argsort(-lows[near], kind="stable")].tolist():
+            seen.add(int(codes[i]))
+            if len(seen) == top_k:
+                return float(lows[i])
+        if margin > 4:  # every finite bound is within [-1.1, 1.1]: all rows were read
+            break
+        margin *= 4
+    return -np.inf
+
+
 class VectorCache:
     """Per-resource ``ResourceVectors``, least recently used first out, within a byte bound.
 
@@ -257,9 +379,12 @@ class VectorCache:
     lock guards its data, held by writes and by searches (``ResourceVectors.search``).
     """
 
-    def __init__(self, dimension: int, max_bytes: int) -> None:
+    def __init__(
+        self, dimension: int, max_bytes: int, *, quantised_min_rows: int = QUANTISED_MIN_ROWS
+    ) -> None:
         self.dimension = dimension
         self.max_bytes = max_bytes
+        self.quantised_min_rows = quantised_min_rows
         self.entries: OrderedDict[str, ResourceVectors] = OrderedDict()
         self.sizes: dict[str, int] = {}
         self.nbytes = 0
@@ -294,7 +419,7 @@ class VectorCache:
                     "SELECT count(*) FROM search_chunks WHERE resource_id = ?", (resource_id,)
                 ).fetchone()[0]
             )
-            if count * (self.dimension * 4 + ROW_OVERHEAD_BYTES) > self.max_bytes:
+            if count * row_bytes(self.dimension) > self.max_bytes:
                 self._drop(resource_id)
                 return None
             rows = conn.execute(
@@ -314,6 +439,7 @@ class VectorCache:
                 [r[4] for r in rows],
                 matrix,
             )
+            entry.quantised_min_rows = self.quantised_min_rows
             self._store(resource_id, entry)
             return entry if resource_id in self.entries else None
 

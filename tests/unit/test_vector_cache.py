@@ -1,0 +1,179 @@
+"""The SQLite index's vector cache on large resources: the int8 scan with error bounds (ADR 0009) must return
+exactly what the float32 search returns, stay right through in-place writes, restarts and another process's
+writes, and never keep a deleted vector."""
+
+from __future__ import annotations
+
+import multiprocessing
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memstack.adapters.sqlite.db import SqliteDatabase
+from memstack.adapters.sqlite.index import SqliteSearchIndex
+from memstack.adapters.sqlite.vector_cache import Added, ResourceVectors, quantise, unit_rows
+from memstack.ports import IndexEntry, IndexHit
+
+DIM = 64
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
+
+
+def _rows(seed: int, n: int, dim: int = DIM) -> np.ndarray:
+    """Unit rows with some structure: noisy copies of a few directions, exact duplicates and sparse rows
+    (like the hash embedder's), so that many scores are close and some tie."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(8, dim))
+    rows = centres[rng.integers(0, 8, n)] + rng.normal(scale=0.7, size=(n, dim))
+    twins = np.arange(0, n - 1, 7)
+    rows[twins] = rows[twins + 1]
+    sparse = rng.random((n, dim)) < 0.8
+    rows[::5] = np.where(sparse[::5], 0.0, np.sign(rows[::5]))
+    return unit_rows(rows)
+
+
+def _vectors(rows: np.ndarray, messages: int, threshold: int) -> ResourceVectors:
+    """A resource of ``len(rows)`` chunks over ``messages`` messages (several chunks each) in two threads."""
+    n = len(rows)
+    entry = ResourceVectors(
+        rows.shape[1],
+        1,
+        np.arange(1, n + 1, dtype=np.int64),
+        [f"m{i % messages:05d}" for i in range(n)],
+        [f"t{i % messages % 2}" for i in range(n)],
+        [i % messages for i in range(n)],
+        rows,
+    )
+    entry.quantised_min_rows = threshold
+    return entry
+
+
+def _key(hits: list[IndexHit]) -> list[tuple[str, float]]:
+    return [(h.message_id, round(h.score, 6)) for h in hits]
+
+
+def test_given_random_rows_when_quantised_then_the_error_bound_holds_for_any_query() -> None:
+    rows = _rows(1, 2000)
+    codes, scales, errors = quantise(rows)
+    queries = _rows(2, 200)
+    exact = queries.astype(np.float64) @ rows.T.astype(np.float64)
+    for q, want in zip(queries, exact, strict=True):
+        approx = (codes.astype(np.float64) @ q.astype(np.float64)) * scales
+        assert np.all(np.abs(want - approx) <= errors * np.linalg.norm(q) + 1e-9), "bound broken"
+    assert errors.max() < 0.05, "int8 codes should keep rows within a few percent"
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("top_k", [1, 4, 17])
+def test_given_a_large_resource_when_searched_through_int8_bounds_then_results_equal_the_float32_search(
+    seed: int, top_k: int
+) -> None:
+    rows = _rows(seed, 3000)
+    queries = _rows(100 + seed, 40)
+    quantised, exact = _vectors(rows, 1100, threshold=0), _vectors(rows, 1100, threshold=10**9)
+    allowed = np.arange(1, 3001, 3, dtype=np.int64)  # a filter's share of the rows
+    for q in queries:
+        assert _key(quantised.search(q, None, top_k)) == _key(exact.search(q, None, top_k))
+        assert _key(quantised.search(q, allowed, top_k)) == _key(exact.search(q, allowed, top_k))
+
+
+def test_given_duplicated_rows_when_searched_through_int8_bounds_then_ties_break_by_message_id() -> None:
+    rows = np.repeat(_rows(7, 50), 40, axis=0)  # every vector 40 times, under 40 different messages
+    entry = _vectors(rows, len(rows), threshold=0)
+    for q in _rows(8, 10):
+        hits = entry.search(q, None, 6)
+        assert _key(hits) == _key(_vectors(rows, len(rows), threshold=10**9).search(q, None, 6))
+        assert len({round(h.score, 6) for h in hits}) == 1, "the six best are copies of one row"
+        assert [h.message_id for h in hits] == sorted(h.message_id for h in hits)
+
+
+def test_given_rows_added_and_deleted_in_place_when_searched_then_results_follow_the_changes() -> None:
+    rows = _rows(3, 3000)
+    entry = _vectors(rows[:2000], 2000, threshold=0)
+    target = rows[2500]
+    entry.apply(
+        2,
+        messages={"m00010", "m00011"},
+        thread_id=None,
+        added=[Added(3000 + i, f"new{i}", "t9", i, rows[2000 + i]) for i in range(1000)],
+    )
+    best = entry.search(target, None, 3)
+    assert best[0].message_id == "new500" and best[0].score == pytest.approx(1.0, abs=1e-6)
+    everything = {h.message_id for h in entry.search(target, None, 3000)}
+    assert not everything & {"m00010", "m00011"}, "a deleted message's vectors must never rank"
+    entry.apply(3, messages=set(), thread_id="t9", added=[])
+    assert not {h.message_id for h in entry.search(target, None, 3000)} & {"new500", "new1"}
+
+
+def _entries(rows: np.ndarray, start: int, resource: str = "r1") -> list[IndexEntry]:
+    return [
+        IndexEntry(
+            message_id=f"m{start + i:05d}",
+            chunk=0,
+            thread_id=f"t{(start + i) % 3}",
+            resource_id=resource,
+            role="user",
+            seq=start + i,
+            created_at=T0,
+            text="words",
+            vector=row.tolist(),
+        )
+        for i, row in enumerate(rows)
+    ]
+
+
+def _ranking(index: SqliteSearchIndex, query: np.ndarray, **kwargs: object) -> list[tuple[str, float]]:
+    return _key(index.search("r1", top_k=10, vector=query.tolist(), **kwargs).vector or [])  # type: ignore[arg-type]
+
+
+def test_given_a_large_resource_when_the_index_restarts_then_the_rebuilt_cache_ranks_as_before(
+    tmp_path: Path,
+) -> None:
+    rows, query = _rows(4, 1500), _rows(5, 1)[0]
+    db = SqliteDatabase(tmp_path / "m.db")
+    index = SqliteSearchIndex(db, DIM, quantised_min_rows=0)
+    index.upsert(_entries(rows, 0))
+    before = _ranking(index, query)
+    index.delete_messages("r1", [before[0][0]])
+    after_delete = _ranking(index, query)
+    db.close()
+
+    reopened = SqliteDatabase(tmp_path / "m.db")
+    again = SqliteSearchIndex(reopened, DIM, quantised_min_rows=0)
+    assert _ranking(again, query) == after_delete == before[1:] + after_delete[-1:]
+    sql_only = SqliteSearchIndex(reopened, DIM, vector_cache_bytes=0)
+    assert _ranking(sql_only, query) == after_delete
+    assert _ranking(again, query, thread_id="t1") == _ranking(sql_only, query, thread_id="t1")
+    reopened.close()
+
+
+def _write_in_another_process(path: str, rows: list[list[float]], erase: str) -> None:
+    db = SqliteDatabase(path)
+    index = SqliteSearchIndex(db, DIM)
+    index.upsert(_entries(np.asarray(rows, dtype=np.float32), 90_000))
+    index.delete_messages("r1", [erase])
+    db.close()
+
+
+def test_given_a_cached_large_resource_when_another_process_writes_then_the_next_search_sees_it(
+    tmp_path: Path,
+) -> None:
+    rows, query = _rows(6, 1200), _rows(9, 1)[0]
+    db = SqliteDatabase(tmp_path / "m.db")
+    index = SqliteSearchIndex(db, DIM, quantised_min_rows=0)
+    index.upsert(_entries(rows, 0))
+    first = _ranking(index, query)[0][0]  # the resource is now cached
+
+    context = multiprocessing.get_context("spawn")
+    writer = context.Process(
+        target=_write_in_another_process, args=(str(tmp_path / "m.db"), [query.tolist()], first)
+    )
+    writer.start()
+    writer.join(60)
+    assert writer.exitcode == 0
+
+    ranking = _ranking(index, query)
+    assert ranking[0] == ("m90000", 1.0), "the other process's new chunk must be found"
+    assert first not in [m for m, _ in _ranking(index, query)], "its delete must be seen too"
+    db.close()
