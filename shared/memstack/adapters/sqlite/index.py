@@ -28,7 +28,9 @@ applied inside the search, so it never returns fewer than ``top_k`` hits while m
   GROUP BY message_id ORDER BY distance LIMIT top_k``. sqlite-vec's cosine is a scalar loop and every row
   is read from the B-tree, which costs about 1.5 ms for 600 chunks of 384 dimensions.
 * Cache (default): the resource's vectors in memory (``memstack.adapters.sqlite.vector_cache``), one
-  matrix-vector product per search. Scope and filter still run in SQL,
+  matrix-vector product per search; from ``quantised_min_rows`` rows on, a scan of int8 copies with error
+  bounds first, then float32 scores for the few rows the bounds keep (ADR 0009: the same results, a
+  quarter of the bytes read). Scope and filter still run in SQL,
   as ``SELECT rowid … WHERE <the same scope and filter>`` (skipped when there is neither), and only the
   allowed rows are scored. Writes through this index patch the cached data in place; a write by anyone
   else bumps the resource's generation and the next search reloads it. The cache is bounded
@@ -82,7 +84,8 @@ MAX_DIMENSION = 8192
 
 
 DEFAULT_VECTOR_CACHE_BYTES = 256 * 1024 * 1024
-"""Default bound of the in-memory vector cache: about 170k chunks of 384 dimensions."""
+"""Default bound of the in-memory vector cache: about 195k chunks of 256 dimensions, 135k of 384
+(``vector_cache.row_bytes``: the float32 row, its int8 copy and per-row overhead)."""
 
 _FTS5_BM25_SCALE = 2.2
 """FTS5's ``bm25()`` formula (``keywords.score``) keeps BM25's ``k1 + 1`` factor (k1 = 1.2) that Lucene
