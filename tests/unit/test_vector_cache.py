@@ -177,3 +177,59 @@ def test_given_a_cached_large_resource_when_another_process_writes_then_the_next
     assert ranking[0] == ("m90000", 1.0), "the other process's new chunk must be found"
     assert first not in [m for m, _ in _ranking(index, query)], "its delete must be seen too"
     db.close()
+
+
+def test_given_a_resource_held_in_int8_only_when_searched_then_results_equal_the_float32_search() -> None:
+    rows = _rows(11, 3000)
+    full = _vectors(rows, 1500, threshold=10**9)
+    compact = ResourceVectors(
+        DIM,
+        1,
+        np.arange(1, 3001, dtype=np.int64),
+        [f"m{i % 1500:05d}" for i in range(3000)],
+        [f"t{i % 1500 % 2}" for i in range(3000)],
+        [i % 1500 for i in range(3000)],
+        rows,
+        keeps_floats=False,
+    )
+    reads: list[int] = []
+
+    def floats(rowids: np.ndarray) -> np.ndarray:
+        reads.append(len(rowids))
+        return rows[rowids - 1]
+
+    assert compact.matrix.nbytes == 0 and compact.nbytes < full.nbytes / 2
+    allowed = np.arange(2, 3001, 2, dtype=np.int64)
+    for q in _rows(12, 30):
+        assert _key(compact.search(q, None, 5, floats)) == _key(full.search(q, None, 5))
+        assert _key(compact.search(q, allowed, 5, floats)) == _key(full.search(q, allowed, 5))
+    assert max(reads) < 300, "only the rows the bounds keep are read back"
+    with pytest.raises(ValueError, match="floats"):
+        compact.search(rows[0], None, 5)
+
+
+def test_given_a_resource_too_large_for_float32_in_the_cache_bound_when_searched_then_int8_rows_serve_it(
+    tmp_path: Path,
+) -> None:
+    from memstack.adapters.sqlite.vector_cache import compact_row_bytes, row_bytes
+
+    rows, query = _rows(13, 5000), _rows(14, 1)[0]
+    db = SqliteDatabase(tmp_path / "m.db")
+    # int8 rows fit (with room for their capacity to double on a save), float32 ones do not
+    bound = 12_000 * compact_row_bytes(DIM)
+    assert 5000 * row_bytes(DIM) > bound
+    index = SqliteSearchIndex(db, DIM, vector_cache_bytes=bound)
+    # The float32 cache is the reference (SQL's sqlite-vec distances round differently in the last bit).
+    reference = SqliteSearchIndex(db, DIM, quantised_min_rows=10**9)
+    index.upsert(_entries(rows, 0))
+
+    assert _ranking(index, query) == _ranking(reference, query)
+    cached = index._cache.entries["r1"]
+    assert not cached.keeps_floats, "the resource is held in int8 only, not dropped to SQL"
+    index.upsert(_entries(query[None, :], 70_000))  # patched in place, at 5001 rows
+    index.delete_messages("r1", ["m00001"])
+    assert index._cache.entries["r1"] is cached
+    assert _ranking(index, query)[0] == ("m70000", 1.0)
+    assert _ranking(index, query) == _ranking(reference, query)
+    assert _ranking(index, query, thread_id="t2") == _ranking(reference, query, thread_id="t2")
+    db.close()

@@ -538,7 +538,9 @@ class SqliteSearchIndex:
             rows = conn.execute(f"SELECT c.rowid FROM search_chunks AS c WHERE {where}", p.values).fetchall()
             allowed = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         with cached.lock:
-            return cached.search(query, allowed, top_k)
+            return cached.search(
+                query, allowed, top_k, floats=lambda rowids: _embeddings(conn, rowids, self.dimension)
+            )
 
     def close(self) -> None:
         """Drop the vector cache. The shared ``SqliteDatabase`` is closed by whoever opened it."""
@@ -635,6 +637,18 @@ def _migrate(conn: Any) -> None:
         keywords.add(conn, resource_id, chunks)
     conn.execute("DROP TABLE search_fts")
     conn.execute("UPDATE search_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+
+def _embeddings(conn: Any, rowids: _Ints, dimension: int) -> _Floats:
+    """The stored float32 vectors of these chunks, one row per rowid in the given order (each present)."""
+    found = dict(
+        conn.execute(
+            "SELECT rowid, embedding FROM search_chunks WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps(rowids.tolist()),),
+        ).fetchall()
+    )
+    blob = b"".join(found[r] for r in rowids.tolist())
+    return np.frombuffer(blob, dtype="<f4").reshape(len(rowids), dimension).astype(np.float32)
 
 
 def _delete_chunks(conn: Any, statement: str, keys: Iterable[tuple[Any, ...]]) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,11 @@ _ROUNDING = 1e-5
 def row_bytes(dimension: int) -> int:
     """Cache bytes per chunk of ``dimension`` floats: the float32 row, its int8 copy and the overhead."""
     return dimension * 5 + ROW_OVERHEAD_BYTES
+
+
+def compact_row_bytes(dimension: int) -> int:
+    """Cache bytes per chunk of a resource held in int8 only (``ResourceVectors.keeps_floats`` false)."""
+    return dimension + ROW_OVERHEAD_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +122,12 @@ class ResourceVectors:
 
     Attributes:
         generation: the resource's ``search_generations`` value this data corresponds to.
-        n: rows in use; ``matrix[:n]`` (unit rows), ``rowids[:n]``, ``codes[:n]``, ``usable[:n]`` (alive
-            and not all-zero).
+        n: rows in use; ``matrix[:n]`` (unit rows), ``codes8[:n]``, ``scales[:n]`` and ``errors[:n]``
+            (their int8 form, ``quantise``), ``rowids[:n]``, ``codes[:n]``, ``usable[:n]`` (alive and
+            not all-zero).
+        keeps_floats: whether ``matrix`` is held. Without it (a resource too large for the cache's bound
+            at 5 bytes a dimension, ``compact_row_bytes``) every search takes the int8 path and reads the
+            float32 rows of the few survivors from the file (``search``'s ``floats``).
     """
 
     def __init__(
@@ -130,8 +139,11 @@ class ResourceVectors:
         thread_ids: Sequence[str],
         seqs: Sequence[int],
         vectors: npt.NDArray[Any],
+        *,
+        keeps_floats: bool = True,
     ) -> None:
         self.lock = threading.RLock()
+        self.keeps_floats = keeps_floats
         self.generation = generation
         self.dimension = dimension
         self.n = 0
@@ -165,6 +177,8 @@ class ResourceVectors:
             return
         capacity = max(need, 2 * len(self.rowids), 64)
         for name, row_type in (("matrix", np.float32), ("codes8", np.int8)):
+            if name == "matrix" and not self.keeps_floats:
+                continue
             rows = np.empty((capacity, self.dimension), dtype=row_type)
             rows[: self.n] = getattr(self, name)[: self.n]
             setattr(self, name, rows)
@@ -185,16 +199,26 @@ class ResourceVectors:
         message_ids: Sequence[str],
         thread_ids: Sequence[str],
         seqs: Sequence[int],
-        units: _Floats,
+        units: _Floats | None,
+        quantised: tuple[npt.NDArray[np.int8], _Floats, _Floats] | None = None,
     ) -> None:
+        """Append rows: their unit float32 vectors (``units``; ``None`` only without ``keeps_floats``),
+        their int8 form (``quantised``, else computed from ``units``) and their messages."""
         extra = len(rowids)
         if not extra:
             return
         start = self.n
         self._grow(start + extra)
-        self.matrix[start : start + extra] = units
         span = slice(start, start + extra)
-        self.codes8[span], self.scales[span], self.errors[span] = quantise(units)
+        if quantised is None:
+            if units is None:
+                raise ValueError("rows need their float32 vectors or their int8 form")
+            quantised = quantise(units)
+        if self.keeps_floats:
+            if units is None:
+                raise ValueError("this resource holds float32 rows: pass them")
+            self.matrix[span] = units
+        self.codes8[span], self.scales[span], self.errors[span] = quantised
         self.rowids[start : start + extra] = rowids
         codes = self.codes
         for i, (message_id, thread_id, seq) in enumerate(zip(message_ids, thread_ids, seqs, strict=True)):
@@ -205,7 +229,7 @@ class ResourceVectors:
                 self.threads.append(thread_id)
                 self.seqs.append(seq)
             codes[start + i] = code
-        self.usable[start : start + extra] = units.any(axis=1)
+        self.usable[span] = self.scales[span] > 0  # a zero row has no direction: never a hit
         self.n += extra
 
     def apply(
@@ -244,7 +268,8 @@ class ResourceVectors:
         live_codes = set(self.code_of.values())
         keep = np.fromiter((c in live_codes for c in self.codes[: self.n].tolist()), dtype=bool, count=self.n)
         rowids, codes = self.rowids[: self.n][keep], self.codes[: self.n][keep]
-        matrix = self.matrix[: self.n][keep]
+        matrix = self.matrix[: self.n][keep] if self.keeps_floats else None
+        quantised = (self.codes8[: self.n][keep], self.scales[: self.n][keep], self.errors[: self.n][keep])
         names, threads, seqs = self.names, self.threads, self.seqs
         self.n = self.dead = 0
         self.names, self.threads, self.seqs, self.code_of = [], [], [], {}
@@ -262,6 +287,7 @@ class ResourceVectors:
             [threads[c] for c in code_list],
             [seqs[c] for c in code_list],
             matrix,
+            quantised,
         )
 
     # ---------------------------------------------------------------------------------------- search
@@ -275,14 +301,30 @@ class ResourceVectors:
         found: _Ints = index[rowids[index] == allowed].astype(np.int64)
         return found
 
-    def search(self, query: _Floats, allowed: _Ints | None, top_k: int) -> list[IndexHit]:
+    def search(
+        self,
+        query: _Floats,
+        allowed: _Ints | None,
+        top_k: int,
+        floats: Callable[[_Ints], npt.NDArray[Any]] | None = None,
+    ) -> list[IndexHit]:
         """The ``top_k`` best messages among the ``allowed`` chunk rowids (all chunks when ``None``).
 
         A message scores by its best chunk (exact cosine similarity); equal scores are ordered by message
-        id. Call with ``lock`` held.
+        id. ``floats`` gives the stored float32 vectors of some rowids, in that order (read in the same
+        snapshot as this data); it is called only without ``keeps_floats``. Call with ``lock`` held.
+
+        Raises:
+            ValueError: the rows are not held in float32 and ``floats`` is ``None``.
         """
         unit = (query / np.float32(np.linalg.norm(query))).astype(np.float32)
         positions = None if allowed is None else self.positions_of(allowed)
+        if not self.keeps_floats:
+            if floats is None:
+                raise ValueError("this resource's float32 rows are not held: pass floats")
+            chosen = self._candidates(unit, positions, top_k)
+            scores = np.einsum("ij,j->i", unit_rows(floats(self.rowids[chosen])), unit)
+            return self._ranked(self.codes[chosen], scores, top_k)
         return self._exact(unit, positions, top_k)
 
     def _exact(self, unit: _Floats, positions: _Ints | None, top_k: int) -> list[IndexHit]:
@@ -419,7 +461,10 @@ class VectorCache:
                     "SELECT count(*) FROM search_chunks WHERE resource_id = ?", (resource_id,)
                 ).fetchone()[0]
             )
-            if count * row_bytes(self.dimension) > self.max_bytes:
+            keeps_floats = count * row_bytes(self.dimension) <= self.max_bytes
+            if not keeps_floats and (
+                count < self.quantised_min_rows or count * compact_row_bytes(self.dimension) > self.max_bytes
+            ):
                 self._drop(resource_id)
                 return None
             rows = conn.execute(
@@ -438,6 +483,7 @@ class VectorCache:
                 [r[2] for r in rows],
                 [r[4] for r in rows],
                 matrix,
+                keeps_floats=keeps_floats,
             )
             entry.quantised_min_rows = self.quantised_min_rows
             self._store(resource_id, entry)
