@@ -127,13 +127,19 @@ def _ranking(index: SqliteSearchIndex, query: np.ndarray, **kwargs: object) -> l
     return _key(index.search("r1", top_k=10, vector=query.tolist(), **kwargs).vector or [])  # type: ignore[arg-type]
 
 
+def _stored(path: Path, seed: int, n: int) -> tuple[SqliteDatabase, SqliteSearchIndex]:
+    """A file holding ``n`` chunks of resource ``r1``, and an index on it that always takes the int8 path."""
+    db = SqliteDatabase(path)
+    index = SqliteSearchIndex(db, DIM, quantised_min_rows=0)
+    index.upsert(_entries(_rows(seed, n), 0))
+    return db, index
+
+
 def test_given_a_large_resource_when_the_index_restarts_then_the_rebuilt_cache_ranks_as_before(
     tmp_path: Path,
 ) -> None:
-    rows, query = _rows(4, 1500), _rows(5, 1)[0]
-    db = SqliteDatabase(tmp_path / "m.db")
-    index = SqliteSearchIndex(db, DIM, quantised_min_rows=0)
-    index.upsert(_entries(rows, 0))
+    db, index = _stored(tmp_path / "m.db", 4, 1500)
+    query = _rows(5, 1)[0]
     before = _ranking(index, query)
     index.delete_messages("r1", [before[0][0]])
     after_delete = _ranking(index, query)
@@ -159,10 +165,8 @@ def _write_in_another_process(path: str, rows: list[list[float]], erase: str) ->
 def test_given_a_cached_large_resource_when_another_process_writes_then_the_next_search_sees_it(
     tmp_path: Path,
 ) -> None:
-    rows, query = _rows(6, 1200), _rows(9, 1)[0]
-    db = SqliteDatabase(tmp_path / "m.db")
-    index = SqliteSearchIndex(db, DIM, quantised_min_rows=0)
-    index.upsert(_entries(rows, 0))
+    db, index = _stored(tmp_path / "m.db", 6, 1200)
+    query = _rows(9, 1)[0]
     first = _ranking(index, query)[0][0]  # the resource is now cached
 
     context = multiprocessing.get_context("spawn")
@@ -196,7 +200,8 @@ def test_given_a_resource_held_in_int8_only_when_searched_then_results_equal_the
 
     def floats(rowids: np.ndarray) -> np.ndarray:
         reads.append(len(rowids))
-        return rows[rowids - 1]
+        found: np.ndarray = rows[rowids - 1]
+        return found
 
     assert compact.matrix.nbytes == 0 and compact.nbytes < full.nbytes / 2
     allowed = np.arange(2, 3001, 2, dtype=np.int64)
