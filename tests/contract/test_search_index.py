@@ -936,12 +936,12 @@ def test_sqlite_given_rewrites_and_deletes_when_they_are_done_then_no_keyword_en
 
 def _postings(db: Any) -> list[tuple[str, str, int]]:
     """Every ``(resource_id, term, rowid)`` posting of the SQLite keyword index (blocks and pending)."""
-    from memstack.adapters.sqlite.keywords import _unpack
+    from memstack.adapters.sqlite.keywords import unpack
 
     return [
         (resource_id, term, int(rowid))
         for resource_id, term, blob in db.query("SELECT resource_id, term, postings FROM search_postings")
-        for rowid in _unpack(bytes(blob))["rowid"].tolist()
+        for rowid in unpack(bytes(blob))["rowid"].tolist()
     ] + db.query("SELECT resource_id, term, rowid FROM search_keyword_pending")
 
 

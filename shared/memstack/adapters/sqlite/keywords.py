@@ -17,6 +17,9 @@ Tables (in the shared file, beside ``search_chunks``):
   concatenation.
   A search reads a term's blocks as a few BLOBs and scores them with numpy, rather than one row per
   posting.
+* ``search_block_bounds`` — ``(resource_id, term, block)`` → ``last_rowid``, ``postings`` (how many),
+  ``max_tf``, ``min_length``: what a search needs to skip a block (``memstack.adapters.sqlite.topk``), in
+  rows of their own so that reading them reads a few pages, not every block's BLOB.
 * ``search_keyword_pending`` — ``(resource_id, rowid, term)`` → ``tf``, ``length``: postings of recently
   written chunks, not yet merged into the blocks (``add``: a save then writes one or two pages).
 * ``search_keyword_stats`` — per resource: ``chunks`` (how many indexed chunks) and ``tokens`` (their total
@@ -76,6 +79,16 @@ SCHEMA = (
         term TEXT NOT NULL,
         block INTEGER NOT NULL,
         postings BLOB NOT NULL,
+        PRIMARY KEY (resource_id, term, block)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS search_block_bounds (
+        resource_id TEXT NOT NULL,
+        term TEXT NOT NULL,
+        block INTEGER NOT NULL,
+        last_rowid INTEGER NOT NULL,
+        postings INTEGER NOT NULL,
+        max_tf INTEGER NOT NULL,
+        min_length INTEGER NOT NULL,
         PRIMARY KEY (resource_id, term, block)
     ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS search_keyword_pending (
@@ -158,16 +171,43 @@ class Analysed:
         return " ".join(self.counts)
 
 
-_POSTING = np.dtype([("rowid", "<i8"), ("tf", "<i4"), ("length", "<i4")])
+POSTING = np.dtype([("rowid", "<i8"), ("tf", "<i4"), ("length", "<i4")])
 """One posting as stored: the chunk's rowid, the term's frequency in it, the chunk's length in tokens."""
+
+_NO_POSTINGS = np.empty(0, dtype=POSTING)
 
 _POSTING_STRUCT = struct.Struct("<qii")
 """The same 16 bytes, for packing a few postings without numpy."""
 
 
-def _unpack(blob: bytes) -> npt.NDArray[np.void]:
+def term_weight(tf: _Floats, length: _Floats, *, df: int, chunks: int, avgdl: float) -> _Floats:
+    """BM25 weight of one term in chunks: FTS5's ``bm25()`` term (k1 ``K1``, b ``B``, idf floored at ``MIN_IDF``).
+
+    The one place a term's weight in a chunk is computed: exhaustive scoring (``score``) and pruned scoring
+    (``memstack.adapters.sqlite.topk``) call it on postings, and pruning calls it on a block's largest term
+    frequency and shortest chunk to bound every posting of the block. So it must not decrease as ``tf``
+    grows nor increase as ``length`` grows (BM25's saturation and length normalisation); a property test
+    checks the bound against this function.
+
+    Args:
+        tf: the term's frequency in each chunk (float64, ≥ 1).
+        length: each chunk's length in tokens (float64, ≥ 0).
+        df: how many chunks of the resource contain the term.
+        chunks: how many chunks the resource holds (BM25's ``N``).
+        avgdl: the resource's average chunk length in tokens.
+
+    Returns:
+        One positive weight per chunk, FTS5's scale (``-bm25()``; the index divides by 2.2 for Lucene's).
+    """
+    idf = math.log((chunks - df + 0.5) / (df + 0.5))
+    idf = idf if idf > 0 else MIN_IDF
+    weights: _Floats = idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl))
+    return weights
+
+
+def unpack(blob: bytes) -> npt.NDArray[np.void]:
     """The postings of a BLOB, as a structured array (fields ``rowid``, ``tf``, ``length``)."""
-    return np.frombuffer(blob, dtype=_POSTING)
+    return np.frombuffer(blob, dtype=POSTING)
 
 
 def add(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> None:
@@ -249,7 +289,7 @@ def _append_blocks(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Anal
     # One seek per term (ORDER BY … DESC LIMIT 1 on the primary key); a join on max(block) was planned
     # as a scan of the term's blocks.
     last = {
-        term: (int(block), int(size) // _POSTING.itemsize)
+        term: (int(block), int(size) // POSTING.itemsize)
         for term, block, size in conn.execute(
             "SELECT j.value, "
             "(SELECT block FROM search_postings WHERE resource_id = ?1 AND term = j.value "
@@ -263,6 +303,7 @@ def _append_blocks(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Anal
     }
     appends: list[tuple[bytes, str, str, int]] = []
     inserts: list[tuple[str, str, int, bytes]] = []
+    bounds: list[tuple[str, str, int, int, int, int, int]] = []
     for term, postings in by_term.items():
         start = 0
         if term in last:
@@ -270,9 +311,11 @@ def _append_blocks(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Anal
             start = max(0, BLOCK_POSTINGS - size)
             if start:
                 appends.append((_pack(postings[:start]), resource_id, term, block))
+                bounds.append((resource_id, term, block, *_bounds(postings[:start])))
         for i in range(start, len(postings), BLOCK_POSTINGS):
             part = postings[i : i + BLOCK_POSTINGS]
             inserts.append((resource_id, term, part[0][0], _pack(part)))
+            bounds.append((resource_id, term, part[0][0], *_bounds(part)))
     conn.executemany(
         "UPDATE search_postings SET postings = CAST(postings || ? AS BLOB) WHERE resource_id = ? AND term = ? AND block = ?",
         appends,
@@ -280,10 +323,34 @@ def _append_blocks(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Anal
     conn.executemany(
         "INSERT INTO search_postings (resource_id, term, block, postings) VALUES (?, ?, ?, ?)", inserts
     )
+    conn.executemany(
+        "INSERT INTO search_block_bounds (resource_id, term, block, last_rowid, postings, max_tf, min_length) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (resource_id, term, block) DO UPDATE SET "
+        "last_rowid = excluded.last_rowid, postings = postings + excluded.postings, "
+        "max_tf = max(max_tf, excluded.max_tf), min_length = min(min_length, excluded.min_length)",
+        bounds,
+    )
 
 
 def _pack(postings: Sequence[tuple[int, int, int]]) -> bytes:
     return b"".join(_POSTING_STRUCT.pack(*posting) for posting in postings)
+
+
+def _bounds(postings: Sequence[tuple[int, int, int]]) -> tuple[int, int, int, int]:
+    """A run of postings' last rowid, size, largest term frequency and shortest chunk (a block's bounds)."""
+    return postings[-1][0], len(postings), max(p[1] for p in postings), min(p[2] for p in postings)
+
+
+def _exact_bounds(postings: npt.NDArray[np.void]) -> tuple[int, int, int, int]:
+    """``_bounds`` of a block's decoded postings (not empty)."""
+    last, tf, length = postings["rowid"][-1], postings["tf"].max(), postings["length"].min()
+    return int(last), len(postings), int(tf), int(length)
+
+
+_SET_BOUNDS = (
+    "INSERT OR REPLACE INTO search_block_bounds "
+    "(resource_id, term, block, last_rowid, postings, max_tf, min_length) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 def remove(conn: Any, resource_id: str, chunks: Iterable[tuple[int, str | None, int]]) -> None:
@@ -335,26 +402,57 @@ def remove(conn: Any, resource_id: str, chunks: Iterable[tuple[int, str | None, 
                 (resource_id, term, int(gone[-1])),
             ).fetchall()
         for block, blob in blocks:
-            postings = _unpack(bytes(blob))
+            postings = unpack(bytes(blob))
             keep = ~np.isin(postings["rowid"], gone)
             if keep.all():
                 continue
             if not keep.any():
-                conn.execute(
-                    "DELETE FROM search_postings WHERE resource_id = ? AND term = ? AND block = ?",
-                    (resource_id, term, int(block)),
-                )
+                for table in ("search_postings", "search_block_bounds"):
+                    conn.execute(
+                        f"DELETE FROM {table} WHERE resource_id = ? AND term = ? AND block = ?",
+                        (resource_id, term, int(block)),
+                    )
             else:
+                kept = postings[keep]
                 conn.execute(
                     "UPDATE search_postings SET postings = ? WHERE resource_id = ? AND term = ? AND block = ?",
-                    (postings[keep].tobytes(), resource_id, term, int(block)),
+                    (kept.tobytes(), resource_id, term, int(block)),
                 )
+                conn.execute(_SET_BOUNDS, (resource_id, term, int(block), *_exact_bounds(kept)))
     conn.execute(
         "UPDATE search_keyword_stats SET chunks = chunks - ?, tokens = tokens - ?, pending = pending - ? "
         "WHERE resource_id = ?",
         (count, total, len(was_pending), resource_id),
     )
     conn.execute("DELETE FROM search_keyword_stats WHERE resource_id = ? AND chunks <= 0", (resource_id,))
+
+
+def add_bounds(conn: Any) -> bool:
+    """Bound every block of a file written before blocks had bounds (in the caller's transaction).
+
+    ``search_block_bounds`` keeps, per block, its last rowid, size, largest term frequency and shortest
+    chunk, which let a search skip the block (``topk``). Every write keeps it in step with
+    ``search_postings``, so it is empty while the postings are not only in a file from before it existed
+    (schema 2): then it is filled from each block's postings, once.
+
+    Returns:
+        Whether the bounds were filled (the file was upgraded).
+    """
+    if conn.execute("SELECT 1 FROM search_block_bounds LIMIT 1").fetchone() is not None:
+        return False
+    if conn.execute("SELECT 1 FROM search_postings LIMIT 1").fetchone() is None:
+        return False
+    conn.executemany(
+        _SET_BOUNDS,
+        (
+            (resource_id, term, block, *_exact_bounds(postings))
+            for resource_id, term, block, blob in conn.execute(
+                "SELECT resource_id, term, block, postings FROM search_postings"
+            ).fetchall()
+            if len(postings := unpack(bytes(blob)))
+        ),
+    )
+    return True
 
 
 def drop_all(conn: Any) -> None:
@@ -366,6 +464,7 @@ def drop_all(conn: Any) -> None:
 def drop_resource(conn: Any, resource_id: str) -> None:
     """Remove every posting and the statistics of the resource (in the caller's transaction)."""
     conn.execute("DELETE FROM search_postings WHERE resource_id = ?", (resource_id,))
+    conn.execute("DELETE FROM search_block_bounds WHERE resource_id = ?", (resource_id,))
     conn.execute("DELETE FROM search_keyword_pending WHERE resource_id = ?", (resource_id,))
     conn.execute("DELETE FROM search_keyword_stats WHERE resource_id = ?", (resource_id,))
 
@@ -379,8 +478,27 @@ def query_tokens(terms: Iterable[str]) -> list[str]:
     return [token for term in terms for token in tokens(term)]
 
 
+def pending_postings(conn: Any, resource_id: str, terms: Sequence[str]) -> dict[str, npt.NDArray[np.void]]:
+    """The resource's pending (not yet merged) postings of these terms, each term's in ascending rowid.
+
+    Returns:
+        term → structured array (``POSTING``'s fields); terms without pending postings are absent.
+    """
+    found: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for term, rowid, tf, length in conn.execute(
+        "SELECT term, rowid, tf, length FROM search_keyword_pending "
+        "WHERE resource_id = ? AND term IN (SELECT value FROM json_each(?)) ORDER BY term, rowid",
+        (resource_id, json.dumps(list(terms))),
+    ):
+        found[term].append((rowid, tf, length))
+    return {term: np.array(postings, dtype=POSTING) for term, postings in found.items()}
+
+
 def score(conn: Any, resource_id: str, query: Sequence[str]) -> tuple[_Ints, _Floats]:
     """BM25 of every chunk of the resource that contains a query term, from the resource's statistics.
+
+    Every posting of every query term is read and scored: the reference that pruned search
+    (``memstack.adapters.sqlite.topk``) must agree with, float for float.
 
     Args:
         conn: a connection reading one snapshot.
@@ -399,13 +517,7 @@ def score(conn: Any, resource_id: str, query: Sequence[str]) -> tuple[_Ints, _Fl
         return empty
     chunks, avgdl = int(stats[0]), max(int(stats[1]), 1) / int(stats[0])
     weights = Counter(query)
-    pending: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    for term, rowid, tf, length in conn.execute(
-        "SELECT term, rowid, tf, length FROM search_keyword_pending "
-        "WHERE resource_id = ? AND term IN (SELECT value FROM json_each(?))",
-        (resource_id, json.dumps(list(weights))),
-    ):
-        pending[term].append((rowid, tf, length))
+    pending = pending_postings(conn, resource_id, list(weights))
     found_rowids: list[_Ints] = []
     found_scores: list[_Floats] = []
     for term, weight in weights.items():
@@ -415,15 +527,14 @@ def score(conn: Any, resource_id: str, query: Sequence[str]) -> tuple[_Ints, _Fl
         ).fetchall()
         if not blobs and term not in pending:
             continue
-        postings = _unpack(b"".join([*(bytes(b[0]) for b in blobs), _pack(pending.get(term, []))]))
+        postings = np.concatenate(
+            [unpack(b"".join(bytes(b[0]) for b in blobs)), pending.get(term, _NO_POSTINGS)]
+        )
         rowids = postings["rowid"]
         tfs = postings["tf"].astype(np.float64)
         lengths = postings["length"].astype(np.float64)
-        n = len(rowids)
-        idf = math.log((chunks - n + 0.5) / (n + 0.5))
-        idf = idf if idf > 0 else MIN_IDF
         found_rowids.append(rowids)
-        found_scores.append(weight * idf * tfs * (K1 + 1) / (tfs + K1 * (1 - B + B * lengths / avgdl)))
+        found_scores.append(weight * term_weight(tfs, lengths, df=len(rowids), chunks=chunks, avgdl=avgdl))
     if not found_rowids:
         return empty
     if len(found_rowids) == 1:
