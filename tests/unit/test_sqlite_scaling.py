@@ -85,7 +85,7 @@ def test_given_a_schema_1_file_when_opened_then_its_fts5_keywords_move_to_the_pe
     found = index.search("r1", top_k=5, text="hike dog").keyword or []
     assert [h.message_id for h in found] == ["m1"]
     assert db.query("SELECT 1 FROM sqlite_master WHERE name = 'search_fts'") == []
-    assert db.query("SELECT value FROM search_meta WHERE key = 'schema_version'") == [("3",)]
+    assert db.query("SELECT value FROM search_meta WHERE key = 'schema_version'") == [("2",)]
     assert db.query("SELECT chunks, tokens FROM search_keyword_stats") == [(2, 6)]
     index.delete_messages("r1", ["m1"])  # its postings, rebuilt from FTS5, go with it
     assert index.search("r1", top_k=5, text="hike dog").keyword == []

@@ -17,9 +17,6 @@ Tables (in the shared file, beside ``search_chunks``):
   concatenation.
   A search reads a term's blocks as a few BLOBs and scores them with numpy, rather than one row per
   posting.
-* ``search_block_bounds`` — ``(resource_id, term, block)`` → ``last_rowid``, ``postings`` (how many),
-  ``max_tf``, ``min_length``: what a search needs to skip a block (``memstack.adapters.sqlite.topk``), in
-  rows of their own so that reading them reads a few pages, not every block's BLOB.
 * ``search_keyword_pending`` — ``(resource_id, rowid, term)`` → ``tf``, ``length``: postings of recently
   written chunks, not yet merged into the blocks (``add``: a save then writes one or two pages).
 * ``search_keyword_stats`` — per resource: ``chunks`` (how many indexed chunks) and ``tokens`` (their total
@@ -70,6 +67,9 @@ K1 = 1.2
 B = 0.75
 """BM25 length normalisation (FTS5's and Lucene's default)."""
 
+DENSE_SPAN = 16
+"""Scores are summed over the rowid span (``score``) while it is at most this many times the postings."""
+
 MIN_IDF = 1e-6
 """FTS5's floor for a term in half the chunks or more (its raw idf is zero or negative)."""
 
@@ -79,16 +79,6 @@ SCHEMA = (
         term TEXT NOT NULL,
         block INTEGER NOT NULL,
         postings BLOB NOT NULL,
-        PRIMARY KEY (resource_id, term, block)
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS search_block_bounds (
-        resource_id TEXT NOT NULL,
-        term TEXT NOT NULL,
-        block INTEGER NOT NULL,
-        last_rowid INTEGER NOT NULL,
-        postings INTEGER NOT NULL,
-        max_tf INTEGER NOT NULL,
-        min_length INTEGER NOT NULL,
         PRIMARY KEY (resource_id, term, block)
     ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS search_keyword_pending (
@@ -174,7 +164,6 @@ class Analysed:
 POSTING = np.dtype([("rowid", "<i8"), ("tf", "<i4"), ("length", "<i4")])
 """One posting as stored: the chunk's rowid, the term's frequency in it, the chunk's length in tokens."""
 
-_NO_POSTINGS = np.empty(0, dtype=POSTING)
 
 _POSTING_STRUCT = struct.Struct("<qii")
 """The same 16 bytes, for packing a few postings without numpy."""
@@ -183,11 +172,10 @@ _POSTING_STRUCT = struct.Struct("<qii")
 def term_weight(tf: _Floats, length: _Floats, *, df: int, chunks: int, avgdl: float) -> _Floats:
     """BM25 weight of one term in chunks: FTS5's ``bm25()`` term (k1 ``K1``, b ``B``, idf floored at ``MIN_IDF``).
 
-    The one place a term's weight in a chunk is computed: exhaustive scoring (``score``) and pruned scoring
-    (``memstack.adapters.sqlite.topk``) call it on postings, and pruning calls it on a block's largest term
-    frequency and shortest chunk to bound every posting of the block. So it must not decrease as ``tf``
-    grows nor increase as ``length`` grows (BM25's saturation and length normalisation); a property test
-    checks the bound against this function.
+    The one place a term's weight in a chunk is computed, so that a change of the formula reaches every
+    caller, and a top-k search that bounds a run of postings by this function of their largest ``tf`` and
+    shortest ``length`` (MaxScore, ADR 0009) stays exact: BM25's saturation and length normalisation make it
+    non-decreasing in ``tf`` and non-increasing in ``length``, which such a bound needs.
 
     Args:
         tf: the term's frequency in each chunk (float64, ≥ 1).
@@ -303,7 +291,6 @@ def _append_blocks(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Anal
     }
     appends: list[tuple[bytes, str, str, int]] = []
     inserts: list[tuple[str, str, int, bytes]] = []
-    bounds: list[tuple[str, str, int, int, int, int, int]] = []
     for term, postings in by_term.items():
         start = 0
         if term in last:
@@ -311,11 +298,9 @@ def _append_blocks(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Anal
             start = max(0, BLOCK_POSTINGS - size)
             if start:
                 appends.append((_pack(postings[:start]), resource_id, term, block))
-                bounds.append((resource_id, term, block, *_bounds(postings[:start])))
         for i in range(start, len(postings), BLOCK_POSTINGS):
             part = postings[i : i + BLOCK_POSTINGS]
             inserts.append((resource_id, term, part[0][0], _pack(part)))
-            bounds.append((resource_id, term, part[0][0], *_bounds(part)))
     conn.executemany(
         "UPDATE search_postings SET postings = CAST(postings || ? AS BLOB) WHERE resource_id = ? AND term = ? AND block = ?",
         appends,
@@ -323,34 +308,10 @@ def _append_blocks(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Anal
     conn.executemany(
         "INSERT INTO search_postings (resource_id, term, block, postings) VALUES (?, ?, ?, ?)", inserts
     )
-    conn.executemany(
-        "INSERT INTO search_block_bounds (resource_id, term, block, last_rowid, postings, max_tf, min_length) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (resource_id, term, block) DO UPDATE SET "
-        "last_rowid = excluded.last_rowid, postings = postings + excluded.postings, "
-        "max_tf = max(max_tf, excluded.max_tf), min_length = min(min_length, excluded.min_length)",
-        bounds,
-    )
 
 
 def _pack(postings: Sequence[tuple[int, int, int]]) -> bytes:
     return b"".join(_POSTING_STRUCT.pack(*posting) for posting in postings)
-
-
-def _bounds(postings: Sequence[tuple[int, int, int]]) -> tuple[int, int, int, int]:
-    """A run of postings' last rowid, size, largest term frequency and shortest chunk (a block's bounds)."""
-    return postings[-1][0], len(postings), max(p[1] for p in postings), min(p[2] for p in postings)
-
-
-def _exact_bounds(postings: npt.NDArray[np.void]) -> tuple[int, int, int, int]:
-    """``_bounds`` of a block's decoded postings (not empty)."""
-    last, tf, length = postings["rowid"][-1], postings["tf"].max(), postings["length"].min()
-    return int(last), len(postings), int(tf), int(length)
-
-
-_SET_BOUNDS = (
-    "INSERT OR REPLACE INTO search_block_bounds "
-    "(resource_id, term, block, last_rowid, postings, max_tf, min_length) VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
 
 
 def remove(conn: Any, resource_id: str, chunks: Iterable[tuple[int, str | None, int]]) -> None:
@@ -407,52 +368,21 @@ def remove(conn: Any, resource_id: str, chunks: Iterable[tuple[int, str | None, 
             if keep.all():
                 continue
             if not keep.any():
-                for table in ("search_postings", "search_block_bounds"):
-                    conn.execute(
-                        f"DELETE FROM {table} WHERE resource_id = ? AND term = ? AND block = ?",
-                        (resource_id, term, int(block)),
-                    )
+                conn.execute(
+                    "DELETE FROM search_postings WHERE resource_id = ? AND term = ? AND block = ?",
+                    (resource_id, term, int(block)),
+                )
             else:
-                kept = postings[keep]
                 conn.execute(
                     "UPDATE search_postings SET postings = ? WHERE resource_id = ? AND term = ? AND block = ?",
-                    (kept.tobytes(), resource_id, term, int(block)),
+                    (postings[keep].tobytes(), resource_id, term, int(block)),
                 )
-                conn.execute(_SET_BOUNDS, (resource_id, term, int(block), *_exact_bounds(kept)))
     conn.execute(
         "UPDATE search_keyword_stats SET chunks = chunks - ?, tokens = tokens - ?, pending = pending - ? "
         "WHERE resource_id = ?",
         (count, total, len(was_pending), resource_id),
     )
     conn.execute("DELETE FROM search_keyword_stats WHERE resource_id = ? AND chunks <= 0", (resource_id,))
-
-
-def add_bounds(conn: Any) -> bool:
-    """Bound every block of a file written before blocks had bounds (in the caller's transaction).
-
-    ``search_block_bounds`` keeps, per block, its last rowid, size, largest term frequency and shortest
-    chunk, which let a search skip the block (``topk``). Every write keeps it in step with
-    ``search_postings``, so it is empty while the postings are not only in a file from before it existed
-    (schema 2): then it is filled from each block's postings, once.
-
-    Returns:
-        Whether the bounds were filled (the file was upgraded).
-    """
-    if conn.execute("SELECT 1 FROM search_block_bounds LIMIT 1").fetchone() is not None:
-        return False
-    if conn.execute("SELECT 1 FROM search_postings LIMIT 1").fetchone() is None:
-        return False
-    conn.executemany(
-        _SET_BOUNDS,
-        (
-            (resource_id, term, block, *_exact_bounds(postings))
-            for resource_id, term, block, blob in conn.execute(
-                "SELECT resource_id, term, block, postings FROM search_postings"
-            ).fetchall()
-            if len(postings := unpack(bytes(blob)))
-        ),
-    )
-    return True
 
 
 def drop_all(conn: Any) -> None:
@@ -464,7 +394,6 @@ def drop_all(conn: Any) -> None:
 def drop_resource(conn: Any, resource_id: str) -> None:
     """Remove every posting and the statistics of the resource (in the caller's transaction)."""
     conn.execute("DELETE FROM search_postings WHERE resource_id = ?", (resource_id,))
-    conn.execute("DELETE FROM search_block_bounds WHERE resource_id = ?", (resource_id,))
     conn.execute("DELETE FROM search_keyword_pending WHERE resource_id = ?", (resource_id,))
     conn.execute("DELETE FROM search_keyword_stats WHERE resource_id = ?", (resource_id,))
 
@@ -497,8 +426,8 @@ def pending_postings(conn: Any, resource_id: str, terms: Sequence[str]) -> dict[
 def score(conn: Any, resource_id: str, query: Sequence[str]) -> tuple[_Ints, _Floats]:
     """BM25 of every chunk of the resource that contains a query term, from the resource's statistics.
 
-    Every posting of every query term is read and scored: the reference that pruned search
-    (``memstack.adapters.sqlite.topk``) must agree with, float for float.
+    Every posting of every query term is read and scored (ADR 0009 measures why block-max pruning did not
+    pay on SQLite). Each chunk's weights are summed term by term, in the query's order.
 
     Args:
         conn: a connection reading one snapshot.
@@ -527,9 +456,9 @@ def score(conn: Any, resource_id: str, query: Sequence[str]) -> tuple[_Ints, _Fl
         ).fetchall()
         if not blobs and term not in pending:
             continue
-        postings = np.concatenate(
-            [unpack(b"".join(bytes(b[0]) for b in blobs)), pending.get(term, _NO_POSTINGS)]
-        )
+        postings = unpack(b"".join(b[0] for b in blobs))  # the driver gives each BLOB as bytes
+        if term in pending:
+            postings = np.concatenate([postings, pending[term]])
         rowids = postings["rowid"]
         tfs = postings["tf"].astype(np.float64)
         lengths = postings["length"].astype(np.float64)
@@ -539,7 +468,19 @@ def score(conn: Any, resource_id: str, query: Sequence[str]) -> tuple[_Ints, _Fl
         return empty
     if len(found_rowids) == 1:
         return found_rowids[0].astype(np.int64), found_scores[0]
-    everything = np.concatenate(found_rowids)
+    everything = np.concatenate(found_rowids).astype(np.int64)
+    weights_in_order = np.concatenate(found_scores)
+    low = int(everything.min())
+    span = int(everything.max()) - low + 1
+    # bincount sums each chunk's weights in input order (term by term) either way. Over the rowid span it
+    # needs no sort: zeroing and scanning the span cost less than sorting the postings while the span is
+    # within DENSE_SPAN times their number (a resource's rowids are dense unless other resources' writes
+    # interleave with its own).
+    if span <= DENSE_SPAN * len(everything) + 65536:
+        offsets = everything - low
+        sums = np.bincount(offsets, weights=weights_in_order, minlength=span)
+        present = np.flatnonzero(np.bincount(offsets, minlength=span))
+        return (present + low).astype(np.int64), sums[present].astype(np.float64)
     unique, inverse = np.unique(everything, return_inverse=True)
-    totals: _Floats = np.bincount(inverse, weights=np.concatenate(found_scores)).astype(np.float64)
+    totals: _Floats = np.bincount(inverse, weights=weights_in_order).astype(np.float64)
     return unique.astype(np.int64), totals
