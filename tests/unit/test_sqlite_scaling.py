@@ -143,3 +143,67 @@ def test_given_a_rebuild_for_another_model_when_opened_then_no_keyword_posting_o
     for table in ("search_postings", "search_keyword_pending", "search_keyword_stats"):
         assert db.query(f"SELECT count(*) FROM {table}") == [(0,)], table
     assert rebuilt.search("r1", top_k=5, text="hiking").keyword == []
+
+
+def _reference_keyword_top(
+    index: SqliteSearchIndex, db: SqliteDatabase, text: str, top_k: int, thread_id: str | None
+) -> list[tuple[str, float]]:
+    """The top messages by a full sort of every chunk's BM25 (``keywords.score``), ties by message id."""
+    from memstack.adapters.search_text import query_terms
+    from memstack.adapters.sqlite import keywords
+
+    with db.read() as conn:
+        rowids, scores = keywords.score(conn, "r1", keywords.query_tokens(query_terms(text)))
+        owner = dict(conn.execute("SELECT rowid, message_id FROM search_chunks").fetchall())
+        threads = dict(conn.execute("SELECT rowid, thread_id FROM search_chunks").fetchall())
+    best: dict[str, float] = {}
+    for rowid, score in zip(rowids.tolist(), scores.tolist(), strict=True):
+        if thread_id is None or threads[rowid] == thread_id:
+            best[owner[rowid]] = max(best.get(owner[rowid], 0.0), score)
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+
+
+@pytest.mark.parametrize(("distinct", "thread_id"), [(40, None), (40, "t3"), (600, None), (600, "t3")])
+def test_given_many_tied_chunks_when_searched_by_keywords_then_the_prefix_walk_returns_the_full_sort(
+    distinct: int, thread_id: str | None
+) -> None:
+    rng = np.random.default_rng(11)
+    words = ["hiking", "dog", "lake", "painting", "caroline", "sunrise", "race", "charity"]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 7)))) for _ in range(distinct)]
+    db = SqliteDatabase(":memory:")
+    index = SqliteSearchIndex(db, DIM)
+    vector = np.eye(DIM)[0].tolist()
+    # 3000 messages from a few distinct texts: identical chunks tie, in groups larger than a batch or
+    # smaller; a thread holds one message in seven, so a thread's search walks past the resource's first
+    # prefixes (the best 2·top_k + 8 chunks, then 16 times more).
+    index.upsert(
+        [
+            entry(f"m{i:05d}", texts[i % distinct], vector, thread_id=f"t{i % 7}", seq=i)
+            for i in rng.permutation(3000).tolist()
+        ]
+    )
+    for text in ["caroline hiking", "dog lake sunrise", "charity race painting dog", "caroline"]:
+        for top_k in (1, 3, 4, 9, 16):
+            hits = index.search("r1", top_k=top_k, text=text, thread_id=thread_id).keyword or []
+            expected = _reference_keyword_top(index, db, text, top_k, thread_id)
+            assert [(h.message_id, h.score * 2.2) for h in hits] == [
+                (m, pytest.approx(s, rel=1e-12)) for m, s in expected
+            ], (text, top_k)
+
+
+def test_given_a_resource_when_scored_over_its_rowid_span_or_by_sorting_then_the_floats_are_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memstack.adapters.sqlite import keywords
+
+    db = SqliteDatabase(":memory:")
+    index = SqliteSearchIndex(db, DIM)
+    texts = ["dog lake", "lake lake hiking dog", "hiking", "dog dog dog sunrise at the lake"]
+    index.upsert([entry(f"m{i}", texts[i % 4], np.eye(DIM)[0].tolist(), seq=i) for i in range(300)])
+    query = ["dog", "lake", "hike", "dog"]
+    with db.read() as conn:
+        dense = keywords.score(conn, "r1", query)
+        monkeypatch.setattr(keywords, "DENSE_SPAN", -(10**9))  # the span never qualifies: np.unique
+        sorted_ = keywords.score(conn, "r1", query)
+    assert dense[0].tolist() == sorted_[0].tolist()
+    assert dense[1].tolist() == sorted_[1].tolist(), "each chunk's weights summed in the same order"
