@@ -174,7 +174,7 @@ def term_weight(tf: _Floats, length: _Floats, *, df: int, chunks: int, avgdl: fl
 
     The one place a term's weight in a chunk is computed, so that a change of the formula reaches every
     caller, and a top-k search that bounds a run of postings by this function of their largest ``tf`` and
-    shortest ``length`` (MaxScore, ADR 0009) stays exact: BM25's saturation and length normalisation make it
+    shortest ``length`` (MaxScore, ADR 0010) stays exact: BM25's saturation and length normalisation make it
     non-decreasing in ``tf`` and non-increasing in ``length``, which such a bound needs.
 
     Args:
@@ -426,7 +426,7 @@ def pending_postings(conn: Any, resource_id: str, terms: Sequence[str]) -> dict[
 def score(conn: Any, resource_id: str, query: Sequence[str]) -> tuple[_Ints, _Floats]:
     """BM25 of every chunk of the resource that contains a query term, from the resource's statistics.
 
-    Every posting of every query term is read and scored (ADR 0009 measures why block-max pruning did not
+    Every posting of every query term is read and scored (ADR 0010 measures why block-max pruning did not
     pay on SQLite). Each chunk's weights are summed term by term, in the query's order.
 
     Args:
