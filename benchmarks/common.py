@@ -292,7 +292,12 @@ def ensure_mastra(bin_dir: Path, log: Any = sys.stderr) -> Path:
 class MastraPeer:
     """Runs the Mastra peer (our growth copy of it) with a Node >= 22.13; set up lazily, once."""
 
-    def __init__(self) -> None:
+    def __init__(self, db_dir: Path | None = None) -> None:
+        """Args:
+        db_dir: the folder of the peer's LibSQL file (default: the scratch folder); a tmpfs such as
+            ``/dev/shm`` takes the disk's sync out of its growth (say so where the figures are reported).
+        """
+        self.db_dir = db_dir
         self._ready: tuple[Path, str, Path] | None = None
         self.error: str | None = None
 
@@ -320,7 +325,17 @@ class MastraPeer:
         self, data: Path, conversation: int, env: Mapping[str, str], timeout: float = 3600
     ) -> dict[str, Any]:
         """Run ``locomo-peer-growth.mjs`` on one conversation with these env settings (GROW, RUNS, TOPKS,
-        SCORES, TOPK…); returns its JSON line.
+        SCORES, TOPK…); returns its (last) JSON line.
+
+        Raises:
+            PeerUnavailable: not set up, or the script failed or printed no JSON.
+        """
+        return self.run_all(data, conversation, env, timeout)[-1]
+
+    def run_all(
+        self, data: Path, conversation: int, env: Mapping[str, str], timeout: float = 3600
+    ) -> list[dict[str, Any]]:
+        """Like ``run``, every JSON line the script printed, in order: one per size with ``SIZES``.
 
         Raises:
             PeerUnavailable: not set up, or the script failed or printed no JSON.
@@ -328,7 +343,7 @@ class MastraPeer:
         if not self.setup() or self._ready is None:
             raise PeerUnavailable(self.error or "not set up")
         bin_dir, _, work = self._ready
-        db = scratch_dir() / f"mastra-peer-{os.getpid()}.db"
+        db = (self.db_dir or scratch_dir()) / f"mastra-peer-{os.getpid()}.db"
         full_env = {
             **os.environ,
             **env,
@@ -352,5 +367,4 @@ class MastraPeer:
             raise PeerUnavailable(
                 f"the Mastra peer failed (exit {done.returncode}): {done.stderr.strip()[-400:]}"
             )
-        result: dict[str, Any] = json.loads(lines[-1])
-        return result
+        return [json.loads(line) for line in lines]

@@ -8,9 +8,15 @@
 //   SCORES=1    add each question's category, evidence and per-topK score (for per-category tables);
 //   ONE=1       a long-lived user: the growth and every run go into ONE resource (`one-<sample_id>`), message
 //               and thread ids kept distinct by a per-pass key (grow-<k>, run<r>).
+//   SIZES=1000,10000,100000  grow ONE store through these sizes (in place of GROW), measuring at each; the
+//               measured runs' messages count as stored (in ONE mode they stay in the grown resource).
+//   BUDGET_S=S  stop growing once growth has taken S seconds in all: the size reached is measured (flagged
+//               `budget_hit`) and larger sizes are not run.
 // Usage: node locomo-peer-growth.mjs <locomo.json | locomo-shaped .json.gz> [conversationIndex=0]
 //   env: DB=/path/file.db  DIM=256  TOPK=4  RANGE=1  LAST=10  GROW=0  RUNS=1  TOPKS=<TOPK>  SCORES=0  ONE=0
-// Prints one JSON line (the original's fields, from run 0 and TOPK, plus `runs`, `topks`, `stored_before`).
+//        SIZES=<GROW>  BUDGET_S=0 (none)
+// Prints one JSON line per size measured (the original's fields, from run 0 and TOPK, plus `runs`, `topks`,
+// `stored_before`, `grow_s` — growth up to that size, in all — and `budget_hit`).
 import { Memory } from '@mastra/memory';
 import { LibSQLStore, LibSQLVector } from '@mastra/libsql';
 import { createHash } from 'node:crypto';
@@ -28,6 +34,8 @@ const RANGE = Number(process.env.RANGE ?? 1), LAST = Number(process.env.LAST ?? 
 const GROW = Number(process.env.GROW ?? 0), RUNS = Number(process.env.RUNS ?? 1);
 const TOPKS = (process.env.TOPKS ?? String(TOPK)).split(',').map(Number);
 const SCORES = process.env.SCORES === '1', ONE = process.env.ONE === '1';
+const SIZES = (process.env.SIZES ?? String(GROW)).split(',').filter(x => x !== '').map(Number).sort((a, b) => a - b);
+const BUDGET_MS = Number(process.env.BUDGET_S ?? 0) * 1000;
 const DB = process.env.DB ?? join(tmpdir(), 'mastra-locomo-peer.db');
 for (const f of [DB, DB + '-wal', DB + '-shm']) rmSync(f, { force: true });
 
@@ -73,68 +81,83 @@ function messagesOf(sample, resourceId, s, key = resourceId) {
   });
 }
 
-// Growth: whole sessions, batched, under fresh resources, until GROW messages are stored.
-let stored = 0;
-const growStart = performance.now();
-for (let k = 0; stored < GROW; k++) {
-  const sample = all[k % all.length], key = `grow-${k}-${sample.sample_id}`;
-  const resourceId = ONE ? `one-${conv.sample_id}` : key;
-  for (const s of sessionsOf(sample.conversation)) {
-    if (stored >= GROW) break;
-    const msgs = messagesOf(sample, resourceId, s, key).slice(0, GROW - stored);
-    await memory.createThread({ resourceId, threadId: msgs[0].threadId, title: '' });
-    await memory.saveMessages({ messages: msgs });
-    stored += msgs.length;
+// Growth: whole sessions, batched, under fresh resources (or into the one resource), until `size` messages are
+// stored or the growth budget is spent; `k` goes on across sizes, so every pass has distinct ids.
+let stored = 0, k = 0, growMs = 0, budgetHit = false;
+async function growTo(size) {
+  const start = performance.now();
+  for (; stored < size; k++) {
+    if (BUDGET_MS && growMs + performance.now() - start > BUDGET_MS) { budgetHit = true; break; }
+    const sample = all[k % all.length], key = `grow-${k}-${sample.sample_id}`;
+    const resourceId = ONE ? `one-${conv.sample_id}` : key;
+    for (const s of sessionsOf(sample.conversation)) {
+      if (stored >= size) break;
+      const msgs = messagesOf(sample, resourceId, s, key).slice(0, size - stored);
+      await memory.createThread({ resourceId, threadId: msgs[0].threadId, title: '' });
+      await memory.saveMessages({ messages: msgs });
+      stored += msgs.length;
+    }
+    if (k % 20 === 0) process.stderr.write(`\rgrowing: ${stored}/${size} messages`);
   }
-  if (k % 20 === 0) process.stderr.write(`\rgrowing: ${stored}/${GROW} messages`);
+  growMs += performance.now() - start;
+  if (size) process.stderr.write(`\rgrew to ${stored} messages in ${(growMs / 1000).toFixed(1)} s in all\n`);
 }
-const growMs = performance.now() - growStart;
-if (GROW) process.stderr.write(`\rgrew ${stored} messages in ${(growMs / 1000).toFixed(1)} s\n`);
 
 const c = conv.conversation, sessions = sessionsOf(c);
 const valid = new Set(sessions.flatMap(s => c[s].map(t => t.dia_id)));
-const runs = [], topks = {}, scored = [];
-for (let r = 0; r < RUNS; r++) {
-  const key = RUNS > 1 || ONE ? `${conv.sample_id}-run${r}` : conv.sample_id;
-  const resourceId = ONE ? `one-${conv.sample_id}` : key;
-  const saveMs = []; let nMsg = 0;
-  for (const s of sessions) {
-    const msgs = messagesOf(conv, resourceId, s, key);
-    await memory.createThread({ resourceId, threadId: msgs[0].threadId, title: '' });
-    for (const m of msgs) { const t = performance.now(); await memory.saveMessages({ messages: [m] }); saveMs.push(performance.now() - t); nMsg++; }
-  }
-  const queryThread = `${key}-questions`;
-  await memory.createThread({ resourceId, threadId: queryThread, title: '' });
-  const recallMs = [];
-  for (const qa of conv.qa) {
-    if (qa.category === 5) continue;
-    const ev = (qa.evidence ?? []).filter(e => valid.has(e));
-    if (!ev.length) continue;
-    const row = { category: qa.category, evidence: ev, scores: {}, returned: {} };
-    for (const [i, topK] of (r === 0 ? TOPKS : [TOPK]).entries()) {
-      const threadConfig = { semanticRecall: { topK, messageRange: RANGE, scope: 'resource' } };
-      const t = performance.now();
-      const res = await memory.recall({ threadId: queryThread, resourceId, vectorSearchString: String(qa.question), threadConfig });
-      if (topK === TOPK && !(r === 0 && i !== TOPKS.indexOf(TOPK))) recallMs.push(performance.now() - t);
-      const got = new Set(res.messages.map(m => m.id));
-      row.scores[topK] = ev.filter(e => got.has(`${key}:${e}`)).length / ev.length;
-      row.returned[topK] = res.messages.length;
-    }
-    if (r === 0) scored.push(row);
-  }
-  runs.push({ resource: resourceId, messages: nMsg, save_ms_p50: +pct(saveMs, 0.5).toFixed(3), save_ms_p95: +pct(saveMs, 0.95).toFixed(3),
-    recall_ms_p50: +pct(recallMs, 0.5).toFixed(3), recall_ms_p95: +pct(recallMs, 0.95).toFixed(3) });
-}
 const mean = xs => xs.reduce((a, b) => a + b, 0) / xs.length;
-for (const k of TOPKS) {
-  const rows = scored.filter(q => k in q.scores);
-  topks[k] = { evidence_recall: +mean(rows.map(q => q.scores[k])).toFixed(3), mean_messages_returned: +mean(rows.map(q => q.returned[k])).toFixed(1) };
+async function measure(tag) {
+  const storedBefore = stored;
+  const runs = [], topks = {}, scored = [];
+  for (let r = 0; r < RUNS; r++) {
+    const key = `${conv.sample_id}${tag}` + (RUNS > 1 || ONE ? `-run${r}` : '');
+    const resourceId = ONE ? `one-${conv.sample_id}` : key;
+    const saveMs = []; let nMsg = 0;
+    for (const s of sessions) {
+      const msgs = messagesOf(conv, resourceId, s, key);
+      await memory.createThread({ resourceId, threadId: msgs[0].threadId, title: '' });
+      for (const m of msgs) { const t = performance.now(); await memory.saveMessages({ messages: [m] }); saveMs.push(performance.now() - t); nMsg++; }
+    }
+    stored += nMsg;
+    const queryThread = `${key}-questions`;
+    await memory.createThread({ resourceId, threadId: queryThread, title: '' });
+    const recallMs = [];
+    for (const qa of conv.qa) {
+      if (qa.category === 5) continue;
+      const ev = (qa.evidence ?? []).filter(e => valid.has(e));
+      if (!ev.length) continue;
+      const row = { category: qa.category, evidence: ev, scores: {}, returned: {} };
+      for (const [i, topK] of (r === 0 ? TOPKS : [TOPK]).entries()) {
+        const threadConfig = { semanticRecall: { topK, messageRange: RANGE, scope: 'resource' } };
+        const t = performance.now();
+        const res = await memory.recall({ threadId: queryThread, resourceId, vectorSearchString: String(qa.question), threadConfig });
+        if (topK === TOPK && !(r === 0 && i !== TOPKS.indexOf(TOPK))) recallMs.push(performance.now() - t);
+        const got = new Set(res.messages.map(m => m.id));
+        row.scores[topK] = ev.filter(e => got.has(`${key}:${e}`)).length / ev.length;
+        row.returned[topK] = res.messages.length;
+      }
+      if (r === 0) scored.push(row);
+    }
+    runs.push({ resource: resourceId, messages: nMsg, save_ms_p50: +pct(saveMs, 0.5).toFixed(3), save_ms_p95: +pct(saveMs, 0.95).toFixed(3),
+      recall_ms_p50: +pct(recallMs, 0.5).toFixed(3), recall_ms_p95: +pct(recallMs, 0.95).toFixed(3) });
+  }
+  for (const k of TOPKS) {
+    const rows = scored.filter(q => k in q.scores);
+    topks[k] = { evidence_recall: +mean(rows.map(q => q.scores[k])).toFixed(3), mean_messages_returned: +mean(rows.map(q => q.returned[k])).toFixed(1) };
+  }
+  const head = runs[0], base = topks[TOPK] ?? topks[TOPKS[0]];
+  const out = { system: 'mastra-1.x', conversation: conv.sample_id, messages: head.messages, questions: scored.length,
+    topK: TOPK, messageRange: RANGE, save_ms_p50: +head.save_ms_p50.toFixed(2), save_ms_p95: +head.save_ms_p95.toFixed(2),
+    recall_ms_p50: +head.recall_ms_p50.toFixed(2), recall_ms_p95: +head.recall_ms_p95.toFixed(2),
+    mean_messages_returned: base.mean_messages_returned, evidence_recall: base.evidence_recall,
+    stored_before: storedBefore, grow_s: +(growMs / 1000).toFixed(1), budget_hit: budgetHit, runs, topks, node: process.version };
+  if (SCORES) out.scores = scored;
+  console.log(JSON.stringify(out));
 }
-const head = runs[0], base = topks[TOPK] ?? topks[TOPKS[0]];
-const out = { system: 'mastra-1.x', conversation: conv.sample_id, messages: head.messages, questions: scored.length,
-  topK: TOPK, messageRange: RANGE, save_ms_p50: +head.save_ms_p50.toFixed(2), save_ms_p95: +head.save_ms_p95.toFixed(2),
-  recall_ms_p50: +head.recall_ms_p50.toFixed(2), recall_ms_p95: +head.recall_ms_p95.toFixed(2),
-  mean_messages_returned: base.mean_messages_returned, evidence_recall: base.evidence_recall,
-  stored_before: stored, grow_s: +(growMs / 1000).toFixed(1), runs, topks, node: process.version };
-if (SCORES) out.scores = scored;
-console.log(JSON.stringify(out));
+
+// One size: the original's ids (no tag). Several: each size's runs get their own ids (`-at<size>`).
+for (const size of SIZES) {
+  await growTo(size);
+  await measure(SIZES.length > 1 ? `-at${size}` : '');
+  if (budgetHit) break;
+}

@@ -75,11 +75,17 @@ def test_given_per_resource_figures_when_checked_then_each_target_names_its_figu
             "memstack": figures(0.8, 2.0, 1.0, 1.0),
             "mastra": {"context_ms_p50": {"median": 9.0}},
         },
-        {"size": 100_000, "memstack": figures(1.2, 3.9, 12.0, 1.5)},
+        {
+            "size": 100_000,
+            "memstack": figures(1.2, 3.9, 12.0, 1.5),
+            "mastra": {"context_ms_p50": {"median": 10.0}},
+            "mastra_stored": 23_000,
+        },
     ]
     corpus = [
-        {"size": 10_000, "memstack": figures(0.7, 2.0, 0, 0)},
-        {"size": 1_000_000, "memstack": figures(0.7, 2.7, 0, 0)},
+        {"size": 10_000, "memstack": {**figures(0.7, 2.0, 0, 0), "context_cpu_ms_p50": {"median": 1.0}}},
+        {"size": 100_000, "memstack": {**figures(0.7, 2.5, 0, 0), "context_cpu_ms_p50": {"median": 1.1}}},
+        {"size": 1_000_000, "memstack": {**figures(0.7, 2.7, 0, 0), "context_cpu_ms_p50": {"median": 1.2}}},
     ]
 
     verdicts = {c["target"]: c["holds"] for c in resource_checks(one, corpus)}
@@ -91,10 +97,40 @@ def test_given_per_resource_figures_when_checked_then_each_target_names_its_figu
         "hybrid context p50 below Mastra's recall at 1000 (one resource)": True,
         "vector context p50 below Mastra's recall at 1000 (one resource)": True,
         "keyword context p50 below Mastra's recall at 1000 (one resource)": True,
+        "hybrid context p50 below Mastra's recall at 100000 (Mastra at 23000) (one resource)": True,
+        "vector context p50 below Mastra's recall at 100000 (Mastra at 23000) (one resource)": False,
+        "keyword context p50 below Mastra's recall at 100000 (Mastra at 23000) (one resource)": True,
         "save p50 <= 1 ms at 1000 (one resource)": True,
         "save p50 <= 1 ms at 100000 (one resource)": False,
-        "context p50 at 1000000 stored <= 1.3x at 10000 (same resource)": False,
+        "context p50 at 100000 stored <= 1.3x at 10000 (a new resource)": True,
+        "context CPU ms p50 at 100000 stored <= 1.3x at 10000 (a new resource)": True,
+        "context p50 at 1000000 stored <= 1.3x at 10000 (a new resource)": False,
+        "context CPU ms p50 at 1000000 stored <= 1.3x at 10000 (a new resource)": True,
     }
+
+
+def test_given_mastra_stopped_by_its_growth_budget_when_attached_then_each_size_says_where_it_was_measured() -> (
+    None
+):
+    from benchmarks.speed import _attach_mastra
+
+    def measured(stored: int, hit: bool) -> dict[str, object]:
+        return {"stored_before": stored, "mastra": {"m": stored}, "mastra_grow_s": 1.0, "budget_hit": hit}
+
+    entries: list[dict[str, object]] = [{"size": 1000}, {"size": 10_000}, {"size": 100_000}]
+    _attach_mastra(entries, {"sizes": [measured(1000, False), measured(4200, True)]}, "skipped")
+
+    assert entries[0]["mastra_stored"] == 1000 and "mastra_note" not in entries[0]
+    assert entries[1]["mastra_stored"] == 4200
+    assert "measured at 4200" in str(entries[1]["mastra_note"])
+    assert entries[2]["mastra_note"] == "not reached: growth budget spent" and "mastra" not in entries[2]
+
+    entries = [{"size": 1000}]
+    _attach_mastra(entries, {"note": "not run: no node"}, "skipped")
+    assert entries[0]["mastra_note"] == "not run: no node"
+    entries = [{"size": 1000}, {"size": 10_000}]
+    _attach_mastra(entries, {"sizes": [measured(1000, False)]}, "not run: above --mastra-max 1000")
+    assert entries[1]["mastra_note"] == "not run: above --mastra-max 1000"
 
 
 def test_given_a_dataset_without_multi_session_questions_when_rendered_then_no_such_column() -> None:
