@@ -177,10 +177,12 @@ def main(argv: list[str] | None = None) -> int:
         sr = speed.run_resource(
             data=data,
             one_sizes=[1000] if args.quick else [1000, 10_000, 100_000],
-            corpus_sizes=[1000, 2000] if args.quick else [10_000, 1_000_000],
+            corpus_sizes=[1000, 2000] if args.quick else [10_000, 100_000, 1_000_000],
             runs=1,
             mastra=not args.no_mastra,
-            mastra_max=10_000,
+            mastra_max=1000 if args.quick else 100_000,
+            mastra_budget_s=60 if args.quick else 1800,
+            mastra_corpus_budget_s=60 if args.quick else 600,
             peer=peer,
         )
         png = speed.plot_resource(sr, RESULTS / "speed-resource.png")
