@@ -88,7 +88,8 @@ def measure(data: Path, calls: int, repeats: int) -> dict[str, Any]:
     from pydantic import TypeAdapter
 
     from memstack.api.http import handle_http, to_event
-    from memstack.api.schemas import ContextOut, SystemOut
+    from memstack.api.routes.context import context_out
+    from memstack.api.schemas import ContextOut
     from memstack.serve import ServeConfig, build_memory, make_server
 
     with tempfile.TemporaryDirectory(prefix="memstack-serve-profile-") as tmp:
@@ -120,19 +121,7 @@ def measure(data: Path, calls: int, repeats: int) -> dict[str, Any]:
             contexts = [context(i) for i in range(n)]
 
             def route_work(i: int) -> ContextOut:
-                ctx = contexts[i % n]
-                rendered = ctx.to_openai()
-                return ContextOut(
-                    messages=rendered["messages"],
-                    tools=rendered.get("tools", []),
-                    token_count=ctx.counted_tokens,
-                    system=[SystemOut(kind=s.kind, text=s.text) for s in ctx.system],
-                    conversation=ctx.messages,
-                    history_ids=ctx.history_ids,
-                    recalled_ids=[m.id for m in ctx.recalled],
-                    last_seq=ctx.last_seq,
-                    working_memory_version=ctx.working_memory_version,
-                )
+                return context_out(contexts[i % n], count_tokens=False)
 
             outs = [route_work(i) for i in range(n)]
             adapter = TypeAdapter(ContextOut)
