@@ -13,10 +13,12 @@ Measured in one run, side by side:
    sequential calls → p50/p99 ms and the ratio HTTP p50 / library p50;
 3. **N clients** (``--clients``, default 4): each a thread with its own keep-alive connection, sending
    back to back for ``--seconds`` (bounded: at most ``--requests`` × 20 calls in all) → requests/s, p50, p99;
-4. **burst**: ``--burst`` (default 64) connections opened at once, one request each → the slowest connect
+4. **health**: one keep-alive connection sending ``GET /v1/health`` (no ``Memory`` call): the server's
+   CPU per request here is what the HTTP server and the resolver cost on their own;
+5. **burst**: ``--burst`` (default 64) connections opened at once, one request each → the slowest connect
    and the slowest answer (a listen backlog that is too small shows as connects of a second or more).
 
-Phases 2-4 run once per ``--workers`` value (default ``1,2``: the single-process server, then
+Phases 2-5 run once per ``--workers`` value (default ``1,2``: the single-process server, then
 ``memstack serve --workers 2``), on the same file, side by side in one run. With ``--baseline DIR`` (another
 checkout, e.g. a worktree of ``main``) they run a second time against a server started from that checkout's
 ``shared/`` on the same file and machine, so a change is measured before/after in one run under the same
@@ -251,19 +253,30 @@ def _call(conn: http.client.HTTPConnection, question: str) -> bool:
     return response.status == 200
 
 
-def one_client_phase(server: Server, questions: list[str], requests: int) -> Phase:
+def _health(conn: http.client.HTTPConnection, _: str) -> bool:
+    conn.request("GET", "/v1/health")
+    response = conn.getresponse()
+    response.read()
+    return response.status == 200
+
+
+def one_client_phase(
+    server: Server, questions: list[str], requests: int, call: Any = _call, name: str = "1 client"
+) -> Phase:
+    """One keep-alive connection sending ``requests`` calls one after another (``call``: a context
+    request by default; ``_health`` measures what the HTTP server and the resolver cost without ``Memory``)."""
     conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
     try:
         for q in questions[:20]:
-            _call(conn, q)
+            call(conn, q)
         latencies, errors = [], 0
         meter = CpuMeter(server.process.pid)
         started = time.perf_counter()
         for i in range(requests):
             t0 = time.perf_counter()
-            errors += not _call(conn, questions[i % len(questions)])
+            errors += not call(conn, questions[i % len(questions)])
             latencies.append((time.perf_counter() - t0) * 1000)
-        return Phase("1 client", latencies, time.perf_counter() - started, errors, meter.done())
+        return Phase(name, latencies, time.perf_counter() - started, errors, meter.done())
     finally:
         conn.close()
 
@@ -376,6 +389,7 @@ def run(
             for label, source in sources:  # interleaved: both see the machine's load of the same minutes
                 with Server(db, n, source) as server:
                     one = one_client_phase(server, questions, requests).figures()
+                    health = one_client_phase(server, questions, requests, _health, "health").figures()
                     many = many_clients_phase(
                         server, questions, clients, seconds, cap=requests * 20
                     ).figures()
@@ -386,6 +400,7 @@ def run(
                         "source": _describe(source),
                         "workers": n,
                         "one_client": one,
+                        "health_one_client": health,
                         "many_clients": many,
                         "burst": burst_result,
                         "ratio_http_to_library_p50": round(one["p50_ms"] / lib["p50_ms"], 2),
@@ -452,6 +467,16 @@ def render(result: dict[str, Any]) -> str:
             [f"HTTP, {label}, {w['clients']} keep-alive clients ({w['seconds']:g} s)", many["requests"]]
             + [many["errors"], many["p50_ms"], many["p99_ms"], many["requests_per_s"], *_cpu_cells(many)]
         )
+        health = s.get("health_one_client")
+        if health is not None:
+            rows.append(
+                [
+                    f"HTTP, {label}, `GET /v1/health`, 1 keep-alive client",
+                    health["requests"],
+                    health["errors"],
+                ]
+                + [health["p50_ms"], health["p99_ms"], health["requests_per_s"], *_cpu_cells(health)]
+            )
     cores = result["machine"].get("cores") or os.cpu_count() or 1
     lines = [
         "# `memstack serve` under load (127.0.0.1)",

@@ -26,7 +26,7 @@ The resolver's own overhead is the whole minus ``Memory.context``, the route's w
 What is not here — the socket reads and writes, the response head, the access line, the thread that
 serves the connection — is the server's CPU per request (``serve_load.py``) minus these parts.
 
-Usage: ``python benchmarks/serve_profile.py [--calls 200] [--repeats 5] [--out benchmarks/results/serve_profile]``
+Usage: ``python benchmarks/serve_profile.py [--calls 25] [--repeats 30] [--out benchmarks/results/serve_profile]``
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def render(result: dict[str, Any]) -> str:
                 machine_line(result["machine"]),
                 f"Workload: LoCoMo conversation {w['conversation']} (419 messages), hash embedder, hybrid recall; "
                 f"each part timed alone in one process, best of {w['repeats']} rounds of {w['calls']} calls "
-                f"(thread CPU). Response body: {result['response_bytes']:,} bytes. The socket, the response "
+                f"(process CPU, interleaved). Response body: {result['response_bytes']:,} bytes. The socket, the response "
                 "head, the access line and the connection's thread are the server's CPU per request "
                 "(`serve_load.py`) minus these.",
                 "",
@@ -234,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     from memstack.demo import default_data_path
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=25)
+    parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=RESULTS / "serve_profile")
     args = parser.parse_args(argv)
