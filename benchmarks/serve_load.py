@@ -13,11 +13,16 @@ Measured in one run, side by side:
    sequential calls → p50/p99 ms and the ratio HTTP p50 / library p50;
 3. **N clients** (``--clients``, default 4): each a thread with its own keep-alive connection, sending
    back to back for ``--seconds`` (bounded: at most ``--requests`` × 20 calls in all) → requests/s, p50, p99;
-4. **burst**: ``--burst`` (default 64) connections opened at once, one request each → the slowest connect
+4. **health**: one keep-alive connection sending ``GET /v1/health`` (no ``Memory`` call): the server's
+   CPU per request here is what the HTTP server and the resolver cost on their own;
+5. **burst**: ``--burst`` (default 64) connections opened at once, one request each → the slowest connect
    and the slowest answer (a listen backlog that is too small shows as connects of a second or more).
 
-Phases 2-4 run once per ``--workers`` value (default ``1,2``: the single-process server, then
-``memstack serve --workers 2``), on the same file, side by side in one run.
+Phases 2-5 run once per ``--workers`` value (default ``1,2``: the single-process server, then
+``memstack serve --workers 2``), on the same file, side by side in one run. With ``--baseline DIR`` (another
+checkout, e.g. a worktree of ``main``) they run a second time against a server started from that checkout's
+``shared/`` on the same file and machine, so a change is measured before/after in one run under the same
+load.
 
 CPU: for each load phase the report gives the server's CPU (every process of it, from ``/proc``) and the
 benchmark process's (the clients), in ms per request, and how busy the machine's cores were (``/proc/stat``,
@@ -27,7 +32,7 @@ is taken from the server's. Targets: HTTP p50 <= 2x the library's with 1 client;
 4 clients on a 2-core machine; p99 <= 20 ms. Benchmarks print; they never assert.
 
 Usage: ``python benchmarks/serve_load.py [--quick] [--requests 400] [--clients 4] [--seconds 5]
-[--burst 64] [--workers 1,2] [--out benchmarks/results/serve_load]``
+[--burst 64] [--workers 1,2] [--baseline ../main] [--out benchmarks/results/serve_load]``
 """
 
 from __future__ import annotations
@@ -186,11 +191,15 @@ def library_phase(db: Path, questions: list[str], requests: int) -> Phase:
 
 
 class Server:
-    """``memstack serve`` on a free port of 127.0.0.1, in a subprocess, stopped on exit."""
+    """``memstack serve`` on a free port of 127.0.0.1, in a subprocess, stopped on exit.
 
-    def __init__(self, db: Path, workers: int) -> None:
+    Args:
+        source: the checkout whose ``shared/`` the server imports ``memstack`` from (this one by default).
+    """
+
+    def __init__(self, db: Path, workers: int, source: Path = ROOT) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTACK_", "OPENAI_"))}
-        env["PYTHONPATH"] = str(ROOT / "shared")
+        env["PYTHONPATH"] = str(source / "shared")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memstack.cli", "serve", "--host", HOST, "--port", "0"]
             + ["--db", str(db), "--embedder", "hash", "--workers", str(workers)],
@@ -244,19 +253,30 @@ def _call(conn: http.client.HTTPConnection, question: str) -> bool:
     return response.status == 200
 
 
-def one_client_phase(server: Server, questions: list[str], requests: int) -> Phase:
+def _health(conn: http.client.HTTPConnection, _: str) -> bool:
+    conn.request("GET", "/v1/health")
+    response = conn.getresponse()
+    response.read()
+    return response.status == 200
+
+
+def one_client_phase(
+    server: Server, questions: list[str], requests: int, call: Any = _call, name: str = "1 client"
+) -> Phase:
+    """One keep-alive connection sending ``requests`` calls one after another (``call``: a context
+    request by default; ``_health`` measures what the HTTP server and the resolver cost without ``Memory``)."""
     conn = http.client.HTTPConnection(HOST, server.port, timeout=30)
     try:
         for q in questions[:20]:
-            _call(conn, q)
+            call(conn, q)
         latencies, errors = [], 0
         meter = CpuMeter(server.process.pid)
         started = time.perf_counter()
         for i in range(requests):
             t0 = time.perf_counter()
-            errors += not _call(conn, questions[i % len(questions)])
+            errors += not call(conn, questions[i % len(questions)])
             latencies.append((time.perf_counter() - t0) * 1000)
-        return Phase("1 client", latencies, time.perf_counter() - started, errors, meter.done())
+        return Phase(name, latencies, time.perf_counter() - started, errors, meter.done())
     finally:
         conn.close()
 
@@ -351,27 +371,41 @@ def burst_phase(port: int, questions: list[str], burst: int) -> dict[str, Any]:
 
 
 def run(
-    data: Path, requests: int, clients: int, seconds: float, burst: int, workers: list[int]
+    data: Path,
+    requests: int,
+    clients: int,
+    seconds: float,
+    burst: int,
+    workers: list[int],
+    baseline: Path | None = None,
 ) -> dict[str, Any]:
     servers: list[dict[str, Any]] = []
+    sources = [("this checkout", ROOT)] + ([("baseline", baseline)] if baseline is not None else [])
     with tempfile.TemporaryDirectory(prefix="memstack-serve-load-") as tmp:
         db = Path(tmp) / "load.db"
         questions = seed(db, data)
         lib = library_phase(db, questions, requests).figures()
         for n in workers:
-            with Server(db, n) as server:
-                one = one_client_phase(server, questions, requests).figures()
-                many = many_clients_phase(server, questions, clients, seconds, cap=requests * 20).figures()
-                burst_result = burst_phase(server.port, questions, burst)
-            servers.append(
-                {
-                    "workers": n,
-                    "one_client": one,
-                    "many_clients": many,
-                    "burst": burst_result,
-                    "ratio_http_to_library_p50": round(one["p50_ms"] / lib["p50_ms"], 2),
-                }
-            )
+            for label, source in sources:  # interleaved: both see the machine's load of the same minutes
+                with Server(db, n, source) as server:
+                    one = one_client_phase(server, questions, requests).figures()
+                    health = one_client_phase(server, questions, requests, _health, "health").figures()
+                    many = many_clients_phase(
+                        server, questions, clients, seconds, cap=requests * 20
+                    ).figures()
+                    burst_result = burst_phase(server.port, questions, burst)
+                servers.append(
+                    {
+                        "server": label,
+                        "source": _describe(source),
+                        "workers": n,
+                        "one_client": one,
+                        "health_one_client": health,
+                        "many_clients": many,
+                        "burst": burst_result,
+                        "ratio_http_to_library_p50": round(one["p50_ms"] / lib["p50_ms"], 2),
+                    }
+                )
     return {
         "machine": machine(),
         "load_average": [round(x, 1) for x in os.getloadavg()],
@@ -383,11 +417,27 @@ def run(
             "clients": clients,
             "seconds": seconds,
             "workers": workers,
+            "baseline": _describe(baseline) if baseline is not None else None,
         },
         "library": lib,
         "servers": servers,
         "targets": {"ratio_p50": 2.0, "requests_per_s": 1000, "p99_ms": 20.0},
     }
+
+
+def _describe(source: Path) -> str:
+    """A checkout named by its folder and commit (``main@1a2b3c4``), or its folder alone outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return source.name
+    return f"{source.name}@{commit}"
 
 
 def _cpu_cells(phase: dict[str, Any]) -> list[Any]:
@@ -407,6 +457,8 @@ def render(result: dict[str, Any]) -> str:
     for s in result["servers"]:
         one, many = s["one_client"], s["many_clients"]
         label = f"{s['workers']} worker{'s' if s['workers'] > 1 else ''}"
+        if w.get("baseline"):
+            label = f"{s['source']}, {label}"
         rows.append(
             [f"HTTP, {label}, 1 keep-alive client", one["requests"], one["errors"], one["p50_ms"]]
             + [one["p99_ms"], one["requests_per_s"], *_cpu_cells(one)]
@@ -415,6 +467,16 @@ def render(result: dict[str, Any]) -> str:
             [f"HTTP, {label}, {w['clients']} keep-alive clients ({w['seconds']:g} s)", many["requests"]]
             + [many["errors"], many["p50_ms"], many["p99_ms"], many["requests_per_s"], *_cpu_cells(many)]
         )
+        health = s.get("health_one_client")
+        if health is not None:
+            rows.append(
+                [
+                    f"HTTP, {label}, `GET /v1/health`, 1 keep-alive client",
+                    health["requests"],
+                    health["errors"],
+                ]
+                + [health["p50_ms"], health["p99_ms"], health["requests_per_s"], *_cpu_cells(health)]
+            )
     cores = result["machine"].get("cores") or os.cpu_count() or 1
     lines = [
         "# `memstack serve` under load (127.0.0.1)",
@@ -448,8 +510,9 @@ def render(result: dict[str, Any]) -> str:
         burst, many = s["burst"], s["many_clients"]
         cpu = (many.get("server_cpu_ms_per_request") or 0) + (many.get("client_cpu_ms_per_request") or 0)
         ceiling = f"{cores * 1000 / cpu:,.0f}" if cpu else "–"
+        name = f"{s['source']}, " if w.get("baseline") else ""
         lines += [
-            f"**{s['workers']} worker(s)**: HTTP p50 / library p50 (1 client) **{s['ratio_http_to_library_p50']}x**. "
+            f"**{name}{s['workers']} worker(s)**: HTTP p50 / library p50 (1 client) **{s['ratio_http_to_library_p50']}x**. "
             f"With {w['clients']} clients a request cost {cpu:.2f} ms of CPU, server and client together: "
             f"{cores} cores doing nothing else would top out near {ceiling} requests/s. "
             f"Burst: {burst['connections']} connections opened at once, one request each: slowest connect "
@@ -473,13 +536,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", default="1,2", help="comma-separated --workers values, each a server run (default 1,2)"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout (its shared/ is imported by a second server) measured beside this one",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "serve_load")
     args = parser.parse_args(argv)
     if args.quick:
         args.requests, args.seconds, args.burst = 100, 2.0, 32
     workers = [int(n) for n in args.workers.split(",") if n.strip()]
     result = run(
-        args.data or default_data_path(), args.requests, args.clients, args.seconds, args.burst, workers
+        args.data or default_data_path(),
+        args.requests,
+        args.clients,
+        args.seconds,
+        args.burst,
+        workers,
+        args.baseline.resolve() if args.baseline is not None else None,
     )
     write_report(args.out, render(result), result)
     return 0

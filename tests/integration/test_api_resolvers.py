@@ -43,3 +43,23 @@ def test_given_two_resolvers_when_one_request_runs_inside_another_then_each_logs
         ("POST", "/v1/threads/{thread_id}/messages"),
         ("GET", "/v1/threads/{thread_id}"),
     ]
+
+
+def test_given_a_route_registered_after_the_first_request_then_the_pre_check_knows_it_and_its_query(
+    memory: Memory,
+) -> None:
+    """The pre-check's route table is built once, not per request: a route added later (Powertools allows
+    it at any time) must still be matched (405 with its method, not 404) and its query names checked."""
+    app = create_app(memory, auth=AuthConfig())
+    api = Api(app.resolve, "u1")
+    assert api.get("/v1/health").status == 200  # the table is built here
+
+    @app.get("/v1/late/<name>")
+    def late(name: str, resource_id: str, extra: str = "") -> dict[str, str]:
+        return {"name": name, "extra": extra}
+
+    assert api.get("/v1/late/x", query={"extra": "y"}).body == {"name": "x", "extra": "y"}
+    assert api.post("/v1/late/x", {}).status == 405
+    unknown = api.get("/v1/late/x", query={"nope": "1"})
+    assert unknown.status == 400
+    assert unknown.body["error"]["field"] == "nope"

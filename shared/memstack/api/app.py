@@ -126,6 +126,9 @@ class MemstackResolver(APIGatewayRestResolver):
         self._auth_provider = auth
         self.max_body_bytes = max_body_bytes
         self._event: Any = None
+        # what the pre-check derives from the registered routes alone, built once per route table
+        # (``_route_table``) instead of on every request
+        self._table: tuple[tuple[int, int], list[Any], dict[int, dict[str, bool]]] | None = None
 
     # Powertools keeps the event being resolved on the ``BaseRouter`` class, shared by every resolver of
     # the process; ``memstack serve`` resolves concurrent requests on several resolvers, so each keeps its
@@ -172,7 +175,8 @@ class MemstackResolver(APIGatewayRestResolver):
             if resource_id is not None:  # a missing or empty one: validation answers 400 (required)
                 self._auth().authorize(event, resource_id)
             method = str(event.get("httpMethod") or "").upper()
-            matching = [r for r in self._routes() if r.rule.match(path)]
+            routes, names = self._route_table()
+            matching = [r for r in routes if r.rule.match(path)]
             route = next((r for r in matching if r.method == method), None)
             if route is None:
                 if matching:
@@ -180,7 +184,7 @@ class MemstackResolver(APIGatewayRestResolver):
                     return errors.method_not_allowed(method, allowed)
                 return None  # no route: Powertools answers 404 through the NotFoundError handler
             if not health:
-                _check_query(event, _query_names(route))
+                _check_query(event, names[id(route)])
         except MemstackError as exc:
             return errors.from_memstack_error(exc)
         return None
@@ -200,6 +204,17 @@ class MemstackResolver(APIGatewayRestResolver):
             return self._auth_provider()
         except MemstackError as exc:
             raise ServerMisconfigured(type(exc).__name__) from exc
+
+    def _route_table(self) -> tuple[list[Any], dict[int, dict[str, bool]]]:
+        """The registered routes and each one's declared query parameters (``_query_names``, keyed by
+        ``id(route)``), rebuilt only when a route was registered since the last request."""
+        static, dynamic = getattr(self, "_static_routes", []), getattr(self, "_dynamic_routes", [])
+        counts = (len(static), len(dynamic))
+        table = self._table
+        if table is None or table[0] != counts:
+            routes = self._routes()
+            table = self._table = (counts, routes, {id(r): _query_names(r) for r in routes})
+        return table[1], table[2]
 
     def _routes(self) -> list[Any]:
         """The registered Powertools routes (``Route``: ``method``, compiled ``rule``, ``dependant``), as
@@ -391,7 +406,7 @@ def create_app(
     provider: MemoryProvider = memory if callable(memory) else (lambda: memory)
     app = MemstackResolver(provider, _auth_provider(auth), max_body_bytes)
     _register_error_handlers(app)
-    app.use(middlewares=[_access_log, _lambda_deadline])
+    app.use(middlewares=[_request_scope])
     for router in ROUTE_SETS[routes]:
         app.include_router(router)
     return app
@@ -455,23 +470,21 @@ def _register_error_handlers(app: MemstackResolver) -> None:
         app.exception_handler(exc_class)(handle)
 
 
-def _lambda_deadline(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-    """On Lambda, the request runs under a deadline ``LAMBDA_MARGIN_MS`` before the invocation's end, so
-    ``context()``'s budget (``context_timeout_ms``) never outlives the function; elsewhere no change."""
-    remaining_ms = getattr(app.lambda_context, "get_remaining_time_in_millis", None)
-    if not callable(remaining_ms):
-        return next_middleware(app)
-    with deadline.within(max(0, int(remaining_ms()) - deadline.LAMBDA_MARGIN_MS) / 1000):
-        return next_middleware(app)
-
-
-def _access_log(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-    """One span (``api.<route function>``) and one INFO line per request: method, route, status, duration,
-    resource — ids only."""
+def _request_scope(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """Around each routed request (one middleware: every Powertools middleware frame costs its own
+    inspection and debug formatting per request): one span (``api.<route function>``); on Lambda, the
+    deadline ``LAMBDA_MARGIN_MS`` before the invocation's end, so ``context()``'s budget
+    (``context_timeout_ms``) never outlives the function; then one INFO line — method, route, status,
+    duration, resource: ids only."""
     started = time.perf_counter()
     route = app.context.get("_route")
     with use_case(f"api.{getattr(getattr(route, 'func', None), '__name__', 'route')}"):
-        response = next_middleware(app)
+        remaining_ms = getattr(app.lambda_context, "get_remaining_time_in_millis", None)
+        if callable(remaining_ms):
+            with deadline.within(max(0, int(remaining_ms()) - deadline.LAMBDA_MARGIN_MS) / 1000):
+                response = next_middleware(app)
+        else:
+            response = next_middleware(app)
     event = app.current_event
     logger.info(
         "request",
