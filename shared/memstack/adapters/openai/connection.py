@@ -126,6 +126,10 @@ class OpenAIConnection:
         with self._lock:
             if self._client is None:
                 import httpx
+
+                from memstack.adapters.openai.sdk import install
+
+                install()  # before the SDK's first import: its unused types are not built (sdk.py)
                 import openai
 
                 # keyless (a compatible server at base_url): every SDK version insists on some key, so
@@ -166,9 +170,9 @@ class OpenAIConnection:
         Raises:
             InvalidInput, PayloadTooLarge, Unavailable: as in the module docstring.
         """
+        client = self.client()  # first: it imports the SDK the cheap way (sdk.py)
         import openai
 
-        client = self.client()
         attempts = self.max_retries + 1
         made = 0
         for attempt in range(attempts):

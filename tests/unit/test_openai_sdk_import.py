@@ -1,0 +1,70 @@
+"""The OpenAI SDK imported through memstack.adapters.openai.sdk: the type packages' ``__init__`` files run on
+first use only, and every name stays reachable (each case in a fresh interpreter, where ``openai`` is not
+imported yet)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(code: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_given_the_finder_when_a_client_is_built_then_the_response_types_are_not() -> None:
+    out = run(
+        """
+        import sys
+        from memstack.adapters.openai.connection import OpenAIConnection, default_sleep
+        connection = OpenAIConnection(
+            api_key="k", base_url=None, timeout=5, max_retries=0, client=None, sleep=default_sleep
+        )
+        connection.client().embeddings
+        print("openai.types.responses.response" in sys.modules, "openai.types.batch" in sys.modules)
+        """
+    )
+    assert out == "False False", "building a client imported types the embeddings endpoint never uses"
+
+
+def test_given_the_finder_then_every_re_exported_name_resolves_as_without_it() -> None:
+    out = run(
+        """
+        from memstack.adapters.openai.sdk import install
+        assert install()
+        import openai
+        from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+        from openai.types.create_embedding_response import CreateEmbeddingResponse
+        assert openai.types.CreateEmbeddingResponse is CreateEmbeddingResponse
+        assert openai.types.chat.ChatCompletion is ChatCompletion
+        assert ChatCompletion.__module__ == "openai.types.chat.chat_completion"
+        assert openai.types.Batch.__module__ == "openai.types.batch"  # the package's own names, on use
+        print("ok")
+        """
+    )
+    assert out == "ok"
+
+
+def test_given_openai_already_imported_then_install_changes_nothing() -> None:
+    out = run(
+        """
+        import sys
+        import openai
+        from memstack.adapters.openai.sdk import install
+        print(install(), any(type(f).__name__ == "_DeferredInitFinder" for f in sys.meta_path))
+        """
+    )
+    assert out == "False False"
