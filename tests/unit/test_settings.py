@@ -6,7 +6,14 @@ import pytest
 
 from memstack.bootstrap import build
 from memstack.errors import InvalidInput
-from memstack.settings import DEFAULT_LOCAL_EMBEDDER, Settings, default_embedder, env_names, load_settings
+from memstack.settings import (
+    DEFAULT_LOCAL_EMBEDDER,
+    Settings,
+    default_embedder,
+    env_names,
+    from_environment,
+    load_settings,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -153,3 +160,31 @@ def test_given_no_embedder_when_memory_local_is_built_then_the_default_embedder_
 
     with Memory.local(":memory:") as memory:
         assert memory.embedder.model_id == "wordllama-l2_supercat-256"
+
+
+def test_given_names_in_another_case_when_loaded_then_they_are_read_as_pydantic_settings_read_them() -> None:
+    environ = {
+        "memstack_backend": "aws",
+        "Aws_Default_Region": "eu-west-1",
+        "MEMSTACK_CREATE_RESOURCES": "true",
+    }
+    s = Settings.model_validate(from_environment(environ))
+    assert (s.backend, s.region, s.create_resources) == ("aws", "eu-west-1", True)
+
+
+def test_given_settings_when_loaded_then_pydantic_settings_is_not_imported() -> None:
+    """The settings are a plain model (no pydantic-settings import on a function's cold start)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    shared = Path(__file__).resolve().parents[2] / "shared"
+    code = "import sys; from memstack.settings import load_settings; load_settings(); print('pydantic_settings' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(shared)},
+        timeout=60,
+    )
+    assert out.stdout.strip() == "False", out.stderr
