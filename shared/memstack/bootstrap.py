@@ -190,14 +190,14 @@ def openai_api_key(settings: Settings) -> str | None:
 
 
 def _read_secret(arn: str, *, region: str | None) -> str:
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
+    from memstack.adapters.aws_session import create_client
     from memstack.errors import InvalidInput, Unavailable
 
     field = "MEMSTACK_OPENAI_API_KEY_SECRET_ARN"
     try:
-        client = boto3.session.Session().client("secretsmanager", region_name=region)
+        client = create_client("secretsmanager", region_name=region)
         try:
             value = client.get_secret_value(SecretId=arn).get("SecretString")
         finally:

@@ -59,15 +59,16 @@ class StepFunctionsScheduler:
     def _stepfunctions(self) -> Any:
         with self._lock:
             if self._client is None:
-                import boto3
                 from botocore.config import Config
                 from botocore.exceptions import NoRegionError
+
+                from memstack.adapters.aws_session import create_client
 
                 config = Config(
                     connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3}
                 )
                 try:
-                    self._client = boto3.session.Session().client(
+                    self._client = create_client(
                         "stepfunctions",
                         region_name=self.region,
                         endpoint_url=self.endpoint_url,

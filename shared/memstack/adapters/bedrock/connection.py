@@ -53,7 +53,7 @@ _T = TypeVar("_T")
 class BedrockConnection:
     """A lazily built ``bedrock-runtime`` client plus the retry loop and error mapping of the module docstring.
 
-    Thread-safe: the client is built once under a lock; boto3 clients are safe to share between threads.
+    Thread-safe: the client is built once under a lock; botocore clients are safe to share between threads.
     """
 
     def __init__(
@@ -89,20 +89,21 @@ class BedrockConnection:
         return f"BedrockConnection(region={self.region!r}, timeout={self.timeout}, max_retries={self.max_retries})"
 
     def client(self) -> Any:
-        """The ``bedrock-runtime`` client, built (and ``boto3`` imported) on first use."""
+        """The ``bedrock-runtime`` client, built on first use from the process-wide botocore session
+        (``memstack.adapters.aws_session``): one client per connection, the service model parsed once per
+        process."""
         with self._lock:
             if self._client is None:
-                import boto3
                 from botocore.config import Config
+
+                from memstack.adapters.aws_session import create_client
 
                 config = Config(
                     read_timeout=self.timeout,
                     connect_timeout=min(self.timeout, 10.0),
                     retries={"total_max_attempts": 1, "mode": "standard"},
                 )
-                self._client = boto3.session.Session().client(
-                    "bedrock-runtime", region_name=self.region, config=config
-                )
+                self._client = create_client("bedrock-runtime", region_name=self.region, config=config)
             return self._client
 
     def call(self, request: Callable[[Any], _T], *, what: str, model: str, field: str) -> _T:

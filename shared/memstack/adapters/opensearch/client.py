@@ -11,7 +11,7 @@ Auth modes (``service``):
 
 SigV4 uses ``RequestsHttpConnection`` with ``RequestsAWSV4SignerAuth`` (opensearch-py's current name for
 ``AWSV4SignerAuth``): the signer runs as a ``requests`` auth hook on the final, serialised request, so the
-payload hash covers the exact bytes sent. Credentials come from boto3's default chain (Lambda role, env,
+payload hash covers the exact bytes sent. Credentials come from botocore's default chain (Lambda role, env,
 profile) and are refreshed by botocore; the signer freezes them per request.
 
 Timeouts and retries: the client's own timeout (:data:`DEFAULT_TIMEOUT_SECONDS`) covers start-up
@@ -73,12 +73,13 @@ def make_client(
         endpoint: the domain or collection URL with scheme (``https://xyz.us-east-1.aoss.amazonaws.com``);
             a port in the URL is kept.
         service: ``aoss`` or ``es`` (SigV4 with that service name), or ``none`` (basic auth or none).
-        region: the AWS region for SigV4; unset, boto3's configured region.
+        region: the AWS region for SigV4; unset, botocore's configured region
+            (``memstack.adapters.aws_session``).
         username, password: basic auth for ``none``.
         timeout: seconds per request that does not pass its own ``request_timeout`` (the adapter passes one
             for searches and writes).
         max_retries: transport retries on connection errors and 502/503/504; a timeout is never retried.
-        credentials: botocore credentials for SigV4; unset, boto3's default chain.
+        credentials: botocore credentials for SigV4; unset, botocore's default chain.
 
     Raises:
         InvalidInput: an unknown ``service``, a malformed endpoint, SigV4 without a region or credentials,
@@ -129,14 +130,14 @@ def _quiet_library_logger() -> None:
 
 
 def _sigv4(service: str, region: str | None, credentials: Any) -> Any:
-    import boto3
     from opensearchpy import RequestsAWSV4SignerAuth
 
-    session = boto3.Session()
-    region = region or session.region_name
+    from memstack.adapters import aws_session
+
+    region = region or aws_session.region()
     if not region:
         raise InvalidInput("SigV4 needs an AWS region (set AWS_REGION)", field="region")
-    credentials = credentials or session.get_credentials()
+    credentials = credentials or aws_session.credentials()
     if credentials is None:
         raise InvalidInput("SigV4 needs AWS credentials and none were found", field="credentials")
     return RequestsAWSV4SignerAuth(credentials, region, service)
