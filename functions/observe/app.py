@@ -25,7 +25,6 @@ from memstack.bootstrap import memory_from_env
 from memstack.errors import InvalidInput, Unavailable
 from memstack.observability import OBSERVED, add_metric, lambda_handler, logger
 from memstack.observation.events import job_ids
-from memstack.settings import load_settings
 
 CAUSE_CHARS = 300
 """How much of a failure's message is kept on the record (``last_error``)."""
@@ -90,6 +89,8 @@ def sweep_due(event: Mapping[str, Any], context: Any) -> dict[str, int]:
         Unavailable: the store failed, or some jobs could not be started (after trying every job; the
             next run retries them), so the function's error alarm sees it.
     """
+    from memstack.settings import load_settings  # pydantic: imported by the sweep, not at the import
+
     idle = _number(event, "idle_seconds", SWEEP_IDLE_SECONDS, 0, 86_400)
     limit = _number(event, "limit", SWEEP_LIMIT, 1, 1000)
     if not load_settings().observation_state_machine_arn:  # else the memory would run jobs in this process

@@ -29,12 +29,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstack.errors import InvalidInput, PayloadTooLarge
-from memstack.memory import Memory
 from memstack.observability import INDEXED, add_metric
-from memstack.observation.requirements import needs_chat_model
 
 if TYPE_CHECKING:
     from memstack.adapters.dynamodb.stream import MessageChange
+    from memstack.memory import Memory
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +72,8 @@ def handle_stream_event(memory: Memory, event: Mapping[str, Any]) -> dict[str, l
             saved[(c.resource_id, c.thread_id)].append(c)
     written = 0
     scheduled = 0
+    from memstack.observation.requirements import needs_chat_model  # the options' models: built on use
+
     observe = needs_chat_model(memory.options)
     for (resource_id, thread_id), group in saved.items():
         count, indexed = _index(memory, resource_id, thread_id, group, failed)

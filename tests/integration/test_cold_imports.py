@@ -1,0 +1,77 @@
+"""What a Lambda function imports in its init phase (``import app``): only what its handler module needs at
+import time. The SDKs, the tokenizer and the settings are imported when the first event uses them, so a
+regression that pulls one back into the import (a cold start's init) fails here by name.
+
+Each function is imported in a fresh interpreter behind tests/lambda_bundle.py's guard, so the development
+venv's extra packages (``rich``, ``click``) cannot change what is seen. Figures: ``benchmarks/cold_start.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.lambda_bundle import bundle_only_prelude
+
+ROOT = Path(__file__).resolve().parents[2]
+
+NEVER_AT_IMPORT = (
+    "openai",
+    "httpx",
+    "httpx2",
+    "tiktoken",
+    "opensearchpy",
+    "requests",
+    "boto3",
+    "s3transfer",
+    "pynamodb",
+    "pydantic_settings",
+    "aws_xray_sdk",
+    "numpy",
+    "memstack.memory",
+)
+"""Modules no handler imports at init: the clients' SDKs, the tokenizer, the settings' old loader and the
+core (built with the ``Memory`` on the first event)."""
+
+HTTP_ONLY = ("pydantic", "aws_lambda_powertools.event_handler", "memstack.config", "email", "csv")
+"""What only the HTTP functions (``api``, ``context``) import at init: the resolver validates with pydantic,
+whose plugin loader imports ``importlib.metadata`` (and with it ``email`` and ``csv``)."""
+
+
+def imported(function: str) -> set[str]:
+    code = bundle_only_prelude() + (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'functions' / function)!r})\n"
+        "import app\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("function", ["api", "context", "indexer", "observe", "reflect"])
+def test_given_a_function_when_its_handler_is_imported_then_no_sdk_tokenizer_or_core_is(
+    function: str,
+) -> None:
+    modules = imported(function)
+
+    found = sorted(name for name in NEVER_AT_IMPORT if name in modules)
+    assert not found, f"importing functions/{function}/app.py imports {found}"
+
+
+@pytest.mark.parametrize("function", ["indexer", "observe", "reflect"])
+def test_given_a_background_function_when_imported_then_neither_pydantic_nor_the_resolver_is(
+    function: str,
+) -> None:
+    modules = imported(function)
+
+    found = sorted(name for name in HTTP_ONLY if name in modules)
+    assert not found, f"importing functions/{function}/app.py imports {found}"
