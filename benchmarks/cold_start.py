@@ -5,13 +5,19 @@ the unzipped size of what each function runs.
   start's init phase runs beyond the runtime itself), median of ``--runs`` with min–max; the interpreter's
   own start-up is not counted. One extra run with ``python -X importtime`` names the heaviest top-level
   imports. No ``MEMSTACK_*`` variables are set: the handlers build nothing at import (bootstrap is lazy).
+  Every probe runs behind tests/lambda_bundle.py's guard (only the Lambda requirements importable), so the
+  development venv's extras (``httpx`` imports ``rich`` and ``click`` when they are installed) do not count.
 * First request (``api`` and ``context``): a fresh interpreter imports the handler and sends it the same
   API Gateway event twice — ``POST /v1/threads/t-cold/context`` for a thread of 40 saved messages (history +
   hybrid recall; ``count_tokens`` not set, as an agent's turn loop sends it). CPU is the process's
   (``time.process_time``, every thread), so the servers the function talks to do not count: DynamoDB and S3
   on a moto server, the OpenSearch test double (Serverless mode) and an OpenAI-compatible embeddings endpoint,
   all on 127.0.0.1 in the benchmark's process. The first request builds the ``Memory`` (settings, clients:
-  the deployed regime, ``MEMSTACK_EMBEDDER=openai`` with the real SDK). Medians of ``--request-runs``.
+  ``MEMSTACK_EMBEDDER=openai`` with the real SDK). Two configurations: ``openai-secret``, the deployment's
+  default (``-c models=openai``: the key read from Secrets Manager, here moto's, on the first request), and
+  ``openai-key`` (``OPENAI_API_KEY`` in the environment). Medians of ``--request-runs``.
+* Before/after in one run: ``--baseline REF`` (e.g. ``main``) measures the same probes on ``git archive REF``
+  (its ``functions/`` and ``shared/``) beside the working tree.
 * Bundle size: the asset folders ``make bundle`` (``cdk synth`` with local pip bundling, infra/bundling.py)
   leaves in ``cdk.out/``: a function's code asset (the one holding its ``app.py`` and ``memstack``, the
   newest if several) plus the stack's one dependency layer (``python/``). Sizes are the sum of file sizes
@@ -22,20 +28,23 @@ the unzipped size of what each function runs.
 Targets: import <= 120 ms; a cold context request <= 250 ms of CPU; <= 60 MB per function without
 boto3. Benchmarks print; they never assert.
 
-Usage: ``python benchmarks/cold_start.py [--runs 7] [--request-runs 3] [--out benchmarks/results/cold_start]``
-(writes ``<out>.md`` and ``<out>.json``).
+Usage: ``python benchmarks/cold_start.py [--runs 7] [--request-runs 3] [--baseline main]
+[--out benchmarks/results/cold_start]`` (writes ``<out>.md`` and ``<out>.json``).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -46,7 +55,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the OpenSearch double and the event builder live in tests/
-FUNCTIONS = ("api", "context", "indexer")
+FUNCTIONS = ("api", "context", "indexer", "observe", "reflect")
 CDK_OUT = ROOT / "cdk.out"
 LIBRARY = ROOT / "shared" / "memstack"
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
@@ -58,8 +67,12 @@ BUNDLE_TARGET_MB = 60.0
 REQUEST_FUNCTIONS = ("api", "context")
 """The functions whose first request is measured (a context request through API Gateway's event)."""
 EMBEDDING_DIMENSIONS = 64
+CONFIGS = ("openai-secret", "openai-key")
+"""First-request configurations: the deployment's default (the OpenAI key in Secrets Manager) and a key in
+the environment."""
+SECRET_NAME = "memstack/cold-start-openai"
 
-_PROBE = """
+_PROBE = """{prelude}
 import sys, time
 sys.path.insert(0, {function_dir!r})
 started, cpu = time.perf_counter(), time.process_time()
@@ -79,9 +92,11 @@ class ImportTime:
     """CPU (``time.process_time``) of the import, median: steadier than wall time on a shared machine."""
     top_imports: list[tuple[str, float]] = field(default_factory=list)
     """The heaviest top-level imports (package, cumulative ms) of one ``-X importtime`` run."""
+    code: str = "this tree"
+    """Whose code: ``this tree`` or the ``--baseline`` ref."""
 
 
-_REQUEST_PROBE = """
+_REQUEST_PROBE = """{prelude}
 import json, sys, time
 sys.path.insert(0, {function_dir!r})
 event = json.loads(sys.argv[1])
@@ -114,6 +129,10 @@ class FirstRequest:
     second_cpu_ms: float
     runs: int
     regime: str = "on-demand"
+    config: str = "openai-key"
+    """``openai-secret`` or ``openai-key`` (``CONFIGS``)."""
+    code: str = "this tree"
+    """Whose code: ``this tree`` or the ``--baseline`` ref."""
     """``on-demand`` (init then the first request, in one cold start) or ``snap-start``: init with
     ``AWS_LAMBDA_INITIALIZATION_TYPE=snap-start`` (``memstack.snapstart.prime`` runs), which Lambda runs
     once per published version before its snapshot, then the first request as a restored environment runs
@@ -136,26 +155,51 @@ class BundleSize:
     """The shared dependency layer's asset folder, if built."""
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTACK_", "OPENAI_", "PYTHON"))}
-    return env
+def _env(tree: Path = ROOT) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("MEMSTACK_", "OPENAI_", "PYTHON", "AWS_"))
+    }
+    return env | {"PYTHONPATH": str(tree / "shared")}
 
 
-def import_time(function: str, runs: int) -> ImportTime:
-    """Median/min/max ms of ``import app`` for ``functions/<function>`` over ``runs`` fresh interpreters
-    (after one warm-up run that fills the bytecode cache, as a deployed bundle ships it)."""
-    function_dir = str(ROOT / "functions" / function)
-    code = _PROBE.format(function_dir=function_dir)
+def _prelude() -> str:
+    from tests.lambda_bundle import bundle_only_prelude
+
+    return bundle_only_prelude()
+
+
+def baseline_tree(ref: str, into: Path) -> Path:
+    """``functions/`` and ``shared/`` of the git ``ref`` (``git archive``) under ``into``."""
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", ref, "functions", "shared"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def import_time(function: str, runs: int, tree: Path = ROOT, label: str = "this tree") -> ImportTime:
+    """Median/min/max ms of ``import app`` for ``functions/<function>`` of ``tree`` over ``runs`` fresh
+    interpreters (after one warm-up run that fills the bytecode cache, as a deployed bundle ships it)."""
+    function_dir = str(tree / "functions" / function)
+    code = _PROBE.format(function_dir=function_dir, prelude=_prelude())
     command = [sys.executable, "-c", code]
-    subprocess.run(command, check=True, capture_output=True, env=_env(), cwd=ROOT)  # warm the .pyc cache
+    subprocess.run(command, check=True, capture_output=True, env=_env(tree), cwd=ROOT)  # warm the .pyc cache
     samples, cpu = [], []
     for _ in range(runs):
-        out = subprocess.run(command, check=True, capture_output=True, text=True, env=_env(), cwd=ROOT)
+        out = subprocess.run(command, check=True, capture_output=True, text=True, env=_env(tree), cwd=ROOT)
         wall_ms, cpu_ms = out.stdout.strip().splitlines()[-1].split()
         samples.append(float(wall_ms))
         cpu.append(float(cpu_ms))
     traced = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, env=_env(), cwd=ROOT
+        [sys.executable, "-X", "importtime", "-c", code],
+        capture_output=True,
+        text=True,
+        env=_env(tree),
+        cwd=ROOT,
     )
     return ImportTime(
         function=function,
@@ -165,6 +209,7 @@ def import_time(function: str, runs: int) -> ImportTime:
         runs=runs,
         cpu_median_ms=round(statistics.median(cpu), 1),
         top_imports=_top_imports(traced.stderr),
+        code=label,
     )
 
 
@@ -200,10 +245,13 @@ class _Embeddings(BaseHTTPRequestHandler):
         pass
 
 
-def first_requests(runs: int) -> list[FirstRequest]:
-    """Each of ``REQUEST_FUNCTIONS`` in ``runs`` fresh interpreters against DynamoDB and S3 on a moto server,
-    the OpenSearch test double (Serverless mode) and a local OpenAI-compatible embeddings endpoint, all on
-    127.0.0.1 in this process (their CPU is not the function's)."""
+def first_requests(runs: int, baseline: tuple[str, Path] | None = None) -> list[FirstRequest]:
+    """Each of ``REQUEST_FUNCTIONS`` in ``runs`` fresh interpreters against DynamoDB, S3 and Secrets Manager
+    on a moto server, the OpenSearch test double (Serverless mode) and a local OpenAI-compatible embeddings
+    endpoint, all on 127.0.0.1 in this process (their CPU is not the function's): every configuration of
+    ``CONFIGS`` on demand, the deployment's default under SnapStart, and with ``baseline`` (label, tree) the
+    same on-demand runs on that tree's code."""
+    import boto3
     from moto.server import ThreadedMotoServer
     from tests.opensearch_double import OpenSearchDouble
 
@@ -214,33 +262,58 @@ def first_requests(runs: int) -> list[FirstRequest]:
     try:
         with OpenSearchDouble("serverless") as double:
             host, port = moto.get_host_and_port()
+            moto_url = f"http://{host}:{port}"
             env = _env() | {
                 "AWS_ACCESS_KEY_ID": "testing",
                 "AWS_SECRET_ACCESS_KEY": "testing",
                 "AWS_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL_SECRETS_MANAGER": moto_url,
                 "MEMSTACK_BACKEND": "aws",
                 "MEMSTACK_TABLE": "memstack-cold",
                 "MEMSTACK_BUCKET": "memstack-cold-bodies",
-                "MEMSTACK_DYNAMODB_ENDPOINT_URL": f"http://{host}:{port}",
-                "MEMSTACK_S3_ENDPOINT_URL": f"http://{host}:{port}",
+                "MEMSTACK_DYNAMODB_ENDPOINT_URL": moto_url,
+                "MEMSTACK_S3_ENDPOINT_URL": moto_url,
                 "MEMSTACK_OPENSEARCH_ENDPOINT": double.url,
                 "MEMSTACK_OPENSEARCH_SERVICE": "aoss",
                 "MEMSTACK_EMBEDDER": "openai",
                 "MEMSTACK_OPENAI_API_KEY": "sk-local",
                 "MEMSTACK_OPENAI_BASE_URL": f"http://127.0.0.1:{embeddings.server_address[1]}",
                 "MEMSTACK_EMBEDDING_DIMENSIONS": str(EMBEDDING_DIMENSIONS),
-                "PYTHONPATH": str(ROOT / "shared"),
             }
             _seed(env)
+            secrets = boto3.client(
+                "secretsmanager",
+                region_name="us-east-1",
+                endpoint_url=moto_url,
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+            )
+            arn = secrets.create_secret(Name=SECRET_NAME, SecretString="sk-local")["ARN"]
             env["MEMSTACK_INDEXING"] = "stream"  # as deployed
-            return [
-                _first_request(name, env, runs, regime)
-                for regime in ("on-demand", "snap-start")
+            configs = {"openai-key": env, "openai-secret": _without_key(env, arn)}
+            trees = [("this tree", ROOT)] + ([baseline] if baseline else [])
+            out = [
+                _first_request(
+                    name, configs[config], runs, "on-demand", config=config, tree=tree, label=label
+                )
+                for label, tree in trees
+                for config in CONFIGS
                 for name in REQUEST_FUNCTIONS
             ]
+            out += [
+                _first_request(name, configs[CONFIGS[0]], runs, "snap-start", config=CONFIGS[0])
+                for name in REQUEST_FUNCTIONS
+            ]
+            return out
     finally:
         embeddings.shutdown()
         moto.stop()
+
+
+def _without_key(env: dict[str, str], secret_arn: str) -> dict[str, str]:
+    """``env`` as the stack sets it with ``-c models=openai``: no key, the secret's ARN instead."""
+    out = {k: v for k, v in env.items() if k != "MEMSTACK_OPENAI_API_KEY"}
+    return out | {"MEMSTACK_OPENAI_API_KEY_SECRET_ARN": secret_arn}
 
 
 def _seed(env: dict[str, str]) -> None:
@@ -259,12 +332,23 @@ def _seed(env: dict[str, str]) -> None:
     )
 
 
-def _first_request(function: str, env: dict[str, str], runs: int, regime: str) -> FirstRequest:
+def _first_request(
+    function: str,
+    env: dict[str, str],
+    runs: int,
+    regime: str,
+    *,
+    config: str,
+    tree: Path = ROOT,
+    label: str = "this tree",
+) -> FirstRequest:
     from tests.integration.events import api_event
 
     snap_start = regime == "snap-start"
-    code = _REQUEST_PROBE.format(function_dir=str(ROOT / "functions" / function), snap_start=snap_start)
-    env = env | {"AWS_LAMBDA_INITIALIZATION_TYPE": regime}
+    code = _REQUEST_PROBE.format(
+        function_dir=str(tree / "functions" / function), snap_start=snap_start, prelude=_prelude()
+    )
+    env = env | {"AWS_LAMBDA_INITIALIZATION_TYPE": regime, "PYTHONPATH": str(tree / "shared")}
     event = api_event(
         "POST",
         "/v1/threads/t-cold/context",
@@ -288,6 +372,8 @@ def _first_request(function: str, env: dict[str, str], runs: int, regime: str) -
         second_cpu_ms=median("second_cpu_ms"),
         runs=runs,
         regime=regime,
+        config=config,
+        code=label,
     )
 
 
@@ -414,11 +500,15 @@ def render(imports: list[ImportTime], bundles: list[BundleSize], requests: list[
         + "/".join(f"{x:.1f}" for x in os.getloadavg())
         + " (other work on this shared machine inflates wall times; CPU times much less).",
         "",
-        "| function | import CPU ms (median) | import wall ms (median) | wall min–max | runs | bundle MB (unzipped) | without boto3/botocore/s3transfer | files |",
-        "|---|---|---|---|---|---|---|---|",
+        "| function | code | import CPU ms (median) | import wall ms (median) | wall min–max | runs | bundle MB (unzipped) | without boto3/botocore/s3transfer | files |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for imp, bundle in zip(imports, bundles, strict=True):
-        if bundle.path is None:
+    by_function = {b.function: b for b in bundles}
+    for imp in sorted(imports, key=lambda i: (FUNCTIONS.index(i.function), i.code != "this tree")):
+        bundle = by_function[imp.function]
+        if imp.code != "this tree":
+            size, rest = "", ("", "")
+        elif bundle.path is None:
             size = "not built: run make bundle"
             rest = "–", "–"
         else:
@@ -427,8 +517,8 @@ def render(imports: list[ImportTime], bundles: list[BundleSize], requests: list[
             )
             rest = f"{bundle.without_runtime_mb}", f"{bundle.files}"
         lines.append(
-            f"| {imp.function} | {imp.cpu_median_ms} | {imp.median_ms} | {imp.min_ms}–{imp.max_ms} | {imp.runs} | {size} "
-            f"| {rest[0]} | {rest[1]} |"
+            f"| {imp.function} | {imp.code} | {imp.cpu_median_ms} | {imp.median_ms} | {imp.min_ms}–{imp.max_ms} "
+            f"| {imp.runs} | {size} | {rest[0]} | {rest[1]} |"
         )
     if requests:
         lines += [
@@ -441,13 +531,17 @@ def render(imports: list[ImportTime], bundles: list[BundleSize], requests: list[
             "published version before the snapshot, so a cold start is a restore plus the first request "
             "column (the restore itself is Lambda's, not measured here):",
             "",
-            "| function | regime | init CPU ms | first request CPU ms | first request wall ms | second request CPU ms | runs |",
-            "|---|---|---|---|---|---|---|",
+            "`openai-secret` is the deployment's default (`-c models=openai`: the key read from Secrets Manager "
+            "by the first request); `openai-key` has the key in the environment.",
+            "",
+            "| function | config | code | regime | init CPU ms | first request CPU ms | init + first CPU ms "
+            "| first request wall ms | second request CPU ms | runs |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in requests:
             lines.append(
-                f"| {r.function} | {r.regime} | {r.import_cpu_ms} | {r.first_cpu_ms} | {r.first_wall_ms} "
-                f"| {r.second_cpu_ms} | {r.runs} |"
+                f"| {r.function} | {r.config} | {r.code} | {r.regime} | {r.import_cpu_ms} | {r.first_cpu_ms} "
+                f"| {round(r.import_cpu_ms + r.first_cpu_ms, 1)} | {r.first_wall_ms} | {r.second_cpu_ms} | {r.runs} |"
             )
     lines += [
         "",
@@ -456,7 +550,7 @@ def render(imports: list[ImportTime], bundles: list[BundleSize], requests: list[
     ]
     for imp in imports:
         shown = ", ".join(f"{name} {ms}" for name, ms in imp.top_imports)
-        lines.append(f"* {imp.function}: {shown}")
+        lines.append(f"* {imp.function} ({imp.code}): {shown}")
     built = [b for b in bundles if b.path is not None]
     if built:
         lines += ["", "Largest bundle entries (MB):", ""]
@@ -476,14 +570,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-requests", action="store_true", help="skip the first-request measurement")
     parser.add_argument(
+        "--baseline", metavar="REF", help="also measure the code of this git ref (e.g. main): before/after"
+    )
+    parser.add_argument(
         "--out",
         default=str(ROOT / "benchmarks" / "results" / "cold_start"),
         help="write <out>.md and <out>.json (default benchmarks/results/cold_start)",
     )
     args = parser.parse_args(argv)
-    imports = [import_time(f, args.runs) for f in FUNCTIONS]
-    bundles = [bundle_size(f) for f in FUNCTIONS]
-    requests = [] if args.no_requests else first_requests(args.request_runs)
+    with tempfile.TemporaryDirectory(prefix="cold-start-baseline-") as scratch:
+        baseline = (args.baseline, baseline_tree(args.baseline, Path(scratch))) if args.baseline else None
+        imports = [import_time(f, args.runs) for f in FUNCTIONS]
+        if baseline:
+            imports += [import_time(f, args.runs, baseline[1], baseline[0]) for f in FUNCTIONS]
+        bundles = [bundle_size(f) for f in FUNCTIONS]
+        requests = [] if args.no_requests else first_requests(args.request_runs, baseline)
     report = render(imports, bundles, requests)
     print(report)
     out = Path(args.out)

@@ -9,6 +9,7 @@ function's imports.
 
 from __future__ import annotations
 
+import functools
 import re
 import textwrap
 from pathlib import Path
@@ -62,6 +63,7 @@ def bundle_modules() -> set[str]:
     return allowed
 
 
+@functools.cache
 def bundle_only_prelude() -> str:
     """Python source that installs a meta-path finder refusing (``ImportError``) every top-level module
     outside ``bundle_modules()``. Run it first in a fresh interpreter; it imports nothing itself (not even

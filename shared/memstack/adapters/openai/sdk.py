@@ -4,10 +4,10 @@
 ``openai.types.responses`` (through ``openai.lib._tools``): the package ``__init__`` files of
 ``openai.types`` and its sub-packages re-export every generated request and response model, so one
 ``import openai`` defines several hundred pydantic models. Memstack calls two endpoints (embeddings and chat
-completions), which need a few dozen of them. Measured on openai 3.57 (``benchmarks/cold_start.py``, CPU of a
-fresh interpreter with pydantic already imported): ``import openai`` plus building a client and its
-``embeddings`` resource costs about 480 ms eagerly and about 250 ms with the loader below — most of a Lambda
-function's cold first request.
+completions), which need a few dozen of them. Measured on openai 3.57 (CPU of a fresh interpreter, a loaded
+2-core build machine): ``import openai`` took 530-570 ms eagerly and 250-330 ms with the finder below; the
+first ``client.embeddings`` then builds the embeddings types (about 50 ms more than eagerly).
+``benchmarks/cold_start.py`` shows the effect on a function's first request.
 
 ``install`` (called by ``OpenAIConnection`` before its ``import openai``) puts in place a meta-path finder
 that gives every *package* under ``openai.types`` a deferred ``__init__``: the package module exists at once (with its ``__path__``, so its sub-modules import
