@@ -10,8 +10,8 @@ first ``client.embeddings`` then builds the embeddings types (about 50 ms more t
 ``benchmarks/cold_start.py`` shows the effect on a function's first request.
 
 ``install`` (called by ``OpenAIConnection`` before its ``import openai``) puts in place a meta-path finder
-that gives every *package* under ``openai.types`` a deferred ``__init__``: the package module exists at once (with its ``__path__``, so its sub-modules import
-as usual), and its ``__init__.py`` runs on the first access to a name that is not one of its sub-modules
+that gives every *package* under ``openai.types`` a deferred ``__init__``: the package module exists at
+once (with its ``__path__``, so its sub-modules import as usual), and its ``__init__.py`` runs on the first access to a name that is not one of its sub-modules
 (``openai.types.CreateEmbeddingResponse``, ``from openai.types.chat import ChatCompletion``). Every name
 stays reachable and means what it means eagerly; only the order of module execution changes. Modules (not
 packages) load exactly as without the finder.
