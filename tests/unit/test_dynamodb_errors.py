@@ -13,10 +13,10 @@ from memstack.errors import InvalidInput, Unavailable
 
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    from memstack.adapters.dynamodb import clients
+    from memstack.adapters import aws_session
 
-    # the package shares one botocore session per process, which caches credentials: start afresh
-    monkeypatch.setattr(clients, "_session", None)
+    # the adapters share one botocore session per process, which caches credentials: start afresh
+    monkeypatch.setattr(aws_session, "_session", None)
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_CONFIG_FILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
