@@ -166,6 +166,9 @@ class CountingEmbedder:
         self.model_id = inner.model_id
         self.dimension = inner.dimension
         self.symmetric = inner.symmetric
+        from memstack.recall.engine import fusion_weight
+
+        self.fusion_weight = fusion_weight(inner)  # hybrid fusion reads the wrapped embedder's prior
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return self.rec.wrap(  # type: ignore[no-any-return]

@@ -91,6 +91,9 @@ class CachingEmbedder:
         self.model_id = inner.model_id
         self.dimension = inner.dimension
         self.symmetric = inner.symmetric
+        from memstack.recall.engine import fusion_weight
+
+        self.fusion_weight = fusion_weight(inner)  # hybrid fusion reads the wrapped embedder's prior
         self._docs: dict[str, list[float]] = {}
         self._queries: dict[str, list[float]] = {}
         self.embedded = 0

@@ -50,22 +50,28 @@ class HybridOptions(_Options):
     """How hybrid recall fuses the two retrievers (see ``memstack.fusion``; tuned in docs/adr/0002).
 
     Attributes:
-        keyword_weight: weight of the keyword (BM25) list.
-        vector_weight: weight of the vector list.
+        keyword_weight: prior weight of the keyword (BM25) list.
+        vector_weight: prior weight of the vector list; ``None``: the embedder's ``fusion_weight`` (1.0 for
+            a semantic embedder, 0.5 for the feature-hashing one, whose similarity is word overlap —
+            what BM25 measures better; docs/adr/0009-spread-weighted-fusion.md).
+        weighting: ``spread``: each query scales the prior weights by how much each list's own scores
+            discriminate among its candidates (``memstack.fusion.spread_weights``); ``fixed``: the priors
+            as they are (the fusion of docs/adr/0002).
         rank_constant: the ``k`` of reciprocal-rank terms.
         neighbour_weight: how much a hit gains from other candidates inside its ``message_range`` window.
         candidates: how many hits each retriever contributes before fusion, as a multiple of ``top_k``.
     """
 
     keyword_weight: float = Field(1.0, ge=0)
-    vector_weight: float = Field(0.5, ge=0)
+    vector_weight: float | None = Field(None, ge=0)
+    weighting: Literal["spread", "fixed"] = "spread"
     rank_constant: float = Field(5.0, gt=0)
     neighbour_weight: float = Field(0.25, ge=0)
     candidates: int = Field(4, ge=1, le=20)
 
     @model_validator(mode="after")
     def _some_weight(self) -> HybridOptions:
-        if self.keyword_weight == 0 and self.vector_weight == 0:
+        if self.keyword_weight == 0 and self.vector_weight == 0:  # None: the embedder's, never 0
             raise ValueError("keyword_weight and vector_weight cannot both be 0")
         return self
 

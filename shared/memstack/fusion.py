@@ -11,8 +11,12 @@ small embedder recalls less evidence than BM25 alone. Here:
    matched too, so each candidate adds ``neighbour_weight ×`` the fused scores of the other candidates that
    fall inside its window (same thread, within ``before``/``after`` by ``seq``).
 
-Weights were chosen on two LoCoMo conversations and checked on the three others
-(docs/adr/0002-hybrid-fusion.md).
+3. **spread weighting**: each list's weight is scaled per query by how much its own scores discriminate
+   among the candidates it returned (``spread_weights``), so the retriever that separates its best hits
+   from the rest for *this* query leads, whichever it is (docs/adr/0009-spread-weighted-fusion.md).
+
+The rank constant and neighbour weight were chosen on two LoCoMo conversations and checked on the three
+others (docs/adr/0002-hybrid-fusion.md).
 
 **The relevance floor** (``semantic_recall.threshold``, docs/adr/0005-hybrid-relevance-floor.md): fused
 scores are rank-based and say nothing about relevance, so the threshold applies to each retriever's own
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from memstack.ports import IndexHit
@@ -35,6 +39,57 @@ KEYWORD_HALF_SCORE = 4.0
 """The BM25 score (OpenSearch/Lucene scale) that ``keyword_relevance`` maps to 0.5: about one distinctive
 word of the query matched (a word in 1 of 50 chunks has an IDF near 4); words in every other chunk
 ("the", "what") score under 1 each."""
+
+
+def list_spread(scores: Sequence[float], depth: int) -> float:
+    """How much a retriever's scores discriminate among its candidates: ``(best - worst) / best``, in 0..1.
+
+    ``worst`` is the lowest score of the ``depth`` candidates the list was asked for; a list that returned
+    fewer found nothing else worth returning, so its missing tail scores 0 (spread 1). Scale-free, so a
+    cosine list and a BM25 list compare: a static embedder whose similarities are all alike (every message
+    of a chat between the same two people looks the same to it) has a small spread, and so has a BM25 list
+    where only common words matched.
+
+    Args:
+        scores: the list's scores, best first (cosine similarity or BM25; only positive scores are
+            expected, since fusion drops vector hits without similarity).
+        depth: how many candidates the list was asked for (>= 1).
+
+    Returns:
+        0.0 for an empty list, a best score <= 0, or a full list of equal scores.
+    """
+    if not scores or scores[0] <= 0:
+        return 0.0
+    worst = min(scores) if len(scores) >= depth else 0.0
+    return max(0.0, min(1.0, (scores[0] - max(0.0, worst)) / scores[0]))
+
+
+def spread_weights(
+    vector: Sequence[float],
+    keyword: Sequence[float],
+    *,
+    vector_weight: float,
+    keyword_weight: float,
+    depth: int,
+) -> tuple[float, float]:
+    """The two lists' weights for one query: each prior weight scaled by its list's share of the spreads,
+    ``w_v × 2·s_v / (s_v + s_k)`` and ``w_k × 2·s_k / (s_v + s_k)`` (``list_spread``).
+
+    Equal spreads keep the priors; a list whose scores are flat gives way to one that separates a few
+    candidates from the rest. When both spreads are 0 (no list discriminates) the priors stand.
+
+    Args:
+        vector, keyword: the lists' scores, best first.
+        vector_weight, keyword_weight: the prior weights (>= 0).
+        depth: how many candidates each list was asked for.
+
+    Returns:
+        ``(vector weight, keyword weight)`` for this query.
+    """
+    sv, sk = list_spread(vector, depth), list_spread(keyword, depth)
+    if sv + sk <= 0:
+        return vector_weight, keyword_weight
+    return vector_weight * 2 * sv / (sv + sk), keyword_weight * 2 * sk / (sv + sk)
 
 
 def keyword_relevance(score: float) -> float:
@@ -75,6 +130,26 @@ class FusedHit:
     keyword_score: float | None = None
 
 
+def neighbour_support(
+    base: dict[str, float], hits: Iterable[IndexHit], before: int, after: int
+) -> dict[str, float]:
+    """For each candidate, the sum of the ``base`` scores of the other candidates inside its window (same
+    thread, ``seq`` within ``before``/``after``): what the neighbours shown with it matched."""
+    by_thread: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for hit in hits:
+        by_thread[hit.thread_id].append((hit.seq, hit.message_id))
+    support: dict[str, float] = {}
+    for members in by_thread.values():
+        if len(members) < 2:
+            continue
+        members.sort()
+        seqs = [seq for seq, _ in members]
+        for seq, mid in members:
+            lo, hi = bisect_left(seqs, seq - before), bisect_right(seqs, seq + after)
+            support[mid] = sum(base[other] for _, other in members[lo:hi]) - base[mid]
+    return support
+
+
 def fuse(
     vector: Sequence[IndexHit],
     keyword: Sequence[IndexHit],
@@ -86,12 +161,14 @@ def fuse(
     neighbour_weight: float = 0.0,
     before: int = 0,
     after: int = 0,
+    spread_depth: int | None = None,
 ) -> list[FusedHit]:
     """Fuse two ranked lists into at most ``top_k`` hits.
 
     Each message scores ``Σ weight / (rank_constant + rank)`` over the lists it appears in (rank from 1),
     plus ``neighbour_weight`` times the scores of candidates ``before``/``after`` it in its thread. Ties break
-    by the better keyword rank, then vector rank, then message id, so the order is stable.
+    by the better keyword rank, then vector rank, then message id, so the order is stable. With
+    ``spread_depth`` the two weights are first scaled for this query by ``spread_weights``.
 
     Args:
         vector: vector hits, best first.
@@ -101,7 +178,17 @@ def fuse(
         rank_constant: ``k`` of the reciprocal-rank term (> 0).
         neighbour_weight: weight of the support from candidates in a hit's neighbour window (>= 0).
         before, after: the neighbour window, in messages (``message_range``).
+        spread_depth: how many candidates each list was asked for; given, the weights follow the lists'
+            spreads (``spread_weights``); ``None``: the weights as given.
     """
+    if spread_depth is not None:
+        vector_weight, keyword_weight = spread_weights(
+            [h.score for h in vector],
+            [h.score for h in keyword],
+            vector_weight=vector_weight,
+            keyword_weight=keyword_weight,
+            depth=spread_depth,
+        )
     base: dict[str, float] = {}
     hits: dict[str, IndexHit] = {}
     vranks: dict[str, int] = {}
@@ -119,18 +206,8 @@ def fuse(
             base[hit.message_id] = base.get(hit.message_id, 0.0) + weight / (rank_constant + rank)
     scores = dict(base)
     if neighbour_weight and (before or after):
-        by_thread: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        for hit in hits.values():
-            by_thread[hit.thread_id].append((hit.seq, hit.message_id))
-        for members in by_thread.values():
-            if len(members) < 2:
-                continue
-            members.sort()
-            seqs = [seq for seq, _ in members]
-            for seq, mid in members:
-                lo, hi = bisect_left(seqs, seq - before), bisect_right(seqs, seq + after)
-                support = sum(base[other] for _, other in members[lo:hi]) - base[mid]
-                scores[mid] += neighbour_weight * support
+        for mid, support in neighbour_support(base, hits.values(), before, after).items():
+            scores[mid] += neighbour_weight * support
     worst = len(vector) + len(keyword) + 1
 
     def order(mid: str) -> tuple[float, int, int, str]:

@@ -165,7 +165,13 @@ class HashEmbedder:
         model_id: ``"hash-{dimension}"``, the benchmark's ``modelId``.
         dimension: length of every vector.
         symmetric: ``True``; queries and documents are embedded the same way.
+        fusion_weight: 0.5, the vector list's prior weight in hybrid fusion
+            (``memstack.recall.engine.fusion_weight``): hashed words and trigrams measure word overlap
+            without IDF, a weaker copy of the keyword list, not a second opinion on meaning
+            (docs/adr/0009-spread-weighted-fusion.md).
     """
+
+    fusion_weight: float = 0.5
 
     def __init__(self, dimension: int = 256, *, cache_size: int = 8_192) -> None:
         """Create the embedder.

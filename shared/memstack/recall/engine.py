@@ -388,11 +388,7 @@ class SemanticRecall:
         scope_thread = thread_id if options.scope == "thread" else None
         want_vector = options.mode in ("vector", "hybrid")
         want_keyword = options.mode in ("keyword", "hybrid")
-        # Each list's length follows ``options.top_k``, not ``limit``: asking for more hits must not change
-        # how the best ones rank (neighbour support counts every candidate of the lists).
-        per_list = (
-            max(options.top_k * options.hybrid.candidates, top_k) if options.mode == "hybrid" else top_k
-        )
+        per_list = list_depth(options, top_k)
         vector = self.embed_query(query, thread=(resource_id, thread_id)) if want_vector else None
         if vector is not None and not any(vector):
             vector = None  # text without words (only emoji, punctuation): no direction to search by
@@ -404,38 +400,12 @@ class SemanticRecall:
             thread_id=scope_thread,
             filter=options.filter,
         )
-        vhits: list[IndexHit] = list(results.vector or [])
-        khits: list[IndexHit] = list(results.keyword or [])
-        if options.mode == "hybrid":
-            vhits = [h for h in vhits if h.score > 0]  # no similarity is no evidence (relevance.py)
-        if options.threshold is not None:
-            vhits = [h for h in vhits if h.score >= options.threshold]
-            khits = [h for h in khits if keyword_relevance(h.score) >= options.threshold]
-        if options.mode == "vector":
-            return [
-                FusedHit(
-                    h.message_id, h.thread_id, h.score, vector_rank=i + 1, seq=h.seq, vector_score=h.score
-                )
-                for i, h in enumerate(vhits)
-            ]
-        if options.mode == "keyword":
-            return [
-                FusedHit(
-                    h.message_id, h.thread_id, h.score, keyword_rank=i + 1, seq=h.seq, keyword_score=h.score
-                )
-                for i, h in enumerate(khits)
-            ]
-        h = options.hybrid
-        return fuse(
-            vhits,
-            khits,
-            top_k=top_k,
-            vector_weight=h.vector_weight,
-            keyword_weight=h.keyword_weight,
-            rank_constant=h.rank_constant,
-            neighbour_weight=h.neighbour_weight,
-            before=options.message_range.before,
-            after=options.message_range.after,
+        return rank_hits(
+            list(results.vector or []),
+            list(results.keyword or []),
+            options,
+            limit=top_k,
+            vector_prior=fusion_weight(self.embedder),
         )
 
     def recall(
@@ -499,6 +469,85 @@ class SemanticRecall:
             self.index.delete_messages(resource_id, message_ids)
         except Exception as exc:
             logger.warning("could not remove orphaned index entries (%s)", type(exc).__name__)
+
+
+DEFAULT_FUSION_WEIGHT = 1.0
+"""The vector list's prior weight in hybrid fusion for an embedder that declares no ``fusion_weight``: as
+much as the keyword list's, since a semantic embedder's similarity is a signal BM25 does not have; the
+per-query spread weighting then decides which list leads (docs/adr/0009-spread-weighted-fusion.md)."""
+
+
+def fusion_weight(embedder: Embedder) -> float:
+    """The embedder's prior weight for the vector list in hybrid fusion: its optional ``fusion_weight``
+    attribute, else ``DEFAULT_FUSION_WEIGHT``. The feature-hashing embedder declares 0.5: its similarity is
+    word overlap without IDF, a weaker copy of what the keyword list already measures."""
+    weight = getattr(embedder, "fusion_weight", DEFAULT_FUSION_WEIGHT)
+    return float(weight) if isinstance(weight, int | float) and weight >= 0 else DEFAULT_FUSION_WEIGHT
+
+
+def list_depth(options: SemanticRecallOptions, limit: int) -> int:
+    """How many hits recall asks each retriever for: in ``hybrid`` mode ``top_k × hybrid.candidates`` (at
+    least ``limit``), else ``limit``. The length follows ``options.top_k``, not ``limit``: asking for more
+    hits must not change how the best ones rank (neighbour support and spread weighting read every
+    candidate of the lists)."""
+    if options.mode == "hybrid":
+        return max(options.top_k * options.hybrid.candidates, limit)
+    return limit
+
+
+def rank_hits(
+    vector: Sequence[IndexHit],
+    keyword: Sequence[IndexHit],
+    options: SemanticRecallOptions,
+    *,
+    limit: int,
+    vector_prior: float = DEFAULT_FUSION_WEIGHT,
+) -> list[FusedHit]:
+    """Recall's ranking of the retrievers' lists (best first, at most ``limit`` hits), in the options' mode.
+
+    Pure: the same lists and options give the same hits on every backend. The relevance floor
+    (``options.threshold``, docs/adr/0005) applies to each retriever's own score first; in ``hybrid`` mode
+    a vector hit without similarity (cosine ``<= 0``) is no evidence and never enters fusion
+    (``memstack.fusion.fuse``).
+
+    Args:
+        vector: the vector retriever's hits, best first (cosine similarity scores).
+        keyword: the keyword retriever's hits, best first (BM25 scores, Lucene scale).
+        options: mode, threshold, fusion weights and ``message_range`` (neighbour support).
+        limit: how many hits to return.
+        vector_prior: the vector list's prior weight when ``options.hybrid.vector_weight`` is ``None``
+            (``fusion_weight`` of the embedder).
+    """
+    vhits = list(vector)
+    khits = list(keyword)
+    if options.mode == "hybrid":
+        vhits = [h for h in vhits if h.score > 0]
+    if options.threshold is not None:
+        vhits = [h for h in vhits if h.score >= options.threshold]
+        khits = [h for h in khits if keyword_relevance(h.score) >= options.threshold]
+    if options.mode == "vector":
+        return [
+            FusedHit(h.message_id, h.thread_id, h.score, vector_rank=i + 1, seq=h.seq, vector_score=h.score)
+            for i, h in enumerate(vhits[:limit])
+        ]
+    if options.mode == "keyword":
+        return [
+            FusedHit(h.message_id, h.thread_id, h.score, keyword_rank=i + 1, seq=h.seq, keyword_score=h.score)
+            for i, h in enumerate(khits[:limit])
+        ]
+    h = options.hybrid
+    return fuse(
+        vhits,
+        khits,
+        top_k=limit,
+        vector_weight=vector_prior if h.vector_weight is None else h.vector_weight,
+        keyword_weight=h.keyword_weight,
+        rank_constant=h.rank_constant,
+        neighbour_weight=h.neighbour_weight,
+        before=options.message_range.before,
+        after=options.message_range.after,
+        spread_depth=list_depth(options, limit) if h.weighting == "spread" else None,
+    )
 
 
 def _state(states: dict[str, IndexState], message_id: str) -> IndexState:
