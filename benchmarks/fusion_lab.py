@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import pickle
 import sys
 import tempfile
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.option:
         name, value = item.split("=", 1)
         try:
-            hybrid[name] = float(value)
+            hybrid[name] = json.loads(value)
         except ValueError:
             hybrid[name] = value
     for ds in args.datasets.split(","):
