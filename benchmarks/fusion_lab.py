@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import is_multi_session  # noqa: E402
-from benchmarks.recall_quality import CachingEmbedder, dataset  # noqa: E402
+from benchmarks.recall_quality import CachingEmbedder, dataset, store_conversation  # noqa: E402
 
 from memstack.config import SemanticRecallOptions  # noqa: E402
 from memstack.dates import TimeRange  # noqa: E402
@@ -95,15 +95,7 @@ def collect(dataset_name: str, embedder_name: str, cache: Path, depth: int = DEP
         memory = Memory.local(Path(tmp) / "lab.db", embedder=embedder)  # type: ignore[arg-type]
         engine = memory.recall_engine
         for conv in conversations:
-            for thread_id, turns in conv.sessions.items():
-                memory.save_messages(
-                    thread_id=thread_id,
-                    resource_id=conv.resource_id,
-                    messages=[
-                        {"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}
-                        for t in turns
-                    ],
-                )
+            store_conversation(memory, conv)
             sys.stderr.write(f"  {dataset_name}/{embedder_name}: stored {conv.resource_id}\n")
             messages[conv.resource_id] = [
                 m

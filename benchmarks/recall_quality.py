@@ -173,6 +173,20 @@ def group_names(cfgs: Sequence[dict[str, Any]]) -> list[str]:
     return ["all", *named, *others, *([MULTI_SESSION] if MULTI_SESSION in present else [])]
 
 
+def store_conversation(memory: Any, conv: Any) -> None:
+    """Save a conversation into ``memory`` (a ``Memory``): each session in one ``save_messages`` call, under
+    the conversation's resource, the session as the thread."""
+    for thread_id, turns in conv.sessions.items():
+        memory.save_messages(
+            thread_id=thread_id,
+            resource_id=conv.resource_id,
+            messages=[
+                {"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}
+                for t in turns
+            ],
+        )
+
+
 def memstack_configs(
     embedder_name: str, conversations: list[Any], top_ks: Sequence[int], log: Any = sys.stderr
 ) -> tuple[list[Config], dict[str, float]]:
@@ -187,15 +201,7 @@ def memstack_configs(
         memory = Memory.local(Path(tmp) / "recall.db", embedder=embedder)  # type: ignore[arg-type]
         t0 = time.perf_counter()
         for conv in conversations:
-            for thread_id, turns in conv.sessions.items():
-                memory.save_messages(
-                    thread_id=thread_id,
-                    resource_id=conv.resource_id,
-                    messages=[
-                        {"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}
-                        for t in turns
-                    ],
-                )
+            store_conversation(memory, conv)
             log.write(f"  {embedder_name}: stored {conv.resource_id} ({conv.turn_count} messages)\n")
         stored_s = time.perf_counter() - t0
         t0 = time.perf_counter()
