@@ -531,6 +531,10 @@ class Embedder(Protocol):
         dimension: length of every vector.
         symmetric: ``True`` when queries and documents are embedded the same way (so a query
             embedding can be reused for the same text saved as a message).
+
+    An embedder may also declare ``fusion_weight: float``, the vector list's prior weight in hybrid fusion
+    (optional, so not a member of the protocol; ``memstack.recall.engine.fusion_weight`` reads it, 1.0 when
+    absent; docs/adr/0009-spread-weighted-fusion.md). A wrapper around an embedder should pass it on.
     """
 
     model_id: str
