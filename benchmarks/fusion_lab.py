@@ -42,6 +42,7 @@ from memstack.locomo import TEMPORAL_CATEGORIES  # noqa: E402
 from memstack.model import Message  # noqa: E402
 from memstack.ports import IndexHit  # noqa: E402
 from memstack.recall import window  # noqa: E402
+from memstack.recall.engine import list_depth  # noqa: E402
 
 DEPTH = 64
 """How deep each candidate list is collected: past what any replayed variant asks for."""
@@ -174,7 +175,7 @@ def evaluate(lab: Lab, ranker: Ranker, options: SemanticRecallOptions) -> dict[s
     span = window.fetch_span(options)
     scores: list[tuple[Case, float, int]] = []
     for case in lab.cases:
-        hits = ranker(case, options, want)
+        hits = ranker(case, options, want if case.when is None else list_depth(options, want))
         msgs = fetched(threads[case.resource_id], hits, span)
         if case.when is not None:
             hits = window.in_range_first(hits, msgs, case.when)
@@ -199,7 +200,7 @@ def engine_ranker(
 ) -> list[FusedHit]:
     """What ``SemanticRecall.search`` ranks, replayed on the case's deep lists (``prior``: the embedder's
     ``fusion_weight``)."""
-    from memstack.recall.engine import list_depth, rank_hits
+    from memstack.recall.engine import rank_hits
 
     per_list = list_depth(options, want)
     return rank_hits(case.vector[:per_list], case.keyword[:per_list], options, limit=want, vector_prior=prior)

@@ -420,7 +420,8 @@ class SemanticRecall:
         """Search, then load the best hits with their neighbours, within the message budget
         (``memstack.recall.window``: ``top_k × (before + 1 + after)`` messages at most; a short reply shows
         one more neighbour each side; neighbours shared by overlapping windows go to further hits). When
-        the query names a time (``memstack.dates``), hits from that time are shown before the others.
+        the query names a time (``memstack.dates``), hits from that time are shown before the others,
+        chosen among all the candidates of the retrievers' lists (``list_depth``).
 
         Hits whose message no longer exists in the store (the index lags the store: a TTL expiry, a
         crash between a delete and its index clean-up) are dropped, their orphaned entries removed, and
@@ -430,6 +431,10 @@ class SemanticRecall:
         """
         want = window.candidate_count(options)
         when = self.time_range(query, options)
+        if when is not None:
+            # A query naming a time prefers that time's hits among every candidate the retrievers gave,
+            # not only among the budget's best: with a small budget the fused order alone decided.
+            want = list_depth(options, want)
         hits = self.search(resource_id, thread_id, query, options, limit=want, when=when)
         if not hits:
             resource = self.store.get_resource(resource_id) if with_resource else None
