@@ -53,7 +53,7 @@ class HybridOptions(_Options):
         keyword_weight: prior weight of the keyword (BM25) list.
         vector_weight: prior weight of the vector list; ``None``: the embedder's ``fusion_weight`` (1.0 for
             a semantic embedder, 0.5 for the feature-hashing one, whose similarity is word overlap —
-            what BM25 measures better; docs/adr/0009-spread-weighted-fusion.md).
+            what BM25 measures better; docs/adr/0011-spread-weighted-fusion.md).
         weighting: ``spread``: each query scales the prior weights by how much each list's own scores
             discriminate among its candidates (``memstack.fusion.spread_weights``); ``fixed``: the priors
             as they are (the fusion of docs/adr/0002).

@@ -13,7 +13,7 @@ small embedder recalls less evidence than BM25 alone. Here:
 
 3. **spread weighting**: each list's weight is scaled per query by how much its own scores discriminate
    among the candidates it returned (``spread_weights``), so the retriever that separates its best hits
-   from the rest for *this* query leads, whichever it is (docs/adr/0009-spread-weighted-fusion.md).
+   from the rest for *this* query leads, whichever it is (docs/adr/0011-spread-weighted-fusion.md).
 
 The rank constant and neighbour weight were chosen on two LoCoMo conversations and checked on the three
 others (docs/adr/0002-hybrid-fusion.md).

@@ -534,7 +534,7 @@ class Embedder(Protocol):
 
     An embedder may also declare ``fusion_weight: float``, the vector list's prior weight in hybrid fusion
     (optional, so not a member of the protocol; ``memstack.recall.engine.fusion_weight`` reads it, 1.0 when
-    absent; docs/adr/0009-spread-weighted-fusion.md). A wrapper around an embedder should pass it on.
+    absent; docs/adr/0011-spread-weighted-fusion.md). A wrapper around an embedder should pass it on.
     """
 
     model_id: str

@@ -1,4 +1,4 @@
-"""Spread-weighted hybrid fusion (docs/adr/0009-spread-weighted-fusion.md): the list whose own scores
+"""Spread-weighted hybrid fusion (docs/adr/0011-spread-weighted-fusion.md): the list whose own scores
 separate its best candidates from the rest leads for that query; each embedder's prior weight."""
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ class HashEmbedder:
         fusion_weight: 0.5, the vector list's prior weight in hybrid fusion
             (``memstack.recall.engine.fusion_weight``): hashed words and trigrams measure word overlap
             without IDF, a weaker copy of the keyword list, not a second opinion on meaning
-            (docs/adr/0009-spread-weighted-fusion.md).
+            (docs/adr/0011-spread-weighted-fusion.md).
     """
 
     fusion_weight: float = 0.5

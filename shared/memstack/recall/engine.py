@@ -479,7 +479,7 @@ class SemanticRecall:
 DEFAULT_FUSION_WEIGHT = 1.0
 """The vector list's prior weight in hybrid fusion for an embedder that declares no ``fusion_weight``: as
 much as the keyword list's, since a semantic embedder's similarity is a signal BM25 does not have; the
-per-query spread weighting then decides which list leads (docs/adr/0009-spread-weighted-fusion.md)."""
+per-query spread weighting then decides which list leads (docs/adr/0011-spread-weighted-fusion.md)."""
 
 
 def fusion_weight(embedder: Embedder) -> float:
