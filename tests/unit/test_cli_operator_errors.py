@@ -15,9 +15,9 @@ from memstack.adapters.hash_embed import HashEmbedder
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.index import SqliteSearchIndex
 from memstack.bootstrap import build_local
-from memstack.cli import main
 from memstack.errors import InvalidInput
 from memstack.transfer import Selection, reindex
+from tests.unit.test_cli_toolkit import run
 from tests.unit.test_reindex import VECTOR, Stopping, filled
 
 
@@ -30,12 +30,6 @@ def db(tmp_path: Path) -> Path:
         )
         memory.save_messages(resource_id="alice", thread_id="bread", messages=["I bake sourdough on Sundays"])
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("command", ["export", "reindex"])
