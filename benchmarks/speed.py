@@ -856,6 +856,11 @@ def plot_resource(result: dict[str, Any], path: Path) -> Path | None:
     )
     for ax, key, modes, title, xlabel in scenarios:
         entries = result[key]
+        if not entries:  # a run of one scenario only (--one-sizes '' or --corpus-sizes '')
+            ax.set_axis_off()
+            ax.set_title(title, fontsize=10)
+            ax.text(0.5, 0.5, "not measured in this run", ha="center", va="center", transform=ax.transAxes)
+            continue
         for mode, marker in zip(modes, "o^v", strict=False):
             pts = [(e["size"], e["memstack"][_mode_key(mode, "p50")]["median"]) for e in entries]
             ax.plot([x for x, _ in pts], [y for _, y in pts], marker=marker, label=f"Memstack {mode}")
@@ -950,6 +955,7 @@ def main(argv: list[str] | None = None) -> int:
             peer=MastraPeer(args.mastra_db_dir),
         )
         result["notes"] = [*result.get("notes", []), *args.note]
+        write_report(out, render_resource(result), result)  # first: a run is never lost to its plot
         png = plot_resource(result, out.with_suffix(".png"))
         result["plot"] = png.name if png else None
         write_report(out, render_resource(result), result)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from benchmarks.recall_quality import CachingEmbedder, Scored, group_scores
 from benchmarks.speed import growth
@@ -147,3 +149,19 @@ def test_given_a_dataset_without_multi_session_questions_when_rendered_then_no_s
         "temporal is its own column"
     )
     assert "multi-session evidence (" not in text
+
+
+def test_given_a_run_of_one_scenario_only_when_plotted_then_the_other_panel_says_not_measured(
+    tmp_path: Path,
+) -> None:
+    from benchmarks.speed import _mode_key, plot_resource
+
+    def entry(size: int) -> dict[str, object]:
+        figures = {
+            _mode_key(mode, "p50"): {"median": 1.0 + size / 1e5} for mode in ("hybrid", "vector", "keyword")
+        }
+        return {"size": size, "memstack": {**figures, "context_cpu_ms_p50": {"median": 1.0}}}
+
+    png = plot_resource({"one": [entry(1000), entry(100_000)], "corpus": []}, tmp_path / "speed.png")
+
+    assert png is not None and png.stat().st_size > 0
