@@ -412,10 +412,19 @@ _memory_lock = threading.Lock()
 
 def memory_from_env() -> Memory:
     """The process-wide ``Memory`` built from the environment on first use (Lambda handlers call this per
-    request; the first call builds, later calls reuse it). Nothing connects at import time."""
+    request; the first call builds, later calls reuse it). Nothing connects at import time.
+
+    This is the deployed functions' composition root, so it is where the OpenAI SDK's type packages are set
+    to load on first use (``adapters.openai.sdk.install``: a cold start does not build the hundreds of
+    models the two endpoints never use). A library user's process is left as it is: the finder changes how
+    ``openai`` imports for everyone in the process (``dir(openai.types)``, for one), which only a function
+    that owns its process should decide."""
     global _memory
     with _memory_lock:
         if _memory is None:
+            from memstack.adapters.openai.sdk import install
+
+            install()
             _memory = build()
         return _memory
 

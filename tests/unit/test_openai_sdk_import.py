@@ -30,6 +30,8 @@ def test_given_the_finder_when_a_client_is_built_then_the_response_types_are_not
         """
         import sys
         from memstack.adapters.openai.connection import OpenAIConnection, default_sleep
+        from memstack.adapters.openai.sdk import install
+        install()  # as a deployed function's memory_from_env does
         connection = OpenAIConnection(
             api_key="k", base_url=None, timeout=5, max_retries=0, client=None, sleep=default_sleep
         )
@@ -68,3 +70,21 @@ def test_given_openai_already_imported_then_install_changes_nothing() -> None:
         """
     )
     assert out == "False False"
+
+
+def test_given_a_library_user_when_the_openai_client_is_built_then_the_sdk_imports_as_it_always_does() -> (
+    None
+):
+    out = run(
+        """
+        import sys
+        from memstack.adapters.openai.connection import OpenAIConnection, default_sleep
+        OpenAIConnection(
+            api_key="k", base_url=None, timeout=5, max_retries=0, client=None, sleep=default_sleep
+        ).client()
+        import openai.types
+        finder = any(type(f).__name__ == "_DeferredInitFinder" for f in sys.meta_path)
+        print(finder, "Batch" in dir(openai.types))
+        """
+    )
+    assert out == "False True", "the library changed how the host process imports openai"

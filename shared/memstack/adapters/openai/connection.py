@@ -126,11 +126,7 @@ class OpenAIConnection:
         with self._lock:
             if self._client is None:
                 import httpx
-
-                from memstack.adapters.openai.sdk import install
-
-                install()  # before the SDK's first import: its unused types are not built (sdk.py)
-                import openai
+                import openai  # lazily typed in a deployed function (bootstrap.memory_from_env, sdk.py)
 
                 # keyless (a compatible server at base_url): every SDK version insists on some key, so
                 # it gets a placeholder, and the transport drops the Authorization header it makes of it

@@ -9,7 +9,8 @@ completions), which need a few dozen of them. Measured on openai 3.57 (CPU of a 
 first ``client.embeddings`` then builds the embeddings types (about 50 ms more than eagerly).
 ``benchmarks/cold_start.py`` shows the effect on a function's first request.
 
-``install`` (called by ``OpenAIConnection`` before its ``import openai``) puts in place a meta-path finder
+``install`` (called by the deployed functions' composition root, ``bootstrap.memory_from_env``, before the
+SDK's first import; never in a library user's process) puts in place a meta-path finder
 that gives every *package* under ``openai.types`` a deferred ``__init__``: the package module exists at
 once (with its ``__path__``, so its sub-modules import as usual), and its ``__init__.py`` runs on the first access to a name that is not one of its sub-modules
 (``openai.types.CreateEmbeddingResponse``, ``from openai.types.chat import ChatCompletion``). Every name
