@@ -23,7 +23,8 @@ def export_jsonl(
     consumer that stops early (Ctrl-C) stops the reads.
 
     Raises:
-        NotFound: the selected thread does not exist. Whatever the store raises.
+        NotFound: the selected thread does not exist, or the selected resource holds nothing
+            (``walk.plan``). Whatever the store raises.
     """
     progress = progress or NoProgress()
     walk = plan(store, selection)

@@ -41,7 +41,7 @@ def reindex(memory: Memory, selection: Selection, *, progress: Progress | None =
 
     Raises:
         InvalidInput: semantic recall is off in ``memory``'s options (nothing would be indexed).
-        NotFound: the selected thread does not exist.
+        NotFound: the selected thread does not exist, or the selected resource holds nothing (``walk.plan``).
         Whatever the embedder, index or store raise (what was indexed stays indexed).
     """
     recall = memory.options.semantic_recall
