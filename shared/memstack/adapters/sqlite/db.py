@@ -53,7 +53,8 @@ class SqliteDatabase:
     Args:
         path: the database file (its folder is created), or ``":memory:"``.
         busy_timeout_ms: how long a writer waits for another process's lock before failing.
-        mmap_bytes: ``PRAGMA mmap_size`` of every connection, in bytes (``MMAP_BYTES``; 0: no map).
+        mmap_bytes: ``PRAGMA mmap_size`` of every connection, in bytes (0: no map); ``None`` reads
+            ``MMAP_BYTES`` when the file is opened.
 
     Attributes:
         path: the file, as given.
@@ -62,6 +63,7 @@ class SqliteDatabase:
 
     Raises:
         Unavailable: the file cannot be opened or sqlite-vec cannot be loaded.
+        InvalidInput: ``mmap_bytes`` is not a whole number of bytes, 0 or more.
     """
 
     def __init__(
@@ -69,10 +71,11 @@ class SqliteDatabase:
         path: str | Path = DEFAULT_PATH,
         *,
         busy_timeout_ms: int = 10_000,
-        mmap_bytes: int = MMAP_BYTES,
+        mmap_bytes: int | None = None,
     ) -> None:
         self.path = str(path)
         self._busy_timeout_ms = int(busy_timeout_ms)
+        mmap_bytes = MMAP_BYTES if mmap_bytes is None else mmap_bytes
         if isinstance(mmap_bytes, bool) or not isinstance(mmap_bytes, int) or mmap_bytes < 0:
             raise InvalidInput("mmap_bytes must be a whole number of bytes, 0 or more", field="mmap_bytes")
         self._mmap_bytes = mmap_bytes
