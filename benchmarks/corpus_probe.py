@@ -1,23 +1,24 @@
-"""A new resource's save and context cost in files of 10k, 100k and 1M stored messages, with and without
-SQLite's memory map (ADR 0012), on corpus files built once and reused.
+"""A new resource's save and context cost in files of 10k, 100k and 1M stored messages, measured side by
+side in one process (ADR 0012), on corpus files built once and reused.
 
 ``--build DIR`` grows one store in ``speed.py``'s bulk regime (other resources, one ``save_messages`` per
 whole LoCoMo conversation, hash embedder, each distinct text embedded once) and keeps a copy of it at each
 size as ``DIR/corpus-<size>.db`` (1M messages: ~9 minutes and 3.0 GB on a 2-core machine at load 3-4).
 
 ``--dir DIR`` measures: each size's corpus is copied once to ``DIR/work-<size>.db`` (the built files stay as
-built), then every measurement runs in a fresh process on that copy, with ``PRAGMA mmap_size`` 0 (every
-connection reads pages with ``pread`` into its own 2 MB cache: the code before ADR 0012) and the default
-(``SqliteDatabase.MMAP_BYTES``), alternating, ``--reps`` times. A measurement saves LoCoMo conversation 0
-(419 messages) as a new resource, in two regimes:
+built) and every copy is opened in this one process. LoCoMo conversation 0 (419 messages) is saved as a new
+resource into every file, message by message with the files taking turns (the first file rotating), and its
+questions are asked the same way, so a change in the machine's load reaches every size alike: on a shared
+machine, sizes measured one after another (``speed.py``'s corpus scenario, minutes apart while the file
+grows) differ by the load as much as by the file. Two regimes, each ``--reps`` times on new resources:
 
 * apart (``speed.py``'s corpus regime): every message saved one per call, then the 150 questions asked;
 * turns (a chat): each message saved, then a context asked at once (a reader after the writer's commit,
   whose page cache the commit made stale).
 
-It reports p50 wall and CPU ms of a save and of a hybrid ``context()``, and the read calls each made
-(``syscr`` of ``/proc/self/io``: Linux only). Each measurement's resource is new, so a work copy grows by
-838 messages per measurement.
+It reports p50 wall and CPU ms of a save and of a hybrid ``context()`` per size (the median of the
+repetitions' p50s), each size's CPU over the smallest file's, and the read calls each operation made
+(``syscr`` of ``/proc/self/io``: Linux only). A work copy grows by 838 messages per repetition.
 
 Usage: ``python benchmarks/corpus_probe.py --build /tmp/corpus2 [--sizes 10000,100000,1000000]`` then
 ``python benchmarks/corpus_probe.py --dir /tmp/corpus2 [--sizes …] [--reps 3]
@@ -27,12 +28,10 @@ Usage: ``python benchmarks/corpus_probe.py --build /tmp/corpus2 [--sizes 10000,1
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -56,9 +55,6 @@ from benchmarks.common import (  # noqa: E402
 
 MEASURED = 0
 """The conversation saved as the new resource (``speed.py``'s)."""
-
-MAPS = ("off", "on")
-"""``PRAGMA mmap_size`` 0, and the default."""
 
 
 def build(folder: Path, sizes: list[int]) -> None:
@@ -100,92 +96,118 @@ def _timed(call: Callable[[], Any], wall: list[float], cpu: list[float], reads: 
         reads.append(after - before)
 
 
-def measure(path: Path, label: str, mmap: str) -> dict[str, Any]:
-    """One fresh process's figures on ``path`` (both regimes; module docstring)."""
+REGIMES = ("apart", "turns")
+
+Samples = tuple[list[float], list[float], list[int]]
+"""Wall ms, CPU ms and read calls of each timed call."""
+
+
+def _figures(saves: Samples, contexts: Samples) -> dict[str, Any]:
+    return {
+        "save_ms_p50": percentile(saves[0], 0.5),
+        "save_cpu_ms_p50": percentile(saves[1], 0.5),
+        "save_reads": statistics.fmean(saves[2]) if saves[2] else None,
+        "context_ms_p50": percentile(contexts[0], 0.5),
+        "context_cpu_ms_p50": percentile(contexts[1], 0.5),
+        "context_reads": statistics.fmean(contexts[2]) if contexts[2] else None,
+    }
+
+
+def _rotated(items: list[Any], n: int) -> list[Any]:
+    k = n % len(items)
+    return items[k:] + items[:k]
+
+
+def measure(memories: dict[int, Any], conv: Any, regime: str, label: str) -> dict[int, dict[str, Any]]:
+    """One repetition of a regime (module docstring) in every file, the files taking turns."""
+    sizes = list(memories)
+    saves: dict[int, Samples] = {size: ([], [], []) for size in sizes}
+    contexts: dict[int, Samples] = {size: ([], [], []) for size in sizes}
+    resource = f"{conv.resource_id}-{label}-{regime}"
+    options = {"semantic_recall": {"mode": "hybrid"}}
+    n = 0
+    for thread, turns in conv.sessions.items():
+        for t in turns:
+            message = {"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}
+            question = conv.questions[n % len(conv.questions)].text
+            for size in _rotated(sizes, n):
+                memory = memories[size]
+                save = partial(
+                    memory.save_messages, thread_id=thread, resource_id=resource, messages=[message]
+                )
+                _timed(save, *saves[size])
+                if regime == "turns":
+                    ask = partial(
+                        memory.context,
+                        thread_id=thread,
+                        resource_id=resource,
+                        message=question,
+                        options=options,
+                    )
+                    _timed(ask, *contexts[size])
+            n += 1
+    if regime == "apart":
+        for i, q in enumerate(conv.questions):
+            for size in _rotated(sizes, i):
+                ask = partial(
+                    memories[size].context,
+                    thread_id="questions",
+                    resource_id=resource,
+                    message=q.text,
+                    options=options,
+                )
+                _timed(ask, *contexts[size])
+    return {size: _figures(saves[size], contexts[size]) for size in sizes}
+
+
+def probe(folder: Path, sizes: list[int], reps: int) -> dict[str, Any]:
+    """Every regime ``reps`` times, all sizes side by side in this process."""
     from benchmarks.recall_quality import CachingEmbedder
 
     from memstack import Memory, locomo
     from memstack.adapters.hash_embed import HashEmbedder
-    from memstack.adapters.sqlite import db
 
-    if mmap == "off":
-        db.MMAP_BYTES = 0
     conv = locomo.load(bench_data_path())[MEASURED]
-    memory = Memory.local(path, embedder=CachingEmbedder(HashEmbedder()))
-    figures: dict[str, Any] = {}
-    for regime in ("apart", "turns"):
-        resource = f"{conv.resource_id}-{label}-{regime}"
-        saves: tuple[list[float], list[float], list[int]] = ([], [], [])
-        contexts: tuple[list[float], list[float], list[int]] = ([], [], [])
-        ask = partial(memory.context, resource_id=resource, options={"semantic_recall": {"mode": "hybrid"}})
-        n = 0
-        for thread, turns in conv.sessions.items():
-            for t in turns:
-                message = {"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}
-                save = partial(
-                    memory.save_messages, thread_id=thread, resource_id=resource, messages=[message]
-                )
-                _timed(save, *saves)
-                if regime == "turns":
-                    question = conv.questions[n % len(conv.questions)].text
-                    _timed(partial(ask, thread_id=thread, message=question), *contexts)
-                n += 1
-        if regime == "apart":
-            for q in conv.questions:
-                _timed(partial(ask, thread_id="questions", message=q.text), *contexts)
-        figures[regime] = {
-            "save_ms_p50": percentile(saves[0], 0.5),
-            "save_cpu_ms_p50": percentile(saves[1], 0.5),
-            "save_reads": statistics.fmean(saves[2]) if saves[2] else None,
-            "context_ms_p50": percentile(contexts[0], 0.5),
-            "context_cpu_ms_p50": percentile(contexts[1], 0.5),
-            "context_reads": statistics.fmean(contexts[2]) if contexts[2] else None,
-        }
-    memory.close()
-    return figures
-
-
-def probe(folder: Path, sizes: list[int], reps: int) -> dict[str, Any]:
-    """Every size × map setting × repetition, each in a fresh process, map settings alternating."""
-    runs: list[dict[str, Any]] = []
+    embedder = CachingEmbedder(HashEmbedder())  # one embedding of each text, whichever file asks first
+    memories: dict[int, Any] = {}
+    files: dict[int, int] = {}
     for size in sorted(sizes):
         work = folder / f"work-{size}.db"
         if not work.exists():
             shutil.copyfile(folder / f"corpus-{size}.db", work)
-        for rep in range(reps):
-            for mmap in MAPS:
-                load = os.getloadavg()[0]
-                out = subprocess.run(
-                    [
-                        sys.executable,
-                        __file__,
-                        "--child",
-                        str(work),
-                        "--map",
-                        mmap,
-                        "--label",
-                        f"{mmap}{rep}",
-                    ],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                ).stdout
-                figures = json.loads(out.splitlines()[-1])
-                runs.append({"size": size, "mmap": mmap, "rep": rep, "load": load, **figures})
-                print(
-                    f"{size} mmap {mmap} rep {rep} (load {load:.1f}): "
-                    + "; ".join(
-                        f"{r} save {f['save_cpu_ms_p50']:.2f} / context {f['context_cpu_ms_p50']:.2f} CPU ms"
-                        for r, f in figures.items()
-                    ),
-                    file=sys.stderr,
-                    flush=True,
-                )
-    return {"benchmark": "corpus-probe", "machine": machine(), "reps": reps, "sizes": sizes, "runs": runs}
+        files[size] = work.stat().st_size
+        memories[size] = Memory.local(work, embedder=embedder)
+    stamp = int(time.time())
+    runs: list[dict[str, Any]] = []
+    for rep in range(reps):
+        for regime in REGIMES:
+            load = os.getloadavg()[0]
+            figures = measure(memories, conv, regime, f"probe{stamp}-{rep}")
+            for size, f in figures.items():
+                runs.append({"size": size, "regime": regime, "rep": rep, "load": load, **f})
+            print(
+                f"rep {rep} {regime} (load {load:.1f}): "
+                + "; ".join(
+                    f"{size} save {f['save_cpu_ms_p50']:.2f} / context {f['context_cpu_ms_p50']:.2f} CPU ms"
+                    for size, f in figures.items()
+                ),
+                file=sys.stderr,
+                flush=True,
+            )
+    for memory in memories.values():
+        memory.close()
+    return {
+        "benchmark": "corpus-probe",
+        "machine": machine(),
+        "reps": reps,
+        "sizes": sorted(sizes),
+        "file_mb": {str(k): round(v / 1e6) for k, v in files.items()},
+        "runs": runs,
+    }
 
 
-def _median(runs: list[dict[str, Any]], regime: str, key: str) -> float | None:
-    values = [r[regime][key] for r in runs if r[regime][key] is not None]
+def _median(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in runs if r[key] is not None]
     return statistics.median(values) if values else None
 
 
@@ -194,54 +216,56 @@ def _cell(value: float | None, digits: int = 2) -> str:
 
 
 def render(result: dict[str, Any]) -> str:
-    """The report: medians over repetitions, and each size's ratio to the smallest."""
+    """The report: medians over repetitions, and each size's CPU over the smallest file's."""
     runs = result["runs"]
-    sizes = sorted({r["size"] for r in runs})
+    sizes = result["sizes"]
     rows = []
-    for regime in ("apart", "turns"):
+    for regime in REGIMES:
+        base = [r for r in runs if r["size"] == sizes[0] and r["regime"] == regime]
+        save0, context0 = _median(base, "save_cpu_ms_p50"), _median(base, "context_cpu_ms_p50")
         for size in sizes:
-            for mmap in MAPS:
-                these = [r for r in runs if r["size"] == size and r["mmap"] == mmap]
-                base = [r for r in runs if r["size"] == sizes[0] and r["mmap"] == mmap]
-                cpu = _median(these, regime, "context_cpu_ms_p50")
-                cpu0 = _median(base, regime, "context_cpu_ms_p50")
-                rows.append(
-                    [
-                        regime,
-                        size,
-                        mmap,
-                        f"{_cell(_median(these, regime, 'save_ms_p50'))} ({_cell(_median(these, regime, 'save_cpu_ms_p50'))})",
-                        f"{_cell(_median(these, regime, 'context_ms_p50'))} ({_cell(cpu)})",
-                        f"x{cpu / cpu0:.2f}" if cpu and cpu0 else "n/a",
-                        _cell(_median(these, regime, "save_reads"), 1),
-                        _cell(_median(these, regime, "context_reads"), 1),
-                    ]
-                )
+            these = [r for r in runs if r["size"] == size and r["regime"] == regime]
+            save, context = _median(these, "save_cpu_ms_p50"), _median(these, "context_cpu_ms_p50")
+            rows.append(
+                [
+                    regime,
+                    size,
+                    result["file_mb"][str(size)],
+                    f"{_cell(_median(these, 'save_ms_p50'))} ({_cell(save)})",
+                    f"{_cell(_median(these, 'context_ms_p50'))} ({_cell(context)})",
+                    f"x{save / save0:.2f} / x{context / context0:.2f}"
+                    if save and save0 and context and context0
+                    else "n/a",
+                    _cell(_median(these, "save_reads"), 1),
+                    _cell(_median(these, "context_reads"), 1),
+                ]
+            )
     loads = [r["load"] for r in runs]
     return "\n".join(
         [
-            "# A new resource's cost as the file grows, with and without SQLite's memory map",
+            "# A new resource's cost as the file grows, sizes side by side in one process",
             "",
             machine_line(result["machine"]),
-            f"Medians over {result['reps']} fresh-process measurement(s) per cell, map settings alternating; "
-            f"load average {min(loads):.1f}–{max(loads):.1f} during the run. Hash embedder, hybrid context, "
-            "LoCoMo conversation 0 (419 messages, 150 questions) saved as a new resource in a corpus built in "
-            "the bulk regime (`benchmarks/corpus_probe.py`).",
+            f"Medians over {result['reps']} repetition(s) of each regime; load average {min(loads):.1f}–"
+            f"{max(loads):.1f} during the run. Hash embedder, hybrid context, LoCoMo conversation 0 (419 "
+            "messages, 150 questions) saved as a new resource into every file, the files taking turns call by "
+            "call; the corpora were built in the bulk regime (`benchmarks/corpus_probe.py`).",
             "",
             markdown_table(
                 [
                     "regime",
                     "messages stored",
-                    "mmap",
+                    "file MB",
                     "save ms p50 (CPU)",
                     "context ms p50 (CPU)",
-                    "context CPU vs smallest file",
+                    "save / context CPU vs the smallest file",
                     "read calls per save",
                     "read calls per context",
                 ],
                 rows,
             ),
             "",
+            *(f"* {note}" for note in result.get("notes", [])),
         ]
     )
 
@@ -252,21 +276,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="measure the corpus files in this folder")
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--note", action="append", default=[], help="a line for the report's notes")
     parser.add_argument("--out", type=Path, default=RESULTS / "corpus-probe")
-    parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--map", choices=MAPS, default="on", help=argparse.SUPPRESS)
-    parser.add_argument("--label", default="probe", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x]
-    if args.child is not None:
-        print(json.dumps(measure(args.child, args.label, args.map)))
-        return 0
     if args.build is not None:
         build(args.build, sizes)
         return 0
     if args.dir is None:
         parser.error("give --build DIR or --dir DIR")
     result = probe(args.dir, sizes, args.reps)
+    result["notes"] = args.note
     write_report(args.out, render(result), result)
     return 0
 

@@ -28,7 +28,7 @@ from typing import Any
 import sqlean
 import sqlite_vec
 
-from memstack.errors import InvalidInput, Unavailable
+from memstack.errors import Unavailable
 
 DEFAULT_PATH = Path(".memstack") / "memory.db"
 """Where the embedded default keeps its file, relative to the working directory."""
@@ -37,15 +37,6 @@ IDLE_READERS = 8
 """Read connections kept open between reads; more are opened when more threads read at once, and closed
 when they come back to a full pool."""
 
-MMAP_BYTES = 1 << 36
-"""``PRAGMA mmap_size`` of every connection (64 GiB; SQLite maps at most the file's size, and the build's
-``SQLITE_MAX_MMAP_SIZE`` caps it). Pages of the file are read through the map rather than one ``pread`` each
-into a private 2 MB page cache per connection: the OS page cache is shared by every connection and process,
-and a reader whose cache another connection's commit made stale re-reads nothing (ADR 0012: a context read
-after a save made 83–91 read calls in a 10k–1M-message file, 30 with the map, the rest being the write-ahead
-log's frames). 0 turns it off (https://www.sqlite.org/mmap.html: an I/O error on a mapped page becomes a
-signal rather than an error code)."""
-
 
 class SqliteDatabase:
     """One SQLite file: a write connection behind a lock and a pool of read connections (WAL mode).
@@ -53,8 +44,6 @@ class SqliteDatabase:
     Args:
         path: the database file (its folder is created), or ``":memory:"``.
         busy_timeout_ms: how long a writer waits for another process's lock before failing.
-        mmap_bytes: ``PRAGMA mmap_size`` of every connection, in bytes (0: no map); ``None`` reads
-            ``MMAP_BYTES`` when the file is opened.
 
     Attributes:
         path: the file, as given.
@@ -63,22 +52,11 @@ class SqliteDatabase:
 
     Raises:
         Unavailable: the file cannot be opened or sqlite-vec cannot be loaded.
-        InvalidInput: ``mmap_bytes`` is not a whole number of bytes, 0 or more.
     """
 
-    def __init__(
-        self,
-        path: str | Path = DEFAULT_PATH,
-        *,
-        busy_timeout_ms: int = 10_000,
-        mmap_bytes: int | None = None,
-    ) -> None:
+    def __init__(self, path: str | Path = DEFAULT_PATH, *, busy_timeout_ms: int = 10_000) -> None:
         self.path = str(path)
         self._busy_timeout_ms = int(busy_timeout_ms)
-        mmap_bytes = MMAP_BYTES if mmap_bytes is None else mmap_bytes
-        if isinstance(mmap_bytes, bool) or not isinstance(mmap_bytes, int) or mmap_bytes < 0:
-            raise InvalidInput("mmap_bytes must be a whole number of bytes, 0 or more", field="mmap_bytes")
-        self._mmap_bytes = mmap_bytes
         self._in_memory = self.path == ":memory:"
         if not self._in_memory:
             try:
@@ -101,8 +79,6 @@ class SqliteDatabase:
             sqlite_vec.load(conn)
             conn.enable_load_extension(False)
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-            if not self._in_memory:  # an in-memory database has no file to map
-                conn.execute(f"PRAGMA mmap_size = {self._mmap_bytes}")
             if writer:
                 conn.execute("PRAGMA journal_mode = WAL")  # persistent: stored in the file
                 conn.execute("PRAGMA synchronous = NORMAL")
