@@ -165,3 +165,41 @@ def test_given_a_run_of_one_scenario_only_when_plotted_then_the_other_panel_says
     png = plot_resource({"one": [entry(1000), entry(100_000)], "corpus": []}, tmp_path / "speed.png")
 
     assert png is not None and png.stat().st_size > 0
+
+
+def test_given_corpus_probe_runs_when_rendered_then_each_size_is_compared_with_the_smallest_file() -> None:
+    from benchmarks.corpus_probe import _rotated, render
+
+    def run(size: int, regime: str, rep: int, save_cpu: float, context_cpu: float) -> dict[str, object]:
+        return {
+            "size": size,
+            "regime": regime,
+            "rep": rep,
+            "load": 2.0 + rep,
+            "save_ms_p50": save_cpu + 0.1,
+            "save_cpu_ms_p50": save_cpu,
+            "save_reads": 12.0,
+            "context_ms_p50": context_cpu + 0.1,
+            "context_cpu_ms_p50": context_cpu,
+            "context_reads": None,
+        }
+
+    runs = [
+        *(run(10_000, regime, rep, 1.0, 2.0 + rep) for regime in ("apart", "turns") for rep in range(3)),
+        *(run(1_000_000, regime, rep, 1.1, 2.6 + rep) for regime in ("apart", "turns") for rep in range(3)),
+    ]
+    report = render(
+        {
+            "machine": {"cpu": "test", "cores": 2, "os": "Linux", "python": "3.11", "date": "today"},
+            "reps": 3,
+            "sizes": [10_000, 1_000_000],
+            "file_mb": {"10000": 30, "1000000": 3019},
+            "runs": runs,
+            "notes": ["a note"],
+        }
+    )
+
+    assert "| apart | 1000000 | 3019 | 1.20 (1.10) | 3.70 (3.60) | x1.10 / x1.20 | 12.0 | n/a |" in report
+    assert "| turns | 10000 | 30 | 1.10 (1.00) | 3.10 (3.00) | x1.00 / x1.00 | 12.0 | n/a |" in report
+    assert "load average 2.0–4.0" in report and "* a note" in report
+    assert [_rotated([1, 2, 3], n) for n in range(4)] == [[1, 2, 3], [2, 3, 1], [3, 1, 2], [1, 2, 3]]
