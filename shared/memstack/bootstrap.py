@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from memstack.settings import Settings
 
 EMBEDDERS = ("wordllama", "local", "hash", "openai", "bedrock")
+IN_PROCESS_EMBEDDERS = frozenset({"wordllama", "local", "hash"})
+"""The embedders that compute in this process (no network): with SQLite, recall on ``context()``'s path is
+CPU work under the GIL that a deadline cannot stop, so ``build_local`` runs it on the calling thread
+(``Memory(inline_recall=True)``)."""
 Background = Literal["thread", "inline"]
 
 
@@ -485,6 +489,7 @@ def build_local(
             options=options,
             chat_model=chat_model,
             background=background,
+            inline_recall=isinstance(embedder, str) and embedder in IN_PROCESS_EMBEDDERS,
         )
     except InvalidInput as exc:
         db.close()
