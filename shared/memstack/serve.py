@@ -56,6 +56,7 @@ from memstack.errors import InvalidInput
 if TYPE_CHECKING:
     from memstack.api.app import MemstackResolver
     from memstack.memory import Memory
+    from memstack.serve_workers import ConnectionBalance
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -128,7 +129,14 @@ class _AppPool:
 
 class LocalServer(ThreadingHTTPServer):
     """The HTTP server: ``ThreadingHTTPServer`` plus the resolver pool, the auth mode, the access log and
-    a count of requests in flight (for a graceful shutdown)."""
+    a count of requests in flight (for a graceful shutdown).
+
+    Args:
+        serial: answer one request at a time (``answering``): for a ``Memory`` whose work is CPU in this
+            process (``make_server``), where threads answering at once only contend for the GIL.
+        balance: the open-connection counts shared with the other workers (``serve_workers``): a worker
+            holding more connections than another leaves a pending one to it (``ConnectionBalance``).
+    """
 
     daemon_threads = True  # idle keep-alive connections do not hold the process open
     block_on_close = False
@@ -142,10 +150,15 @@ class LocalServer(ThreadingHTTPServer):
         log: TextIO,
         *,
         listener: socket.socket | None = None,
+        serial: bool = False,
+        balance: ConnectionBalance | None = None,
     ) -> None:
         self.pool = pool
         self.config = config
         self.log = log
+        self.serial = serial
+        self.balance = balance
+        self._answer_lock = threading.Lock()
         self.stopping = False
         self._in_flight = 0
         self._idle = threading.Condition()
@@ -174,6 +187,43 @@ class LocalServer(ThreadingHTTPServer):
             with self._idle:
                 self._in_flight -= 1
                 self._idle.notify_all()
+
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        """Around the API's work on one request (not the socket reads and writes): exclusive when
+        ``serial``, so the requests of this process run one after another instead of interleaving at
+        every SQLite call and socket operation (each a GIL hand-off between threads)."""
+        if not self.serial:
+            yield
+            return
+        with self._answer_lock:
+            yield
+
+    def _handle_request_noblock(self) -> None:
+        # ``serve_forever`` calls this when the listener is readable: with a ``balance``, a worker holding
+        # more connections than another leaves the pending connection to it for a while
+        if self.balance is not None and not self.balance.may_accept():
+            return
+        super()._handle_request_noblock()  # type: ignore[misc]  # socketserver's, not in its stubs
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the accepted connection on a thread of its own, counted in ``balance`` until it ends."""
+        if self.balance is None:
+            super().process_request(request, client_address)
+            return
+        self.balance.opened()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.balance.closed()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            if self.balance is not None:
+                self.balance.closed()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no request is in flight; ``False`` if ``timeout`` seconds passed first."""
@@ -342,7 +392,7 @@ class _Handler(BaseHTTPRequestHandler):
                         400, "invalid_input", f"{CLAIMS_HEADER} must be a JSON object", CLAIMS_HEADER.lower()
                     )
                 claims = parsed
-        with self.server.pool.borrow() as app:
+        with self.server.answering(), self.server.pool.borrow() as app:
             response = handle_http(app, method, path, query, pairs, body, claims=claims)
         return response.status, response.headers, response.body
 
@@ -457,13 +507,25 @@ def build_memory(
 
 
 def make_server(
-    memory: Memory, config: ServeConfig, *, log: TextIO | None = None, listener: socket.socket | None = None
+    memory: Memory,
+    config: ServeConfig,
+    *,
+    log: TextIO | None = None,
+    listener: socket.socket | None = None,
+    balance: ConnectionBalance | None = None,
 ) -> LocalServer:
     """A bound (not yet serving) ``LocalServer`` answering with ``memory``.
+
+    The server answers one request at a time (``LocalServer(serial=True)``) when ``memory`` computes in
+    this process (``Memory.inline_recall``: SQLite and an offline embedder): its requests are CPU under
+    the GIL, and measured with 4 keep-alive clients, threads answering at once cost more CPU per request
+    than answering them in turn. A ``Memory`` that waits on the network (AWS, an OpenAI or Bedrock
+    embedder) keeps answering concurrently, each request on its connection's thread.
 
     Args:
         listener: a socket already bound and listening (a worker of ``serve_workers``); ``None`` binds
             ``config.host:config.port``.
+        balance: the workers' shared connection counts (``serve_workers``), or ``None`` for one process.
 
     Raises:
         OSError: the address cannot be bound (in use, bad host).
@@ -476,7 +538,13 @@ def make_server(
     limit = config.max_body_bytes if config.max_body_bytes is not None else MAX_BODY_BYTES
     pool = _AppPool(lambda: create_app(memory, auth=auth, max_body_bytes=limit))
     return LocalServer(
-        (config.host, config.port), pool, config, log if log is not None else sys.stderr, listener=listener
+        (config.host, config.port),
+        pool,
+        config,
+        log if log is not None else sys.stderr,
+        listener=listener,
+        serial=memory.inline_recall,
+        balance=balance,
     )
 
 

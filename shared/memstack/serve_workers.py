@@ -29,6 +29,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -56,6 +57,104 @@ MAX_DEFAULT_WORKERS = 4
 WORKER_MIN_LIFETIME_SECONDS = 2.0
 """A worker that exits sooner after its start is taken as unable to start: the server stops (exit 1)
 instead of forking it again and again."""
+
+
+WORKER_READY_TIMEOUT_SECONDS = 60.0
+"""How long the start waits for every worker to build its ``Memory`` before it says it is listening
+anyway (the workers that are ready answer meanwhile)."""
+
+ACCEPT_DEFER_SECONDS = 0.05
+"""How long a worker that holds more connections than another leaves a pending connection to the others
+before it accepts it anyway (a busy or stuck sibling must not leave a client waiting)."""
+
+_DEFER_POLL_SECONDS = 0.001
+"""While a worker defers, the listener stays readable: it waits this long between looks, never spins."""
+
+_EPISODE_GAP_SECONDS = 0.005
+"""A look at the listener this long after the previous one is a new pending connection, not the same
+one still waiting (while deferring, a worker looks every ``_DEFER_POLL_SECONDS``)."""
+
+
+class ConnectionBalance:
+    """Open connections per worker, in memory shared by the forked workers, so that keep-alive connections
+    spread evenly over them.
+
+    The kernel wakes every worker selecting on the shared listener for each connection and the quickest
+    accepts: measured with 4 keep-alive clients opened at once, one of 2 workers took all 4 in 4 of 6
+    starts and kept them for their lifetime, so one core served every request (its threads contending for
+    the GIL) while the other idled. A worker that holds more open connections than the least-loaded one now
+    leaves a pending connection to the others for up to ``ACCEPT_DEFER_SECONDS``, then accepts it anyway.
+
+    Args:
+        workers: how many slots (one per worker); call before forking, so the children share the memory.
+
+    Each worker writes only its own slot (``opened``/``closed``, under a lock of its process) and reads the
+    others' without a lock: a stale read costs one connection placed less evenly, never a lost one.
+    """
+
+    def __init__(self, workers: int) -> None:
+        import multiprocessing
+
+        self._counts = multiprocessing.RawArray("i", workers)
+        self._ready = multiprocessing.RawArray("b", workers)
+        self._slot = 0
+        self._lock = threading.Lock()
+        self._deferring_since: float | None = None
+        self._last_look = 0.0
+
+    def claim(self, slot: int) -> None:
+        """Make this process the worker of ``slot`` (in the worker, after the fork), starting at 0 open
+        connections (a replaced worker's connections died with it)."""
+        self._slot = slot
+        self._counts[slot] = 0
+        self._ready[slot] = 0
+        self._lock = threading.Lock()  # a lock held at fork time stays held in the child
+        self._deferring_since = None
+
+    def mark_ready(self) -> None:
+        """This worker has built its ``Memory`` and its server: it answers what it accepts from now on."""
+        self._ready[self._slot] = 1
+
+    def all_ready(self) -> bool:
+        """Whether every worker has marked itself ready."""
+        return all(self._ready)
+
+    def counts(self) -> list[int]:
+        """Open connections of each worker, by slot."""
+        return list(self._counts)
+
+    def opened(self) -> None:
+        """This worker accepted a connection."""
+        with self._lock:
+            self._counts[self._slot] += 1
+
+    def closed(self) -> None:
+        """One of this worker's connections ended."""
+        with self._lock:
+            self._counts[self._slot] -= 1
+
+    def may_accept(self) -> bool:
+        """Whether this worker should accept the pending connection now: it holds no more connections than
+        any other worker, or it has left the connection to them for ``ACCEPT_DEFER_SECONDS`` already.
+        Waits ``_DEFER_POLL_SECONDS`` before answering ``False`` (the caller looks again at once)."""
+        now = time.monotonic()
+        if now - self._last_look > _EPISODE_GAP_SECONDS:
+            self._deferring_since = None
+        self._last_look = now
+        counts = self._counts
+        mine = counts[self._slot]
+        others = [counts[i] for i in range(len(counts)) if i != self._slot]
+        if not others or mine <= min(others):
+            self._deferring_since = None
+            return True
+        if self._deferring_since is None:
+            self._deferring_since = now
+        elif now - self._deferring_since >= ACCEPT_DEFER_SECONDS:
+            self._deferring_since = None
+            return True
+        time.sleep(_DEFER_POLL_SECONDS)
+        self._last_look = time.monotonic()
+        return False
 
 
 def default_workers() -> int:
@@ -113,24 +212,39 @@ def serve_workers(
     out = out if out is not None else sys.stdout
     emit_json_logs("INFO" if config.verbose else "WARNING")
     listener = _listen(config.host, config.port)
-    children: dict[int, float] = {}
+    balance = ConnectionBalance(workers)
+    children: dict[int, tuple[int, float]] = {}
     code = 0
     with stop_requested() as stop:
         try:
-            for _ in range(workers):
-                children[_fork_worker(build, config, listener)] = time.monotonic()
-            url = url_of(listener.getsockname())
-            print(f"memstack serve: listening on {url}{banner} workers={workers}", file=out, flush=True)
-            while not stop.wait(0.2):
-                code = _reap(children, build, config, listener)
-                if code:
-                    break
+            for slot in range(workers):
+                children[_fork_worker(build, config, listener, balance, slot)] = (slot, time.monotonic())
+            code = _wait_ready(balance, stop, lambda: _reap(children, build, config, listener, balance))
+            if not code and not stop.is_set():
+                url = url_of(listener.getsockname())
+                print(f"memstack serve: listening on {url}{banner} workers={workers}", file=out, flush=True)
+            while not code and not stop.wait(0.2):
+                code = _reap(children, build, config, listener, balance)
             print("memstack serve: stopping", file=out, flush=True)
         finally:
             _stop_workers(children)
             listener.close()
     print("memstack serve: stopped", file=out, flush=True)
     return code
+
+
+def _wait_ready(balance: ConnectionBalance, stop: threading.Event, reap: Callable[[], int]) -> int:
+    """Wait until every worker is ready (``WORKER_READY_TIMEOUT_SECONDS`` at most, or a stop request),
+    replacing workers that exit meanwhile; returns ``reap``'s code (1: a worker cannot start). The
+    ``listening on`` line comes after it, so a client that waits for that line finds every worker
+    accepting: connections made while one worker was still starting all went to the other, and
+    keep-alive kept them there."""
+    deadline = time.monotonic() + WORKER_READY_TIMEOUT_SECONDS
+    while not balance.all_ready() and time.monotonic() < deadline:
+        code = reap()
+        if code or stop.wait(0.02):
+            return code
+    return 0
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -152,9 +266,15 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _fork_worker(build: Callable[[], Memory], config: ServeConfig, listener: socket.socket) -> int:
-    """Fork one worker; returns its pid. The worker never returns here: it exits with ``os._exit`` (the
-    parent's ``finally`` blocks and ``atexit`` hooks are not the worker's to run)."""
+def _fork_worker(
+    build: Callable[[], Memory],
+    config: ServeConfig,
+    listener: socket.socket,
+    balance: ConnectionBalance,
+    slot: int,
+) -> int:
+    """Fork the worker of ``slot``; returns its pid. The worker never returns here: it exits with
+    ``os._exit`` (the parent's ``finally`` blocks and ``atexit`` hooks are not the worker's to run)."""
     pid = os.fork()
     if pid:
         return pid
@@ -162,12 +282,14 @@ def _fork_worker(build: Callable[[], Memory], config: ServeConfig, listener: soc
     try:
         for sig in stop_signals():  # the parent's handlers set the parent's event; ours come with the server
             signal.signal(sig, signal.SIG_DFL)
+        balance.claim(slot)
         memory = build()
         try:
-            server = make_server(memory, config, listener=listener)
+            server = make_server(memory, config, listener=listener, balance=balance)
         except BaseException:
             memory.close()
             raise
+        balance.mark_ready()
         serve_until_stopped(server, memory)
         code = 0
     except BaseException:  # a worker's failure is printed; the parent sees its exit code
@@ -181,16 +303,22 @@ def _fork_worker(build: Callable[[], Memory], config: ServeConfig, listener: soc
 
 
 def _reap(
-    children: dict[int, float], build: Callable[[], Memory], config: ServeConfig, listener: socket.socket
+    children: dict[int, tuple[int, float]],
+    build: Callable[[], Memory],
+    config: ServeConfig,
+    listener: socket.socket,
+    balance: ConnectionBalance,
 ) -> int:
-    """Replace the workers that exited; 1 when one died young (it cannot start), else 0."""
+    """Replace the workers that exited (in their slot of ``balance``); 1 when one died young (it cannot
+    start), else 0."""
     while children:
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid == 0:
             return 0
-        started = children.pop(pid, None)
-        if started is None:
+        child = children.pop(pid, None)
+        if child is None:
             continue
+        slot, started = child
         print(
             f"memstack serve: worker {pid} exited ({_exit_reason(status)})",
             file=sys.stderr,
@@ -198,7 +326,7 @@ def _reap(
         )
         if time.monotonic() - started < WORKER_MIN_LIFETIME_SECONDS:
             return 1
-        children[_fork_worker(build, config, listener)] = time.monotonic()
+        children[_fork_worker(build, config, listener, balance, slot)] = (slot, time.monotonic())
     return 0
 
 
@@ -208,7 +336,7 @@ def _exit_reason(status: int) -> str:
     return f"code {os.waitstatus_to_exitcode(status)}"
 
 
-def _stop_workers(children: dict[int, float]) -> None:
+def _stop_workers(children: dict[int, tuple[int, float]]) -> None:
     """SIGTERM every worker and wait for them (grace period plus a margin), then SIGKILL what is left."""
     for pid in children:
         with suppress(ProcessLookupError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import os
 import signal
 import subprocess
@@ -66,6 +68,60 @@ def test_given_two_workers_when_clients_connect_then_every_connection_sees_the_o
         assert s.stdout[-1] == "memstack serve: stopped"
     for pid in workers:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def connections_of(pid: int, port: int) -> int:
+    """Established TCP connections to ``port`` whose socket ``pid`` holds (``/proc``: its fds' socket
+    inodes matched against ``/proc/net/tcp``)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            if local_port == port and fields[3] == "01" and fields[9] in inodes:  # 01: ESTABLISHED
+                count += 1
+    return count
+
+
+def ask_health(conn: http.client.HTTPConnection, start: threading.Barrier, statuses: list[int]) -> None:
+    start.wait()
+    conn.request("GET", "/v1/health")
+    response = conn.getresponse()
+    response.read()
+    statuses.append(response.status)
+
+
+def test_given_two_workers_when_four_keep_alive_clients_connect_at_once_then_each_worker_holds_two(
+    tmp_path: Path,
+) -> None:
+    # Before: the quickest worker accepted whatever was pending (and "listening on" came before the
+    # workers were up), so one worker often held every connection for its lifetime while the other idled.
+    with two_workers(tmp_path) as s:
+        port = int(s.url.rsplit(":", 1)[1])
+        for _ in range(3):
+            clients = [http.client.HTTPConnection("127.0.0.1", port, timeout=30) for _ in range(4)]
+            start = threading.Barrier(4)
+            statuses: list[int] = []
+
+            askers = [threading.Thread(target=ask_health, args=(c, start, statuses)) for c in clients]
+            for a in askers:
+                a.start()
+            for a in askers:
+                a.join(30)
+            try:
+                assert statuses == [200] * 4
+                assert sorted(connections_of(pid, port) for pid in workers_of(s)) == [2, 2]
+            finally:
+                for c in clients:
+                    c.close()
+            wait_for(lambda: sum(connections_of(pid, port) for pid in workers_of(s)) == 0)
+        assert s.stop() == 0
 
 
 def test_given_two_workers_when_clients_save_at_once_then_no_write_is_lost_and_each_thread_keeps_its_order(
