@@ -230,3 +230,32 @@ def test_given_declared_query_parameters_when_listing_then_they_are_taken_and_he
     )
     assert listed.status == 200
     assert call(app, "GET", "/v1/health", query="probe=1&probe=2")[0].status == 200
+
+
+def test_given_non_ascii_text_when_answered_then_the_body_is_powertools_compact_ascii_json(
+    app: MemstackResolver,
+) -> None:
+    from memstack.api.app import _POWERTOOLS_JSON
+
+    text = 'naïve café 字 😀 "quoted" \\ tab\there'
+    call(app, "POST", "/v1/threads/t1/messages", {"messages": [text, "second"]})
+    answer, body = call(app, "POST", "/v1/threads/t1/context", {"message": f"and {text}?"})
+    assert answer.status == 200
+    assert answer.body.decode("ascii") == _POWERTOOLS_JSON(body)  # the very text Powertools wrote
+    assert text in [m["content"] for m in body["messages"]]
+
+
+def test_given_values_json_has_no_form_for_when_serialised_then_powertools_rules_apply() -> None:
+    from dataclasses import dataclass
+    from decimal import Decimal
+
+    from memstack.api.app import _POWERTOOLS_JSON, dump_json_text
+
+    @dataclass
+    class Point:
+        x: int
+
+    for value in [{"a": [1, 2.5, None, True]}, {"d": Decimal("1.5")}, {"p": Point(3)}, "é"]:
+        assert dump_json_text(value) == _POWERTOOLS_JSON(value)
+    with pytest.raises(TypeError):
+        dump_json_text({"o": object()})
