@@ -282,6 +282,25 @@ def test_given_windows_when_loaded_then_neighbours_come_from_the_messages_own_th
     assert [m.id for m in found] == ["a1", "a2", "a3", "b0", "b1"]
 
 
+def test_given_overlapping_and_adjacent_windows_when_loaded_then_each_message_comes_once(
+    store: MemoryStore,
+) -> None:
+    store.create_thread(thread("t1"))
+    store.create_thread(thread("t2"))
+    store.save_messages("r1", "t1", [msg(f"a{i}", "t1") for i in range(10)])  # seqs 1..10
+    store.save_messages("r1", "t2", [msg(f"b{i}", "t2") for i in range(3)])
+    windows = [
+        MessageWindow("t1", 5, 1, 1),  # 4-6, overlapping the next
+        MessageWindow("t1", 3, 1, 1),  # 2-4
+        MessageWindow("t2", 1, 0, 1),
+        MessageWindow("t1", 7, 0, 0),  # adjacent to 4-6
+        MessageWindow("t1", 10, 1, 1),  # past the thread's end
+        MessageWindow("t1", 4, 0, 0),  # inside another
+    ]
+    found = store.message_windows("r1", windows)
+    assert [m.id for m in found] == ["a1", "a2", "a3", "a4", "a5", "a6", "a8", "a9", "b0", "b1"]
+
+
 def test_given_a_deleted_neighbour_when_windows_loaded_then_the_gap_is_skipped(store: MemoryStore) -> None:
     store.create_thread(thread())
     store.save_messages("r1", "t1", [msg(f"m{i}") for i in range(5)])

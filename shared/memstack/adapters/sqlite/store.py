@@ -169,6 +169,19 @@ def _parse_message(row: Sequence[Any]) -> Message:
     )
 
 
+def _merged_spans(windows: Sequence[MessageWindow]) -> list[tuple[str, int, int]]:
+    """The seq ranges ``(thread_id, low, high)`` covering ``windows``, overlapping or adjacent ones merged."""
+    ranges = sorted((w.thread_id, w.seq - max(0, w.before), w.seq + max(0, w.after)) for w in windows)
+    merged: list[tuple[str, int, int]] = []
+    for thread_id, low, high in ranges:
+        if merged and merged[-1][0] == thread_id and low <= merged[-1][2] + 1:
+            if high > merged[-1][2]:
+                merged[-1] = (thread_id, merged[-1][1], high)
+            continue
+        merged.append((thread_id, low, high))
+    return merged
+
+
 class SqliteMemoryStore(SqliteTransfer):
     """The embedded default's ``MemoryStore`` (see ``memstack.ports.MemoryStore`` for the contract)."""
 
@@ -454,13 +467,15 @@ class SqliteMemoryStore(SqliteTransfer):
             # statement); a window that comes back short may have a gap and is read exactly below.
             # one range per window, each answered by the (resource_id, thread_id, seq) index (an OR of ranges made
             # SQLite scan the whole resource instead)
+            # Overlapping windows (neighbouring hits) are merged first: each row is read and parsed once.
             one = f"SELECT {_MSG_COLS} FROM messages WHERE resource_id = ? AND thread_id = ? AND seq BETWEEN ? AND ?"
             rows: list[Any] = []
-            for start in range(0, len(windows), 400):  # SQLite allows 500 terms in a compound SELECT
-                chunk = windows[start : start + 400]
+            spans = _merged_spans(windows)
+            for start in range(0, len(spans), 400):  # SQLite allows 500 terms in a compound SELECT
+                chunk = spans[start : start + 400]
                 params: list[Any] = []
-                for w in chunk:
-                    params += [resource_id, w.thread_id, w.seq - max(0, w.before), w.seq + max(0, w.after)]
+                for thread_id, low, high in chunk:
+                    params += [resource_id, thread_id, low, high]
                 rows += conn.execute(" UNION ALL ".join([one] * len(chunk)), params).fetchall()
             by_thread: dict[str, set[int]] = {}
             for r in rows:
