@@ -15,7 +15,7 @@ Parts, in the order a request meets them:
   validation, the route, response validation and JSON) — and inside it, timed alone:
   ``Memory.context`` (history read, recall, layers, assembly), then the route's own work
   (``to_openai`` and the ``ContextOut`` model) and the response's serialisation (``ContextOut`` to JSON
-  through Powertools' encoder path: ``TypeAdapter.dump_python`` + ``json.dumps``);
+  as the resolver does it: ``TypeAdapter.dump_python`` + ``memstack.api.app.dump_json_text``);
 * inside ``Memory.context``: the history read (``get_thread_with_history``) and semantic recall (embedding,
   keyword + vector search, fusion, neighbour windows);
 * ``resolver on health``: ``GET /v1/health`` through the same resolver — no body, no ``Memory`` call: what
@@ -87,6 +87,7 @@ def _request_head(question: str) -> bytes:
 def measure(data: Path, calls: int, repeats: int) -> dict[str, Any]:
     from pydantic import TypeAdapter
 
+    from memstack.api.app import dump_json_text
     from memstack.api.http import handle_http, to_event
     from memstack.api.routes.context import context_out
     from memstack.api.schemas import ContextOut
@@ -127,7 +128,7 @@ def measure(data: Path, calls: int, repeats: int) -> dict[str, Any]:
             adapter = TypeAdapter(ContextOut)
 
             def serialise(i: int) -> str:
-                return json.dumps(adapter.dump_python(outs[i % n], mode="json"), separators=(",", ":"))
+                return dump_json_text(adapter.dump_python(outs[i % n], mode="json"))
 
             store, options = memory.store, memory.options
 
@@ -199,7 +200,7 @@ ROWS = [
     ("  — history read (`get_thread_with_history`)", "history_read"),
     ("  — semantic recall (embed, keyword + vector search, fusion, windows)", "recall"),
     ("— the route's work (`to_openai`, `ContextOut`)", "route_work"),
-    ("— response serialisation (`dump_python` + `json.dumps`)", "serialisation"),
+    ("— response serialisation (`dump_python` + `dump_json_text`)", "serialisation"),
     ("— resolver overhead (pre-checks, routing, validation, middleware)", "resolver_overhead"),
     ("resolver on `GET /v1/health` (no `Memory` call: the framework's floor)", "resolver_health"),
     ("token count (`count_tokens: true` only)", "token_count"),
