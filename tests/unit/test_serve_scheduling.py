@@ -5,12 +5,10 @@ the workers (``memstack.serve_workers.ConnectionBalance``)."""
 from __future__ import annotations
 
 import http.client
-import io
 import json
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -19,8 +17,8 @@ from memstack import Memory
 from memstack.adapters.hash_embed import HashEmbedder
 from memstack.bootstrap import build_local
 from memstack.ports import Vector
-from memstack.serve import LocalServer, ServeConfig, make_server
 from memstack.serve_workers import ACCEPT_DEFER_SECONDS, ConnectionBalance
+from tests.served import served_server
 
 R, T = "u1", "t1"
 
@@ -93,17 +91,6 @@ def test_given_parallel_and_inline_recall_when_context_then_parallel_wins(tmp_pa
         assert embedder.threads[-1] != threading.current_thread().name
 
 
-@contextmanager
-def served(memory: Memory) -> Iterator[LocalServer]:
-    server = make_server(memory, ServeConfig(host="127.0.0.1", port=0), log=io.StringIO())
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def ask_context(port: int, question: str, statuses: list[int]) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
@@ -128,7 +115,7 @@ def test_given_concurrent_requests_when_served_then_a_cpu_bound_memory_answers_t
     with local(tmp_path, embedder) as memory:
         memory.save_messages(thread_id="old", resource_id=R, messages=["my dog is called Rex"])
         memory.inline_recall = inline
-        with served(memory) as server:
+        with served_server(memory) as server:
             assert server.serial is inline
             statuses: list[int] = []
             askers = [
