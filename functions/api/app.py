@@ -6,10 +6,14 @@ first request (nothing connects at import time).
 
 from typing import Any
 
-from memstack.api import create_app
-from memstack.bootstrap import memory_from_env
-from memstack.observability import API_GATEWAY_REQUEST_ID, lambda_handler
-from memstack.snapstart import prime
+from memstack.deferred_init import defer_for_functions
+
+defer_for_functions()  # before the resolver's import: Powertools' unused resolvers stay unimported
+
+from memstack.api import create_app  # noqa: E402
+from memstack.bootstrap import memory_from_env  # noqa: E402
+from memstack.observability import API_GATEWAY_REQUEST_ID, lambda_handler  # noqa: E402
+from memstack.snapstart import prime  # noqa: E402
 
 app = create_app(memory_from_env)
 

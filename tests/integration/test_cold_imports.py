@@ -33,9 +33,13 @@ NEVER_AT_IMPORT = (
     "aws_xray_sdk",
     "numpy",
     "memstack.memory",
+    "asyncio",
+    "aws_lambda_powertools.event_handler.appsync",
+    "aws_lambda_powertools.event_handler.bedrock_agent",
 )
-"""Modules no handler imports at init: the clients' SDKs, the tokenizer, the settings' old loader and the
-core (built with the ``Memory`` on the first event)."""
+"""Modules no handler imports at init: the clients' SDKs, the tokenizer, the settings' old loader, the core
+(built with the ``Memory`` on the first event), and the Powertools resolvers the functions never use
+(``memstack.deferred_init.defer_for_functions``; AppSync's imports ``asyncio``)."""
 
 HTTP_ONLY = ("pydantic", "aws_lambda_powertools.event_handler", "memstack.config", "email", "csv")
 """What only the HTTP functions (``api``, ``context``) import at init: the resolver validates with pydantic,

@@ -66,7 +66,7 @@ def test_given_openai_already_imported_then_install_changes_nothing() -> None:
         import sys
         import openai
         from memstack.adapters.openai.sdk import install
-        print(install(), any(type(f).__name__ == "_DeferredInitFinder" for f in sys.meta_path))
+        print(install(), any(type(f).__name__ == "DeferredInitFinder" for f in sys.meta_path))
         """
     )
     assert out == "False False"
@@ -83,7 +83,7 @@ def test_given_a_library_user_when_the_openai_client_is_built_then_the_sdk_impor
             api_key="k", base_url=None, timeout=5, max_retries=0, client=None, sleep=default_sleep
         ).client()
         import openai.types
-        finder = any(type(f).__name__ == "_DeferredInitFinder" for f in sys.meta_path)
+        finder = any(type(f).__name__ == "DeferredInitFinder" for f in sys.meta_path)
         print(finder, "Batch" in dir(openai.types))
         """
     )

@@ -28,8 +28,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, get_origin
 
 import pydantic_core
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder
+from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolver, Response, ResponseBuilder
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError, ServiceError
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,

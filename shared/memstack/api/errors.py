@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler import content_types
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from memstack.errors import InvalidInput, MemstackError, MethodNotAllowed, error_class
 

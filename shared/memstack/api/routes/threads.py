@@ -2,7 +2,8 @@
 
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler import content_types
+from aws_lambda_powertools.event_handler.api_gateway import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from memstack.api.deps import API_PREFIX, authorize, current_memory, new_router
