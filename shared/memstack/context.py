@@ -14,9 +14,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from memstack.config import MessageHistoryOptions, ToolCallFilterOptions
 from memstack.model import (
     FilePart,
     ImagePart,
@@ -28,6 +27,9 @@ from memstack.model import (
 )
 from memstack.ports import Tokenizer
 from memstack.text import to_json_text
+
+if TYPE_CHECKING:  # the option models are built with the Memory, not by a handler's import of the API
+    from memstack.config import MessageHistoryOptions, ToolCallFilterOptions
 
 SystemKind = Literal["instructions", "working_memory", "recall", "observations"]
 

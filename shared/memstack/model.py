@@ -137,7 +137,9 @@ def check_metadata(value: object, field: str = "metadata") -> dict[str, Any]:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: a model's validator is built on its first use, not at import (a Lambda function's cold
+    # start builds only the models its requests use; benchmarks/cold_start.py)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Author(_Frozen):

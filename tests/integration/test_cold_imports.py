@@ -33,15 +33,16 @@ NEVER_AT_IMPORT = (
     "aws_xray_sdk",
     "numpy",
     "memstack.memory",
+    "memstack.config",
     "asyncio",
     "aws_lambda_powertools.event_handler.appsync",
     "aws_lambda_powertools.event_handler.bedrock_agent",
 )
 """Modules no handler imports at init: the clients' SDKs, the tokenizer, the settings' old loader, the core
-(built with the ``Memory`` on the first event), and the Powertools resolvers the functions never use
+and its option models (built with the ``Memory`` on the first event), and the Powertools resolvers the functions never use
 (``memstack.deferred_init.defer_for_functions``; AppSync's imports ``asyncio``)."""
 
-HTTP_ONLY = ("pydantic", "aws_lambda_powertools.event_handler", "memstack.config", "email", "csv")
+HTTP_ONLY = ("pydantic", "aws_lambda_powertools.event_handler", "memstack.api", "email", "csv")
 """What only the HTTP functions (``api``, ``context``) import at init: the resolver validates with pydantic,
 whose plugin loader imports ``importlib.metadata`` (and with it ``email`` and ``csv``)."""
 
@@ -79,3 +80,35 @@ def test_given_a_background_function_when_imported_then_neither_pydantic_nor_the
 
     found = sorted(name for name in HTTP_ONLY if name in modules)
     assert not found, f"importing functions/{function}/app.py imports {found}"
+
+
+def test_given_the_context_function_when_imported_then_only_the_context_route_module_is() -> None:
+    modules = imported("context")
+
+    others = sorted(
+        m for m in modules if m.startswith("memstack.api.routes.") and m != "memstack.api.routes.context"
+    )
+    assert "memstack.api.routes.context" in modules
+    assert not others, f"the context function imports the other routes' modules {others}"
+
+
+@pytest.mark.parametrize("function", ["api", "context"])
+def test_given_an_http_function_when_imported_then_its_body_models_wait_for_their_first_use(
+    function: str,
+) -> None:
+    code = bundle_only_prelude() + (
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'functions' / function)!r})\n"
+        "import app\n"
+        "from memstack.api import schemas\n"
+        "from memstack import model\n"
+        "built = [m.__name__ for m in (schemas.ContextBody, schemas.ContextOut, model.Message, model.Thread)"
+        " if m.__pydantic_complete__]\n"
+        "print(built)\n"
+    )
+    env = {"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]", "models built at import (pydantic defer_build)"

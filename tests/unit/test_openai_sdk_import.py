@@ -88,3 +88,21 @@ def test_given_a_library_user_when_the_openai_client_is_built_then_the_sdk_impor
         """
     )
     assert out == "False True", "the library changed how the host process imports openai"
+
+
+def test_given_the_finder_when_the_embeddings_types_are_reached_then_the_types_package_init_is_not_run() -> (
+    None
+):
+    out = run(
+        """
+        import sys
+        from memstack.adapters.openai.sdk import install
+        install()
+        import openai
+        from openai.types import CreateEmbeddingResponse
+        print("Batch" in vars(openai.types), "openai.types.batch" in sys.modules, CreateEmbeddingResponse.__name__)
+        """
+    )
+    assert out == "False False CreateEmbeddingResponse", (
+        "a plain re-export ran the whole openai.types __init__"
+    )

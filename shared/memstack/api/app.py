@@ -19,6 +19,7 @@ Request pipeline (``MemstackResolver.resolve``), in order:
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import logging
 import sys
@@ -42,17 +43,6 @@ from memstack import deadline
 from memstack.api import errors
 from memstack.api.auth import AuthConfig, auth_from_env
 from memstack.api.deps import API_PREFIX, HEALTH_PATH, MemoryProvider, ServerMisconfigured, serving
-from memstack.api.routes import (
-    context,
-    health,
-    inspect,
-    messages,
-    observations,
-    recall,
-    resources,
-    threads,
-    working_memory,
-)
 from memstack.errors import InvalidInput, MemstackError, NotFound, PayloadTooLarge, UnsupportedMediaType
 from memstack.observability import use_case
 
@@ -73,6 +63,7 @@ __all__ = [
     "RouteSet",
     "ServerMisconfigured",
     "create_app",
+    "route_routers",
     "served_routes",
 ]
 
@@ -85,23 +76,33 @@ when API Gateway base64-encodes the body (×4/3). Larger bodies are refused with
 RouteSet = Literal["all", "context"]
 """Which routes a resolver serves: ``all``, or ``context`` (the hot path on a function of its own)."""
 
-ROUTE_SETS: dict[RouteSet, tuple[APIGatewayRouter, ...]] = {
+ROUTE_SETS: dict[RouteSet, tuple[str, ...]] = {
     "all": (
-        health.router,
-        context.router,
-        recall.router,
-        threads.router,
-        messages.router,
-        working_memory.router,
-        observations.router,
-        resources.router,
-        inspect.router,
+        "health",
+        "context",
+        "recall",
+        "threads",
+        "messages",
+        "working_memory",
+        "observations",
+        "resources",
+        "inspect",
     ),
-    "context": (context.router,),
+    "context": ("context",),
 }
-"""The routers each route set includes, in order (the OpenAPI document lists paths in this order). The
-``context`` set is what API Gateway sends to the ``context`` function: infra/api.py builds those methods
-from ``served_routes("context")``."""
+"""The route modules (of ``memstack.api.routes``) whose routers each route set includes, in order (the
+OpenAPI document lists paths in this order); a resolver imports only its own set's modules, so the
+``context`` function never imports the other routes' code. The ``context`` set is what API Gateway sends to
+the ``context`` function: infra/api.py builds those methods from ``served_routes("context")``."""
+
+
+def route_routers(routes: RouteSet) -> list[APIGatewayRouter]:
+    """The routers of a route set (``ROUTE_SETS``), their modules imported now.
+
+    Raises:
+        KeyError: ``routes`` is not a route set.
+    """
+    return [importlib.import_module(f"memstack.api.routes.{name}").router for name in ROUTE_SETS[routes]]
 
 
 class MemstackResolver(APIGatewayRestResolver):
@@ -431,7 +432,7 @@ def create_app(
     app = MemstackResolver(provider, _auth_provider(auth), max_body_bytes)
     _register_error_handlers(app)
     app.use(middlewares=[_request_scope])
-    for router in ROUTE_SETS[routes]:
+    for router in route_routers(routes):
         app.include_router(router)
     return app
 

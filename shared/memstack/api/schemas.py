@@ -53,8 +53,14 @@ Options = Annotated[
 ]
 
 
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Schema(BaseModel):
+    # defer_build: a model's validator and serializer are built on its first use, not at import (a Lambda
+    # function's cold start builds only the models of the routes it serves; benchmarks/cold_start.py)
+    model_config = ConfigDict(defer_build=True)
+
+
+class _Request(_Schema):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 # --- query parameters -------------------------------------------------------------------------------
@@ -289,33 +295,33 @@ class RecallBody(_Request):
 # --- responses --------------------------------------------------------------------------------------
 
 
-class ThreadList(BaseModel):
+class ThreadList(_Schema):
     """A page of threads and the cursor of the next page (``null`` on the last page)."""
 
     threads: list[Thread]
     next_cursor: str | None = None
 
 
-class MessageList(BaseModel):
+class MessageList(_Schema):
     """Messages in chronological order and the cursor of the next page (``null`` on the last page)."""
 
     messages: list[Message]
     next_cursor: str | None = None
 
 
-class SavedMessages(BaseModel):
+class SavedMessages(_Schema):
     """The saved messages with their per-thread ``seq`` (empty when ``read_only``)."""
 
     messages: list[Message]
 
 
-class Deleted(BaseModel):
+class Deleted(_Schema):
     """How many of the given messages existed (for this resource) and were deleted."""
 
     deleted: int
 
 
-class EraseCounts(BaseModel):
+class EraseCounts(_Schema):
     """How many of each kind of stored thing an erasure deleted (``memstack.EraseReceipt``)."""
 
     threads: int = Field(description="Threads deleted.")
@@ -330,14 +336,14 @@ class EraseCounts(BaseModel):
     index_documents: int = Field(description="Search-index documents (message chunks) deleted.")
 
 
-class EraseOut(BaseModel):
+class EraseOut(_Schema):
     """``DELETE /v1/resources/{resource_id}``: the receipt. A second erasure reports zeros."""
 
     resource_id: str
     counts: EraseCounts
 
 
-class CloneOut(BaseModel):
+class CloneOut(_Schema):
     """The clone, its messages and the map of source message id → new id."""
 
     thread: Thread
@@ -345,14 +351,14 @@ class CloneOut(BaseModel):
     message_id_map: dict[str, str]
 
 
-class SystemOut(BaseModel):
+class SystemOut(_Schema):
     """One system message and the layer it comes from."""
 
     kind: SystemKind
     text: str
 
 
-class ContextOut(BaseModel):
+class ContextOut(_Schema):
     """What the model sees for the turn.
 
     ``messages`` and ``tools`` go straight to ``chat.completions.create(messages=..., tools=...)``.
@@ -379,14 +385,14 @@ class ContextOut(BaseModel):
     )
 
 
-class WorkingMemoryOut(BaseModel):
+class WorkingMemoryOut(_Schema):
     """The stored working memory (markdown, or JSON text in schema mode); ``null`` if never written."""
 
     working_memory: str | None
     scope: Literal["resource", "thread"]
 
 
-class ToolCallOut(BaseModel):
+class ToolCallOut(_Schema):
     """The tool-result message (not saved) and its OpenAI ``role: tool`` rendering to send back."""
 
     message: Message
@@ -398,7 +404,7 @@ class ToolCallOut(BaseModel):
     )
 
 
-class ObservationSummary(BaseModel):
+class ObservationSummary(_Schema):
     """The observation record that serves a thread (its own, or its resource's in resource scope), without
     the buffered chunks' text or the cursors of other threads.
 
@@ -445,7 +451,7 @@ class ObservationsQuery(ResourceQuery):
     )
 
 
-class ResourceUsageOut(BaseModel):
+class ResourceUsageOut(_Schema):
     """What a resource's threads cost: their records' usage summed."""
 
     usage: ModelUsage = Field(description="The sum of the records' usage.")
@@ -456,7 +462,7 @@ class ResourceUsageOut(BaseModel):
     )
 
 
-class ObservationsOut(BaseModel):
+class ObservationsOut(_Schema):
     """``GET /v1/threads/{thread_id}/observations``: the summary, or ``record: null`` when nothing has been
     observed, buffered or metered for the thread yet; with ``resource_usage=true`` also the resource's
     total."""
@@ -467,7 +473,7 @@ class ObservationsOut(BaseModel):
     )
 
 
-class RecallHit(BaseModel):
+class RecallHit(_Schema):
     """A recalled message, its fused score and ranks per retriever."""
 
     message_id: str
@@ -487,7 +493,7 @@ class RecallHit(BaseModel):
     )
 
 
-class RecallOut(BaseModel):
+class RecallOut(_Schema):
     """The fused hits (best first) and the messages around them (by thread, then seq)."""
 
     hits: list[RecallHit]
@@ -498,7 +504,7 @@ class InspectBody(TurnBody):
     """``POST /v1/threads/{thread_id}/inspect``: the turn to assemble and explain (tokens always counted)."""
 
 
-class LayerOut(BaseModel):
+class LayerOut(_Schema):
     """One layer of the assembled context and its tokens (``memstack.usecases.inspect.LayerTokens``)."""
 
     layer: str = Field(
@@ -514,7 +520,7 @@ class LayerOut(BaseModel):
     )
 
 
-class InspectOut(BaseModel):
+class InspectOut(_Schema):
     """What the model sees for a turn, explained: layers in order with tokens, and the provider requests."""
 
     layers: list[LayerOut] = Field(description="The layers in the order the model reads them.")
@@ -542,7 +548,7 @@ class IndexHealthQuery(ResourceQuery):
     )
 
 
-class IndexSampleOut(BaseModel):
+class IndexSampleOut(_Schema):
     """A message whose index entries do not match it."""
 
     thread_id: str
@@ -554,7 +560,7 @@ class IndexSampleOut(BaseModel):
     )
 
 
-class IndexHealthOut(BaseModel):
+class IndexHealthOut(_Schema):
     """How well the resource's search index matches its stored messages (``Memory.index_health``)."""
 
     resource_id: str
@@ -570,14 +576,14 @@ class IndexHealthOut(BaseModel):
     samples: list[IndexSampleOut] = Field(description="Up to 50 not_indexed or stale messages.")
 
 
-class Health(BaseModel):
+class Health(_Schema):
     """The service is up (nothing is connected to answer this)."""
 
     status: Literal["ok"] = "ok"
     version: str
 
 
-class ErrorDetail(BaseModel):
+class ErrorDetail(_Schema):
     """What went wrong: a stable ``code``, a message, and the request field at fault when known."""
 
     code: str
@@ -585,7 +591,7 @@ class ErrorDetail(BaseModel):
     field: str | None = None
 
 
-class ErrorOut(BaseModel):
+class ErrorOut(_Schema):
     """Every error response."""
 
     error: ErrorDetail

@@ -5,16 +5,19 @@
 ``openai.types`` and its sub-packages re-export every generated request and response model, so one
 ``import openai`` defines several hundred pydantic models. Memstack calls two endpoints (embeddings and chat
 completions), which need a few dozen of them. Measured on openai 3.57 (CPU of a fresh interpreter, a loaded
-2-core build machine): ``import openai`` took 530-570 ms eagerly and 250-330 ms with the finder below; the
-first ``client.embeddings`` then builds the embeddings types (about 50 ms more than eagerly).
-``benchmarks/cold_start.py`` shows the effect on a function's first request.
+2-core build machine): ``import openai`` took 530-570 ms eagerly and 250-330 ms with the deferred
+``__init__`` files alone. Since a plain re-export (``from .create_embedding_response import
+CreateEmbeddingResponse as CreateEmbeddingResponse``) now loads its own module alone, importing the SDK,
+building a client and reaching the embeddings types takes 170-180 ms against 240-360 ms (121 ``openai``
+modules against 292). ``benchmarks/cold_start.py`` shows the effect on a function's first request.
 
 ``install`` (called by the deployed functions' composition root, ``bootstrap.memory_from_env``, before the
 SDK's first import; never in a library user's process) gives every *package* under ``openai.types`` a
 deferred ``__init__`` (``memstack.deferred_init``): its ``__init__.py`` runs on the first access to a name
-that is not one of its sub-modules (``openai.types.CreateEmbeddingResponse``,
-``from openai.types.chat import ChatCompletion``). Every name stays reachable and means what it means
-eagerly; if ``openai`` was already imported (by the host application) nothing changes.
+that is neither one of its sub-modules nor a plain re-export (``openai.types.Batch`` does;
+``openai.types.CreateEmbeddingResponse`` loads ``openai.types.create_embedding_response`` alone). Every
+name stays reachable and means what it means eagerly; if ``openai`` was already imported (by the host
+application) nothing changes.
 """
 
 from __future__ import annotations
