@@ -47,19 +47,22 @@ HTTP_ONLY = ("pydantic", "aws_lambda_powertools.event_handler", "memstack.api", 
 whose plugin loader imports ``importlib.metadata`` (and with it ``email`` and ``csv``)."""
 
 
-def imported(function: str) -> set[str]:
-    code = bundle_only_prelude() + (
-        "import json, sys\n"
-        f"sys.path.insert(0, {str(ROOT / 'functions' / function)!r})\n"
-        "import app\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
+def after_import(function: str, code: str) -> str:
+    """The last line ``code`` prints, run in a fresh interpreter right after ``import app`` of the function
+    (behind the Lambda bundle's import guard)."""
+    program = bundle_only_prelude() + (
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'functions' / function)!r})\nimport app\n{code}"
     )
     env = {"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+        [sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    return set(json.loads(result.stdout.strip().splitlines()[-1]))
+    return result.stdout.strip().splitlines()[-1]
+
+
+def imported(function: str) -> set[str]:
+    return set(json.loads(after_import(function, "import json\nprint(json.dumps(sorted(sys.modules)))\n")))
 
 
 @pytest.mark.parametrize("function", ["api", "context", "indexer", "observe", "reflect"])
@@ -96,19 +99,12 @@ def test_given_the_context_function_when_imported_then_only_the_context_route_mo
 def test_given_an_http_function_when_imported_then_its_body_models_wait_for_their_first_use(
     function: str,
 ) -> None:
-    code = bundle_only_prelude() + (
-        "import sys\n"
-        f"sys.path.insert(0, {str(ROOT / 'functions' / function)!r})\n"
-        "import app\n"
+    built = after_import(
+        function,
         "from memstack.api import schemas\n"
         "from memstack import model\n"
-        "built = [m.__name__ for m in (schemas.ContextBody, schemas.ContextOut, model.Message, model.Thread)"
-        " if m.__pydantic_complete__]\n"
-        "print(built)\n"
+        "print([m.__name__ for m in (schemas.ContextBody, schemas.ContextOut, model.Message, model.Thread)"
+        " if m.__pydantic_complete__])\n",
     )
-    env = {"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "[]", "models built at import (pydantic defer_build)"
+
+    assert built == "[]", "models built at import (pydantic defer_build)"
