@@ -17,7 +17,8 @@ the unzipped size of what each function runs.
   default (``-c models=openai``: the key read from Secrets Manager, here moto's, on the first request), and
   ``openai-key`` (``OPENAI_API_KEY`` in the environment). Medians of ``--request-runs``.
 * Before/after in one run: ``--baseline REF`` (e.g. ``main``) measures the same probes on ``git archive REF``
-  (its ``functions/`` and ``shared/``) beside the working tree.
+  (its ``functions/`` and ``shared/``) beside the working tree, the two taking turns run by run (load from
+  other work on a shared machine falls on both alike), and prints this tree's CPU over the baseline's.
 * Bundle size: the asset folders ``make bundle`` (``cdk synth`` with local pip bundling, infra/bundling.py)
   leaves in ``cdk.out/``: a function's code asset (the one holding its ``app.py`` and ``memstack``, the
   newest if several) plus the stack's one dependency layer (``python/``). Sizes are the sum of file sizes
@@ -181,36 +182,49 @@ def baseline_tree(ref: str, into: Path) -> Path:
     return into
 
 
-def import_time(function: str, runs: int, tree: Path = ROOT, label: str = "this tree") -> ImportTime:
-    """Median/min/max ms of ``import app`` for ``functions/<function>`` of ``tree`` over ``runs`` fresh
-    interpreters (after one warm-up run that fills the bytecode cache, as a deployed bundle ships it)."""
-    function_dir = str(tree / "functions" / function)
-    code = _PROBE.format(function_dir=function_dir, prelude=_prelude())
-    command = [sys.executable, "-c", code]
-    subprocess.run(command, check=True, capture_output=True, env=_env(tree), cwd=ROOT)  # warm the .pyc cache
-    samples, cpu = [], []
+def import_times(function: str, runs: int, trees: list[tuple[str, Path]]) -> list[ImportTime]:
+    """Median/min/max ms of ``import app`` for ``functions/<function>`` of each ``(label, tree)`` over
+    ``runs`` fresh interpreters each (after one warm-up run per tree that fills the bytecode cache, as a
+    deployed bundle ships it). The trees take turns run by run, so load from other work on the machine
+    falls on each alike."""
+    commands = []
+    for _, tree in trees:
+        code = _PROBE.format(function_dir=str(tree / "functions" / function), prelude=_prelude())
+        command = [sys.executable, "-c", code]
+        subprocess.run(command, check=True, capture_output=True, env=_env(tree), cwd=ROOT)  # warm .pyc
+        commands.append(command)
+    samples: list[list[float]] = [[] for _ in trees]
+    cpu: list[list[float]] = [[] for _ in trees]
     for _ in range(runs):
-        out = subprocess.run(command, check=True, capture_output=True, text=True, env=_env(tree), cwd=ROOT)
-        wall_ms, cpu_ms = out.stdout.strip().splitlines()[-1].split()
-        samples.append(float(wall_ms))
-        cpu.append(float(cpu_ms))
-    traced = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", code],
-        capture_output=True,
-        text=True,
-        env=_env(tree),
-        cwd=ROOT,
-    )
-    return ImportTime(
-        function=function,
-        median_ms=round(statistics.median(samples), 1),
-        min_ms=round(min(samples), 1),
-        max_ms=round(max(samples), 1),
-        runs=runs,
-        cpu_median_ms=round(statistics.median(cpu), 1),
-        top_imports=_top_imports(traced.stderr),
-        code=label,
-    )
+        for k, (command, (_, tree)) in enumerate(zip(commands, trees, strict=True)):
+            out = subprocess.run(
+                command, check=True, capture_output=True, text=True, env=_env(tree), cwd=ROOT
+            )
+            wall_ms, cpu_ms = out.stdout.strip().splitlines()[-1].split()
+            samples[k].append(float(wall_ms))
+            cpu[k].append(float(cpu_ms))
+    out = []
+    for k, (command, (label, tree)) in enumerate(zip(commands, trees, strict=True)):
+        traced = subprocess.run(
+            [sys.executable, "-X", "importtime", *command[1:]],
+            capture_output=True,
+            text=True,
+            env=_env(tree),
+            cwd=ROOT,
+        )
+        out.append(
+            ImportTime(
+                function=function,
+                median_ms=round(statistics.median(samples[k]), 1),
+                min_ms=round(min(samples[k]), 1),
+                max_ms=round(max(samples[k]), 1),
+                runs=runs,
+                cpu_median_ms=round(statistics.median(cpu[k]), 1),
+                top_imports=_top_imports(traced.stderr),
+                code=label,
+            )
+        )
+    return out
 
 
 class _Embeddings(BaseHTTPRequestHandler):
@@ -293,16 +307,17 @@ def first_requests(runs: int, baseline: tuple[str, Path] | None = None) -> list[
             configs = {"openai-key": env, "openai-secret": _without_key(env, arn)}
             trees = [("this tree", ROOT)] + ([baseline] if baseline else [])
             out = [
-                _first_request(
-                    name, configs[config], runs, "on-demand", config=config, tree=tree, label=label
-                )
-                for label, tree in trees
+                r
                 for config in CONFIGS
                 for name in REQUEST_FUNCTIONS
+                for r in _first_requests(name, configs[config], runs, "on-demand", config=config, trees=trees)
             ]
             out += [
-                _first_request(name, configs[CONFIGS[0]], runs, "snap-start", config=CONFIGS[0])
+                r
                 for name in REQUEST_FUNCTIONS
+                for r in _first_requests(
+                    name, configs[CONFIGS[0]], runs, "snap-start", config=CONFIGS[0], trees=trees[:1]
+                )
             ]
             return out
     finally:
@@ -332,49 +347,56 @@ def _seed(env: dict[str, str]) -> None:
     )
 
 
-def _first_request(
+def _first_requests(
     function: str,
     env: dict[str, str],
     runs: int,
     regime: str,
     *,
     config: str,
-    tree: Path = ROOT,
-    label: str = "this tree",
-) -> FirstRequest:
+    trees: list[tuple[str, Path]],
+) -> list[FirstRequest]:
+    """``runs`` fresh functions of each ``(label, tree)``, the trees taking turns run by run (load from
+    other work on the machine falls on each alike); one ``FirstRequest`` (medians) per tree."""
     from tests.integration.events import api_event
 
     snap_start = regime == "snap-start"
-    code = _REQUEST_PROBE.format(
-        function_dir=str(tree / "functions" / function), snap_start=snap_start, prelude=_prelude()
-    )
-    env = env | {"AWS_LAMBDA_INITIALIZATION_TYPE": regime, "PYTHONPATH": str(tree / "shared")}
     event = api_event(
         "POST",
         "/v1/threads/t-cold/context",
         query={"resource_id": "r-cold"},
         body={"message": "What did I say about the garden?"},
     )
-    command = [sys.executable, "-c", code, json.dumps(event)]
-    samples = []
+    commands = []
+    for _, tree in trees:
+        code = _REQUEST_PROBE.format(
+            function_dir=str(tree / "functions" / function), snap_start=snap_start, prelude=_prelude()
+        )
+        tree_env = env | {"AWS_LAMBDA_INITIALIZATION_TYPE": regime, "PYTHONPATH": str(tree / "shared")}
+        commands.append(([sys.executable, "-c", code, json.dumps(event)], tree_env))
+    samples: list[list[dict[str, float]]] = [[] for _ in trees]
     for _ in range(runs):
-        out = subprocess.run(command, check=True, capture_output=True, text=True, env=env, cwd=ROOT)
-        samples.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        for k, (command, tree_env) in enumerate(commands):
+            out = subprocess.run(command, check=True, capture_output=True, text=True, env=tree_env, cwd=ROOT)
+            samples[k].append(json.loads(out.stdout.strip().splitlines()[-1]))
 
-    def median(key: str) -> float:
-        return round(statistics.median(s[key] for s in samples), 1)
+    def median(k: int, key: str) -> float:
+        return round(statistics.median(s[key] for s in samples[k]), 1)
 
-    return FirstRequest(
-        function=function,
-        import_cpu_ms=median("import_cpu_ms"),
-        first_cpu_ms=median("first_cpu_ms"),
-        first_wall_ms=median("first_wall_ms"),
-        second_cpu_ms=median("second_cpu_ms"),
-        runs=runs,
-        regime=regime,
-        config=config,
-        code=label,
-    )
+    return [
+        FirstRequest(
+            function=function,
+            import_cpu_ms=median(k, "import_cpu_ms"),
+            first_cpu_ms=median(k, "first_cpu_ms"),
+            first_wall_ms=median(k, "first_wall_ms"),
+            second_cpu_ms=median(k, "second_cpu_ms"),
+            runs=runs,
+            regime=regime,
+            config=config,
+            code=label,
+        )
+        for k, (label, _) in enumerate(trees)
+    ]
 
 
 def _top_imports(stderr: str, count: int = 6) -> list[tuple[str, float]]:
@@ -487,6 +509,48 @@ def bundle_size(function: str) -> BundleSize:
     )
 
 
+def _ratio(after: float, before: float) -> str:
+    return f"x{after / before:.2f}" if before else "–"
+
+
+def _side_by_side(imports: list[ImportTime], requests: list[FirstRequest]) -> list[str]:
+    """With a baseline: this tree's CPU medians over the baseline's, per function (and configuration), as
+    ratios (below 1 is less CPU)."""
+    base_imports = {i.function: i for i in imports if i.code != "this tree"}
+    base_requests = {(r.function, r.config, r.regime): r for r in requests if r.code != "this tree"}
+    if not base_imports and not base_requests:
+        return []
+    baseline = (
+        next(iter(base_imports.values())).code if base_imports else next(iter(base_requests.values())).code
+    )
+    lines = [
+        "",
+        f"Side by side, this tree / `{baseline}` (CPU medians, measured in turns run by run):",
+        "",
+        "| function | config | import | first request | init + first |",
+        "|---|---|---|---|---|",
+    ]
+    for imp in imports:
+        before = base_imports.get(imp.function)
+        if imp.code == "this tree" and before is not None:
+            lines.append(
+                f"| {imp.function} | – | {imp.cpu_median_ms} / {before.cpu_median_ms} "
+                f"({_ratio(imp.cpu_median_ms, before.cpu_median_ms)}) | – | – |"
+            )
+    for r in requests:
+        b = base_requests.get((r.function, r.config, r.regime))
+        if r.code != "this tree" or b is None:
+            continue
+        total, total_before = r.import_cpu_ms + r.first_cpu_ms, b.import_cpu_ms + b.first_cpu_ms
+        lines.append(
+            f"| {r.function} | {r.config} | {r.import_cpu_ms} / {b.import_cpu_ms} "
+            f"({_ratio(r.import_cpu_ms, b.import_cpu_ms)}) | {r.first_cpu_ms} / {b.first_cpu_ms} "
+            f"({_ratio(r.first_cpu_ms, b.first_cpu_ms)}) | {round(total, 1)} / {round(total_before, 1)} "
+            f"({_ratio(total, total_before)}) |"
+        )
+    return lines
+
+
 def render(imports: list[ImportTime], bundles: list[BundleSize], requests: list[FirstRequest]) -> str:
     """The Markdown report: one row per function, then the heaviest imports and bundle entries."""
     lines = [
@@ -543,6 +607,7 @@ def render(imports: list[ImportTime], bundles: list[BundleSize], requests: list[
                 f"| {r.function} | {r.config} | {r.code} | {r.regime} | {r.import_cpu_ms} | {r.first_cpu_ms} "
                 f"| {round(r.import_cpu_ms + r.first_cpu_ms, 1)} | {r.first_wall_ms} | {r.second_cpu_ms} | {r.runs} |"
             )
+    lines += _side_by_side(imports, requests)
     lines += [
         "",
         "Import time by package (sum of self ms of its modules, one `-X importtime` run, which inflates times):",
@@ -580,9 +645,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="cold-start-baseline-") as scratch:
         baseline = (args.baseline, baseline_tree(args.baseline, Path(scratch))) if args.baseline else None
-        imports = [import_time(f, args.runs) for f in FUNCTIONS]
-        if baseline:
-            imports += [import_time(f, args.runs, baseline[1], baseline[0]) for f in FUNCTIONS]
+        trees = [("this tree", ROOT)] + ([baseline] if baseline else [])
+        imports = [imp for f in FUNCTIONS for imp in import_times(f, args.runs, trees)]
         bundles = [bundle_size(f) for f in FUNCTIONS]
         requests = [] if args.no_requests else first_requests(args.request_runs, baseline)
     report = render(imports, bundles, requests)
