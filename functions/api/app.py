@@ -26,4 +26,4 @@ def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
 handler = lambda_handler(resolve, correlation_id_path=API_GATEWAY_REQUEST_ID)
 """``resolve`` with the function's logs, trace and metrics (memstack.observability)."""
 
-prime(memory_from_env)  # under SnapStart only: the snapshot then holds the built Memory (memstack.snapstart)
+prime(memory_from_env, app.resolve)  # SnapStart only: the snapshot holds the built Memory and route

@@ -43,6 +43,43 @@ def test_given_a_snap_start_init_when_priming_then_the_memory_assembles_a_contex
         memory.close()
 
 
+def test_given_the_handlers_resolver_when_priming_then_a_restored_request_builds_no_pydantic_schema(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from pydantic._internal._generate_schema import GenerateSchema
+
+    from memstack.api import create_app
+    from memstack.snapstart import priming_event
+
+    monkeypatch.setenv(INIT_TYPE_ENV, "snap-start")
+    memory = Memory.local(tmp_path / "m.db", embedder="hash")
+    app = create_app(memory, routes="context")
+    statuses: list[int] = []
+
+    def resolve(event: dict[str, object], context: object) -> dict[str, object]:
+        response = app.resolve(event, None)
+        statuses.append(int(response["statusCode"]))
+        return response
+
+    built: list[object] = []
+    generate = GenerateSchema.generate_schema
+
+    def counting(self: GenerateSchema, obj: object) -> object:
+        built.append(obj)
+        return generate(self, obj)
+
+    try:
+        assert prime(lambda: memory, resolve) is True
+        monkeypatch.setattr(GenerateSchema, "generate_schema", counting)
+        resolve(priming_event(), None)  # the first request after a restore
+        assert statuses == [200, 200]
+        assert built == [], "the route's models were left to the first request after the restore"
+        with pytest.raises(NotFound):
+            memory.get_thread(thread_id=PRIME_THREAD, resource_id=PRIME_RESOURCE)
+    finally:
+        memory.close()
+
+
 def test_given_an_unreachable_backend_when_priming_then_init_goes_on_with_a_warning_naming_the_error(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
