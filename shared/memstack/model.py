@@ -137,9 +137,10 @@ def check_metadata(value: object, field: str = "metadata") -> dict[str, Any]:
 
 
 class _Frozen(BaseModel):
-    # defer_build: a model's validator is built on its first use, not at import (a Lambda function's cold
-    # start builds only the models its requests use; benchmarks/cold_start.py)
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    # built at import, unlike the API's bodies (memstack.api.schemas): every request's core uses these, and
+    # a deferred model nested in another's schema is generated again inside each (pydantic reuses the
+    # schema of a complete model only)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Author(_Frozen):

@@ -102,8 +102,7 @@ def test_given_an_http_function_when_imported_then_its_body_models_wait_for_thei
     built = after_import(
         function,
         "from memstack.api import schemas\n"
-        "from memstack import model\n"
-        "print([m.__name__ for m in (schemas.ContextBody, schemas.ContextOut, model.Message, model.Thread)"
+        "print([m.__name__ for m in (schemas.ContextBody, schemas.ContextOut, schemas.ThreadList)"
         " if m.__pydantic_complete__])\n",
     )
 
