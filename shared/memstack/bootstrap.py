@@ -17,9 +17,8 @@ if TYPE_CHECKING:
 
 EMBEDDERS = ("wordllama", "local", "hash", "openai", "bedrock")
 IN_PROCESS_EMBEDDERS = frozenset({"wordllama", "local", "hash"})
-"""The embedders that compute in this process (no network): with SQLite, recall on ``context()``'s path is
-CPU work under the GIL that a deadline cannot stop, so ``build_local`` runs it on the calling thread
-(``Memory(inline_recall=True)``)."""
+"""The embedders that compute in this process (no network): with SQLite a turn is CPU work under this
+process's GIL (``computes_in_process``)."""
 Background = Literal["thread", "inline"]
 
 
@@ -489,7 +488,6 @@ def build_local(
             options=options,
             chat_model=chat_model,
             background=background,
-            inline_recall=isinstance(embedder, str) and embedder in IN_PROCESS_EMBEDDERS,
         )
     except InvalidInput as exc:
         db.close()
@@ -503,6 +501,18 @@ def build_local(
     if not rebuild_index:
         _reconcile(memory)
     return memory
+
+
+def computes_in_process(memory: Memory) -> bool:
+    """Whether ``memory``'s turns are CPU work in this process: the SQLite store and an embedder of
+    ``IN_PROCESS_EMBEDDERS`` (told by its model id, ``embedder_name_for``). ``memstack serve`` answers
+    such a ``Memory``'s requests one at a time per worker: its threads would only pass the GIL back and
+    forth. Recall stays on its deadline-bounded thread either way (``Memory.inline_recall`` is opt-in: a
+    deadline cannot stop work on the calling thread)."""
+    from memstack.adapters.sqlite.store import SqliteMemoryStore
+
+    model_id = getattr(memory.recall_engine.embedder, "model_id", None)
+    return isinstance(memory.store, SqliteMemoryStore) and embedder_name_for(model_id) in IN_PROCESS_EMBEDDERS
 
 
 def embedder_name_for(model_id: str | None, dimension: int | None = None) -> str | None:

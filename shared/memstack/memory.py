@@ -60,9 +60,9 @@ class Memory(BackgroundWork, Inspection):
         clock: time source. embedding_cache: shared by queries and documents (a new one if omitted).
         parallel_recall: run recall on a worker thread beside the store reads of ``context()`` — for
             network backends; else before them (measured faster on SQLite), waited for until the deadline.
-        inline_recall: run recall on the calling thread, not bounded by the deadline: for an index and
-            embedder that compute in this process (``bootstrap.build_local`` with an offline embedder),
-            whose CPU work a deadline cannot stop; it saves a thread hand-off per turn.
+        inline_recall: run recall on the calling thread, not bounded by the turn's deadline (opt-in): for
+            an index and embedder that compute in this process and are known to be fast, it saves a
+            thread hand-off per turn (~0.2–0.4 ms of CPU); a slow recall then holds the turn.
         index_on_save: index saved messages and schedule background observation in ``save_messages``
             (default). ``False`` when a stream indexer does both (AWS: DynamoDB stream → ``index_saved``
             and ``schedule_observation``), so a save is one store write.

@@ -517,7 +517,7 @@ def make_server(
     """A bound (not yet serving) ``LocalServer`` answering with ``memory``.
 
     The server answers one request at a time (``LocalServer(serial=True)``) when ``memory`` computes in
-    this process (``Memory.inline_recall``: SQLite and an offline embedder): its requests are CPU under
+    this process (``bootstrap.computes_in_process``: SQLite and an offline embedder): its requests are CPU under
     the GIL, and measured with 4 keep-alive clients, threads answering at once cost more CPU per request
     than answering them in turn. A ``Memory`` that waits on the network (AWS, an OpenAI or Bedrock
     embedder) keeps answering concurrently, each request on its connection's thread.
@@ -532,6 +532,7 @@ def make_server(
     """
     from memstack.api.app import MAX_BODY_BYTES, create_app
     from memstack.api.auth import AuthConfig
+    from memstack.bootstrap import computes_in_process
 
     # the claim name comes from MEMSTACK_JWT_RESOURCE_CLAIM (default sub), as on AWS; the mode from config
     auth = AuthConfig(mode=config.auth, resource_claim=AuthConfig.from_settings().resource_claim)
@@ -543,7 +544,7 @@ def make_server(
         config,
         log if log is not None else sys.stderr,
         listener=listener,
-        serial=memory.inline_recall,
+        serial=computes_in_process(memory),
         balance=balance,
     )
 

@@ -12,11 +12,12 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
-from memstack import deadline
+from memstack import Memory, deadline
 from memstack.adapters.hash_embed import HashEmbedder
 from memstack.adapters.openai import OpenAIChatModel
 from memstack.adapters.testing import RecordingScheduler, ScriptedChatModel
@@ -246,3 +247,27 @@ def test_given_a_lambda_with_little_time_left_when_context_is_posted_then_the_tu
         assert reply.status == 200, reply.raw
         assert elapsed < 0.8 + MARGIN_S, f"the context route took {elapsed:.1f}s"
         chat.release.set()
+
+
+def test_given_the_embedded_default_with_an_offline_embedder_when_its_recall_is_slow_then_the_turn_is_answered_within_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An in-process embedder is usually fast, but its first call may load a model and a large resource's
+    # search takes its time: the turn's bound must not depend on the embedder being a network one.
+    with Memory.local(tmp_path / "m.db", embedder="hash", context_timeout_ms=500) as memory:
+        memory.save_messages(thread_id=T, resource_id=R, messages=["I went hiking near the lake", "nice"])
+        embedder = memory.recall_engine.embedder
+        slow_query = embedder.embed_query
+
+        def slow(text: str) -> Vector:
+            time.sleep(3.0)
+            return slow_query(text)
+
+        monkeypatch.setattr(embedder, "embed_query", slow)
+        started = time.monotonic()
+        with caplog.at_level("WARNING"):
+            ctx = memory.context(thread_id="t-2", resource_id=R, message="where did I go hiking?")
+        elapsed = time.monotonic() - started
+    assert elapsed < 0.5 + MARGIN_S, f"context() took {elapsed:.1f}s"
+    assert ctx.recalled == []
+    assert any("DeadlineExceeded" in r.getMessage() for r in caplog.records)

@@ -1,5 +1,5 @@
-"""How ``memstack serve`` spends its CPU: recall on the request's own thread for an in-process ``Memory``,
-one request at a time per process when that ``Memory`` is CPU-bound, and keep-alive connections spread over
+"""How ``memstack serve`` spends its CPU: recall on the request's own thread when asked (``inline_recall``),
+one request at a time per process when the ``Memory`` is CPU-bound (``computes_in_process``), and keep-alive connections spread over
 the workers (``memstack.serve_workers.ConnectionBalance``)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from memstack import Memory
 from memstack.adapters.hash_embed import HashEmbedder
-from memstack.bootstrap import build_local
+from memstack.bootstrap import build_local, computes_in_process
 from memstack.ports import Vector
 from memstack.serve_workers import ACCEPT_DEFER_SECONDS, ConnectionBalance
 from tests.served import served_server
@@ -50,22 +50,33 @@ class ThreadNotingEmbedder(HashEmbedder):
         return super().embed_documents(texts)
 
 
+class NetworkNamedEmbedder(ThreadNotingEmbedder):
+    """The same vectors under a network embedder's model id (``openai/…``), as a stand-in for one."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        super().__init__(delay)
+        self.model_id = "openai/text-embedding-3-small"
+
+
 def local(tmp_path: Path, embedder: str | HashEmbedder) -> Memory:
     return build_local(path=tmp_path / "m.db", embedder=embedder, background="inline")
 
 
-def test_given_an_offline_embedder_by_name_when_built_locally_then_recall_runs_inline(tmp_path: Path) -> None:
-    with local(tmp_path, "hash") as memory:
-        assert memory.inline_recall is True
-        assert memory.parallel_recall is False
-
-
-def test_given_an_embedder_instance_when_built_locally_then_recall_keeps_its_deadline_thread(
+def test_given_an_offline_embedder_when_built_locally_then_it_computes_in_process_and_recall_keeps_its_deadline(
     tmp_path: Path,
 ) -> None:
-    # an Embedder object may call a network: recall stays bounded by the turn's deadline
-    with local(tmp_path, ThreadNotingEmbedder()) as memory:
-        assert memory.inline_recall is False
+    for embedder in ("hash", ThreadNotingEmbedder()):
+        with local(tmp_path / type(embedder).__name__, embedder) as memory:
+            assert computes_in_process(memory)
+            assert memory.inline_recall is False, "a slow recall would hold the turn past its deadline"
+            assert memory.parallel_recall is False
+
+
+def test_given_a_network_embedder_when_built_locally_then_it_does_not_compute_in_process(
+    tmp_path: Path,
+) -> None:
+    with local(tmp_path, NetworkNamedEmbedder()) as memory:
+        assert not computes_in_process(memory)
 
 
 @pytest.mark.parametrize("inline", [True, False], ids=["inline", "deadline-thread"])
@@ -107,16 +118,15 @@ def ask_context(port: int, question: str, statuses: list[int]) -> None:
         conn.close()
 
 
-@pytest.mark.parametrize("inline", [True, False], ids=["cpu-bound", "may-wait-on-network"])
+@pytest.mark.parametrize("in_process", [True, False], ids=["cpu-bound", "may-wait-on-network"])
 def test_given_concurrent_requests_when_served_then_a_cpu_bound_memory_answers_them_in_turn(
-    tmp_path: Path, inline: bool
+    tmp_path: Path, in_process: bool
 ) -> None:
-    embedder = ThreadNotingEmbedder(delay=0.15)
+    embedder = ThreadNotingEmbedder(delay=0.15) if in_process else NetworkNamedEmbedder(delay=0.15)
     with local(tmp_path, embedder) as memory:
         memory.save_messages(thread_id="old", resource_id=R, messages=["my dog is called Rex"])
-        memory.inline_recall = inline
         with served_server(memory) as server:
-            assert server.serial is inline
+            assert server.serial is in_process
             statuses: list[int] = []
             askers = [
                 threading.Thread(target=ask_context, args=(server.server_address[1], f"dog {k}?", statuses))
@@ -128,7 +138,7 @@ def test_given_concurrent_requests_when_served_then_a_cpu_bound_memory_answers_t
                 a.join(30)
         assert statuses == [200, 200, 200]
         # serial: never two requests in the API at once; otherwise the waits on the embedder overlap
-        assert (embedder.most_at_once == 1) is inline, embedder.most_at_once
+        assert (embedder.most_at_once == 1) is in_process, embedder.most_at_once
 
 
 def test_given_a_worker_with_more_connections_when_one_is_pending_then_it_leaves_it_to_the_other() -> None:
