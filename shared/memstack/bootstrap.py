@@ -507,8 +507,8 @@ def computes_in_process(memory: Memory) -> bool:
     """Whether ``memory``'s turns are CPU work in this process: the SQLite store and an embedder of
     ``IN_PROCESS_EMBEDDERS`` (told by its model id, ``embedder_name_for``). ``memstack serve`` answers
     such a ``Memory``'s requests one at a time per worker: its threads would only pass the GIL back and
-    forth. Recall stays on its deadline-bounded thread either way (``Memory.inline_recall`` is opt-in: a
-    deadline cannot stop work on the calling thread)."""
+    forth. Recall still runs on its deadline-bounded pool thread (``turn.reads.run_waited``): work on the
+    request's own thread could not be stopped at the deadline."""
     from memstack.adapters.sqlite.store import SqliteMemoryStore
 
     model_id = getattr(memory.recall_engine.embedder, "model_id", None)

@@ -60,9 +60,6 @@ class Memory(BackgroundWork, Inspection):
         clock: time source. embedding_cache: shared by queries and documents (a new one if omitted).
         parallel_recall: run recall on a worker thread beside the store reads of ``context()`` — for
             network backends; else before them (measured faster on SQLite), waited for until the deadline.
-        inline_recall: run recall on the calling thread, not bounded by the turn's deadline (opt-in): for
-            an index and embedder that compute in this process and are known to be fast, it saves a
-            thread hand-off per turn (~0.2–0.4 ms of CPU); a slow recall then holds the turn.
         index_on_save: index saved messages and schedule background observation in ``save_messages``
             (default). ``False`` when a stream indexer does both (AWS: DynamoDB stream → ``index_saved``
             and ``schedule_observation``), so a save is one store write.
@@ -89,7 +86,6 @@ class Memory(BackgroundWork, Inspection):
         clock: Clock | None = None,
         embedding_cache: EmbeddingCache | None = None,
         parallel_recall: bool = False,
-        inline_recall: bool = False,
         index_on_save: bool = True,
         chat_model: ChatModel | None = None,
         scheduler: ObservationScheduler | None = None,
@@ -114,7 +110,7 @@ class Memory(BackgroundWork, Inspection):
         )
         core.layers = default_layers(core, schedule=self._background.schedule)
         self._threads, self._messages = Threads(core), Messages(core)
-        self._turns = Turns(core, parallel_recall=parallel_recall, inline_recall=inline_recall)
+        self._turns = Turns(core, parallel_recall=parallel_recall)
         core.require_chat_model(core.options)
 
     @classmethod
@@ -180,16 +176,6 @@ class Memory(BackgroundWork, Inspection):
     @parallel_recall.setter
     def parallel_recall(self, value: bool) -> None:
         self._turns.parallel_recall = value
-
-    @property
-    def inline_recall(self) -> bool:
-        """Whether recall runs on the calling thread of ``context()``, unbounded by the deadline (an index
-        and embedder that compute in this process); ``parallel_recall`` wins when both are set."""
-        return self._turns.inline_recall
-
-    @inline_recall.setter
-    def inline_recall(self, value: bool) -> None:
-        self._turns.inline_recall = value
 
     @property
     def index_on_save(self) -> bool:

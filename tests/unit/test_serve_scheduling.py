@@ -1,6 +1,6 @@
-"""How ``memstack serve`` spends its CPU: recall on the request's own thread when asked (``inline_recall``),
-one request at a time per process when the ``Memory`` is CPU-bound (``computes_in_process``), and keep-alive connections spread over
-the workers (``memstack.serve_workers.ConnectionBalance``)."""
+"""How ``memstack serve`` spends its CPU: recall on its deadline-bounded thread, one request at a time per
+process when the ``Memory`` is CPU-bound (``computes_in_process``), and keep-alive connections spread over the
+workers (``memstack.serve_workers.ConnectionBalance``)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,6 @@ def test_given_an_offline_embedder_when_built_locally_then_it_computes_in_proces
     for embedder in ("hash", ThreadNotingEmbedder()):
         with local(tmp_path / type(embedder).__name__, embedder) as memory:
             assert computes_in_process(memory)
-            assert memory.inline_recall is False, "a slow recall would hold the turn past its deadline"
             assert memory.parallel_recall is False
 
 
@@ -79,27 +78,15 @@ def test_given_a_network_embedder_when_built_locally_then_it_does_not_compute_in
         assert not computes_in_process(memory)
 
 
-@pytest.mark.parametrize("inline", [True, False], ids=["inline", "deadline-thread"])
-def test_given_inline_recall_when_context_then_recall_runs_on_the_callers_thread_with_the_same_result(
-    tmp_path: Path, inline: bool
+def test_given_the_embedded_default_when_context_then_recall_runs_on_its_deadline_bounded_thread(
+    tmp_path: Path,
 ) -> None:
     embedder = ThreadNotingEmbedder()
     with local(tmp_path, embedder) as memory:
         memory.save_messages(thread_id="old", resource_id=R, messages=["my dog is called Rex", "ok"])
-        memory.inline_recall = inline
         ctx = memory.context(thread_id=T, resource_id=R, message="what is my dog called?")
         assert [m.text for m in ctx.recalled][:1] == ["my dog is called Rex"]
-        caller = threading.current_thread().name
-        assert (embedder.threads[-1] == caller) is inline, embedder.threads
-
-
-def test_given_parallel_and_inline_recall_when_context_then_parallel_wins(tmp_path: Path) -> None:
-    embedder = ThreadNotingEmbedder()
-    with local(tmp_path, embedder) as memory:
-        memory.save_messages(thread_id="old", resource_id=R, messages=["my dog is called Rex"])
-        memory.parallel_recall = True
-        memory.context(thread_id=T, resource_id=R, message="what is my dog called?")
-        assert embedder.threads[-1] != threading.current_thread().name
+        assert embedder.threads[-1] != threading.current_thread().name, embedder.threads
 
 
 def ask_context(port: int, question: str, statuses: list[int]) -> None:

@@ -18,8 +18,7 @@ the turn's deadline (``memstack.deadline``): a slow embedder or index then costs
 its answer. Without ``parallel_recall`` recall still runs on a pool thread, but is waited for before the
 history read (``run_waited``), so the reads stay one after another while the wait stops at the deadline;
 a network adapter also bounds its own requests by it (the OpenAI connection, the OpenSearch client's
-``request_timeout``). With ``inline_recall`` (opt-in, outside the deadline) recall runs on the calling
-thread (``run_now``), without the hand-off.
+``request_timeout``).
 """
 
 from __future__ import annotations

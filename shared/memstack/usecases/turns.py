@@ -18,7 +18,7 @@ from memstack.model import Message, check_text
 from memstack.recall import RecallResult
 from memstack.scope import Scope
 from memstack.turn.assemble import assemble
-from memstack.turn.reads import Submit, merge_needs, read_turn, run_now, run_waited
+from memstack.turn.reads import Submit, merge_needs, read_turn, run_waited
 from memstack.usecases.checks import as_texts, check_batch
 from memstack.usecases.core import Core
 
@@ -30,24 +30,17 @@ class Turns:
         parallel_recall: run recall on a worker thread beside the store reads (network backends);
             otherwise recall runs on a worker thread before them and is waited for until the turn's
             deadline (``run_waited``), so a slow embedder or index costs the turn its recall, not its
-            answer, on both paths.
-        inline_recall: run recall on the calling thread, before the store reads, not bounded by the
-            deadline (``run_now``); ``parallel_recall`` wins when both are set. For an embedder and index
-            that compute in this process (SQLite, an offline embedder): their work is CPU under the GIL,
-            which no deadline can stop, and handing it to a pool thread and back cost about 0.4 ms of CPU
-            per turn (``benchmarks/serve_profile.py``).
+            answer, on both paths (the hand-off costs ~0.1–0.4 ms of CPU per turn on SQLite with an
+            offline embedder, ``benchmarks/serve_profile.py``: the price of that bound).
     """
 
-    def __init__(self, core: Core, *, parallel_recall: bool = False, inline_recall: bool = False) -> None:
+    def __init__(self, core: Core, *, parallel_recall: bool = False) -> None:
         self.core = core
         self.parallel_recall = parallel_recall
-        self.inline_recall = inline_recall
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     def _submit(self) -> Submit:
-        if self.inline_recall and not self.parallel_recall:
-            return run_now
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memstack-recall")
