@@ -465,9 +465,9 @@ class SqliteMemoryStore(SqliteTransfer):
         with self.db.read() as conn:
             # Seqs are gap-free until a message is deleted, so plain seq ranges are tried first (one
             # statement); a window that comes back short may have a gap and is read exactly below.
-            # one range per window, each answered by the (resource_id, thread_id, seq) index (an OR of ranges made
-            # SQLite scan the whole resource instead)
-            # Overlapping windows (neighbouring hits) are merged first: each row is read and parsed once.
+            # One range per span of overlapping or adjacent windows (each row read and parsed once), each
+            # answered by the (resource_id, thread_id, seq) index (an OR of ranges made SQLite scan the whole
+            # resource instead).
             one = f"SELECT {_MSG_COLS} FROM messages WHERE resource_id = ? AND thread_id = ? AND seq BETWEEN ? AND ?"
             rows: list[Any] = []
             spans = _merged_spans(windows)
