@@ -14,7 +14,8 @@ Modules (not packages) load exactly as without the finder.
 
 The finder changes how those packages import for everything in the process (``dir(package)`` lists only
 its sub-modules until a re-exported name is used), so only a process that Memstack owns installs it: the
-Lambda functions (``memstack.lambda_imports``) and their composition root (``bootstrap.memory_from_env``).
+Lambda functions (``defer_for_functions`` in ``functions/api`` and ``functions/context``) and their composition
+root (``bootstrap.memory_from_env``, the OpenAI SDK's types).
 A package already imported is left as it is.
 """
 
