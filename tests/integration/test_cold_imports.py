@@ -37,10 +37,13 @@ NEVER_AT_IMPORT = (
     "asyncio",
     "aws_lambda_powertools.event_handler.appsync",
     "aws_lambda_powertools.event_handler.bedrock_agent",
+    "aws_lambda_powertools.event_handler.middlewares.openapi_validation",
+    "aws_lambda_powertools.event_handler.openapi.dependant",
 )
 """Modules no handler imports at init: the clients' SDKs, the tokenizer, the settings' old loader, the core
-and its option models (built with the ``Memory`` on the first event), and the Powertools resolvers the functions never use
-(``memstack.deferred_init.defer_for_functions``; AppSync's imports ``asyncio``)."""
+and its option models (built with the ``Memory`` on the first event), the Powertools resolvers the functions
+never use (``memstack.deferred_init.defer_for_functions``; AppSync's imports ``asyncio``), and Powertools'
+OpenAPI validation (the routes' own models validate: ``memstack.api.validation``)."""
 
 HTTP_ONLY = ("pydantic", "aws_lambda_powertools.event_handler", "memstack.api", "email", "csv")
 """What only the HTTP functions (``api``, ``context``) import at init: the resolver validates with pydantic,

@@ -1,6 +1,7 @@
-"""The resolver: Powertools ``APIGatewayRestResolver`` with pydantic validation, the route modules'
-``Router``s included (``ROUTE_SETS``), the error mapping, the body size limit and the auth check — shared by
-the Lambda functions and ``memstack serve``.
+"""The resolver: Powertools ``APIGatewayRestResolver`` (routing, ``Response``, exception handlers, the
+middleware) with the route modules' ``Router``s included (``ROUTE_SETS``), each route's request validated by
+its own pydantic models (``memstack.api.validation``), the error mapping, the body size limit and the auth
+check — shared by the Lambda functions and ``memstack serve``.
 
 Request pipeline (``MemstackResolver.resolve``), in order:
 
@@ -11,8 +12,9 @@ Request pipeline (``MemstackResolver.resolve``), in order:
 4. route matching: no route for the path → 404; a route for the path but not the method → 405 with
    ``Allow``; then the query's names against the route's declared parameters: an unknown or a repeated
    single-valued parameter → 400 naming it (``_check_query``, one place for every route but health);
-5. request validation (→ 400 naming the field), the route: one ``Memory`` call, inside a span
-   ``api.<route>`` (``memstack.observability.use_case``) and one access-log line;
+5. request validation by the route's models (``memstack.api.validation``: → 400 naming the field); the
+   route — one ``Memory`` call — and its answer checked and written as JSON, inside a span ``api.<route>``
+   (``memstack.observability.use_case``), then one access-log line;
 6. any error → ``memstack.api.errors`` (the one place that maps errors to HTTP).
 """
 
@@ -26,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, get_origin
+from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic_core
 from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolver, Response, ResponseBuilder
@@ -37,12 +39,12 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     ResponseValidationError,
 )
 from aws_lambda_powertools.shared.json_encoder import Encoder
-from pydantic import BaseModel
 
 from memstack import deadline
 from memstack.api import errors
 from memstack.api.auth import AuthConfig, auth_from_env
 from memstack.api.deps import API_PREFIX, HEALTH_PATH, MemoryProvider, ServerMisconfigured, serving
+from memstack.api.validation import RoutePlan, route_plan
 from memstack.errors import InvalidInput, MemstackError, NotFound, PayloadTooLarge, UnsupportedMediaType
 from memstack.observability import use_case
 
@@ -106,7 +108,8 @@ def route_routers(routes: RouteSet) -> list[APIGatewayRouter]:
 
 
 class MemstackResolver(APIGatewayRestResolver):
-    """``APIGatewayRestResolver`` with validation on, plus Memstack's pre-checks (size, media type, auth).
+    """``APIGatewayRestResolver`` with Memstack's pre-checks (size, media type, auth) and validation by the
+    routes' own models (``memstack.api.validation``; Powertools' OpenAPI validation stays off).
 
     Build it with ``create_app``; call ``resolve(event, context)`` with an API Gateway REST proxy event.
     """
@@ -118,8 +121,9 @@ class MemstackResolver(APIGatewayRestResolver):
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         super().__init__(
-            enable_validation=True,
-            response_validation_error_http_code=500,
+            # off: each route's models validate its requests (``_request_scope``), without Powertools'
+            # OpenAPI validation middleware and the field machinery it imports and builds per parameter
+            enable_validation=False,
             serializer=dump_json_text,
             json_body_deserializer=load_json_body,
             # never Powertools' debug mode (POWERTOOLS_DEV or POWERTOOLS_EVENT_HANDLER_DEBUG): it prints
@@ -132,7 +136,7 @@ class MemstackResolver(APIGatewayRestResolver):
         self._event: Any = None
         # what the pre-check derives from the registered routes alone, built once per route table
         # (``_route_table``) instead of on every request
-        self._table: tuple[tuple[int, int], list[Any], dict[int, dict[str, bool]]] | None = None
+        self._table: tuple[tuple[int, int], list[Any], dict[int, RoutePlan]] | None = None
 
     # Powertools keeps the event being resolved on the ``BaseRouter`` class, shared by every resolver of
     # the process; ``memstack serve`` resolves concurrent requests on several resolvers, so each keeps its
@@ -179,7 +183,7 @@ class MemstackResolver(APIGatewayRestResolver):
             if resource_id is not None:  # a missing or empty one: validation answers 400 (required)
                 self._auth().authorize(event, resource_id)
             method = str(event.get("httpMethod") or "").upper()
-            routes, names = self._route_table()
+            routes, plans = self._route_table()
             # the method first: a path is matched against the routes of this method only, and against
             # every route only to answer 405 (a regular expression per route, on every request)
             route = next((r for r in routes if r.method == method and r.rule.match(path)), None)
@@ -189,7 +193,7 @@ class MemstackResolver(APIGatewayRestResolver):
                     return errors.method_not_allowed(method, allowed)
                 return None  # no route: Powertools answers 404 through the NotFoundError handler
             if not health:
-                _check_query(event, names[id(route)])
+                _check_query(event, plans[id(route)].query_names)
         except MemstackError as exc:
             return errors.from_memstack_error(exc)
         return None
@@ -210,41 +214,30 @@ class MemstackResolver(APIGatewayRestResolver):
         except MemstackError as exc:
             raise ServerMisconfigured(type(exc).__name__) from exc
 
-    def _route_table(self) -> tuple[list[Any], dict[int, dict[str, bool]]]:
-        """The registered routes and each one's declared query parameters (``_query_names``, keyed by
-        ``id(route)``), rebuilt only when a route was registered since the last request."""
+    def _route_table(self) -> tuple[list[Any], dict[int, RoutePlan]]:
+        """The registered routes and each one's plan (``memstack.api.validation.route_plan``: its declared
+        query parameters, its models), keyed by ``id(route)``; rebuilt only when a route was registered
+        since the last request."""
         static, dynamic = getattr(self, "_static_routes", []), getattr(self, "_dynamic_routes", [])
         counts = (len(static), len(dynamic))
         table = self._table
         if table is None or table[0] != counts:
             routes = self._routes()
-            table = self._table = (counts, routes, {id(r): _query_names(r) for r in routes})
+            table = self._table = (
+                counts,
+                routes,
+                {id(r): route_plan(r.func, r.openapi_path) for r in routes},
+            )
         return table[1], table[2]
 
+    def plan_of(self, route: Any) -> RoutePlan | None:
+        """The plan of a registered route; ``None`` for Powertools' own (the not-found route)."""
+        return self._route_table()[1].get(id(route))
+
     def _routes(self) -> list[Any]:
-        """The registered Powertools routes (``Route``: ``method``, compiled ``rule``, ``dependant``), as
+        """The registered Powertools routes (``Route``: ``method``, compiled ``rule``, ``func``), as
         Powertools' own ``_resolve`` walks them."""
         return list(getattr(self, "_static_routes", [])) + list(getattr(self, "_dynamic_routes", []))
-
-
-def _query_names(route: Any) -> dict[str, bool]:
-    """The query parameters ``route`` declares, each with whether it takes several values (a list)."""
-    names: dict[str, bool] = {}
-    for param in route.dependant.query_params:
-        annotation = param.field_info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            for name, info in annotation.model_fields.items():
-                names[info.alias or name] = _is_multi(info.annotation)
-        else:
-            names[param.alias] = _is_multi(annotation)
-    return names
-
-
-def _is_multi(annotation: Any) -> bool:
-    if get_origin(annotation) in (list, tuple, set, frozenset):
-        return True
-    args = getattr(annotation, "__args__", ()) or ()
-    return any(get_origin(a) in (list, tuple, set, frozenset) for a in args)
 
 
 def _check_query(event: Mapping[str, Any], declared: Mapping[str, bool]) -> None:
@@ -495,14 +488,19 @@ def _register_error_handlers(app: MemstackResolver) -> None:
         app.exception_handler(exc_class)(handle)
 
 
-def _request_scope(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+def _request_scope(app: MemstackResolver, next_middleware: NextMiddleware) -> Response[Any]:
     """Around each routed request (one middleware: every Powertools middleware frame costs its own
-    inspection and debug formatting per request): one span (``api.<route function>``); on Lambda, the
-    deadline ``LAMBDA_MARGIN_MS`` before the invocation's end, so ``context()``'s budget
-    (``context_timeout_ms``) never outlives the function; then one INFO line — method, route, status,
-    duration, resource: ids only."""
+    inspection and debug formatting per request): the request validated by the route's models
+    (``RoutePlan.arguments``: a 400 is raised before the span and the access line, as Powertools' validation
+    middleware did); then one span (``api.<route function>``) holding the route and its answer's
+    serialisation (``RoutePlan.serialise``); on Lambda, the deadline ``LAMBDA_MARGIN_MS`` before the
+    invocation's end, so ``context()``'s budget (``context_timeout_ms``) never outlives the function; then one
+    INFO line — method, route, status, duration, resource: ids only."""
     started = time.perf_counter()
     route = app.context.get("_route")
+    plan = app.plan_of(route)
+    if plan is not None:
+        app.context["_route_args"] = plan.arguments(app.current_event, app.context.get("_route_args", {}))
     with use_case(f"api.{getattr(getattr(route, 'func', None), '__name__', 'route')}"):
         remaining_ms = getattr(app.lambda_context, "get_remaining_time_in_millis", None)
         if callable(remaining_ms):
@@ -510,6 +508,8 @@ def _request_scope(app: APIGatewayRestResolver, next_middleware: NextMiddleware)
                 response = next_middleware(app)
         else:
             response = next_middleware(app)
+        if plan is not None:
+            plan.serialise(response)
     event = app.current_event
     logger.info(
         "request",
