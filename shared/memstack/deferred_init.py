@@ -21,9 +21,7 @@ A package already imported is left as it is.
 
 from __future__ import annotations
 
-import ast
 import importlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
@@ -31,7 +29,10 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 __all__ = ["DeferredInitFinder", "defer", "deferred_packages"]
 
@@ -39,12 +40,16 @@ _lock = threading.Lock()
 _finder: DeferredInitFinder | None = None
 
 
-class _DeferredInitLoader(importlib.abc.Loader):
+class _DeferredInitLoader:
     """Creates the package module as the real loader would, but runs its ``__init__.py`` only when a name
     is first looked up on it (module ``__getattr__``, PEP 562) that is neither one of its sub-modules nor a
     plain re-export (``_reexports``)."""
 
-    def __init__(self, real: importlib.abc.Loader) -> None:
+    # a loader and a finder by their methods (the import system's protocols), not by ``importlib.abc``'s
+    # base classes: importing ``importlib.abc`` imports ``importlib.resources`` and with it ``tempfile``,
+    # ``shutil`` and the compression modules, a few ms of every function's init for two base classes
+
+    def __init__(self, real: Loader) -> None:
         self._real = real
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
@@ -82,6 +87,8 @@ def _reexports(package: ModuleType) -> dict[str, tuple[str, str]]:
     """The names the package's ``__init__.py`` binds by ``from <module> import <name> [as <alias>]`` at its
     top level, each to (module, name); empty when its source cannot be read. A name bound any other way
     (or more than once) is left out: looking it up runs the whole ``__init__``."""
+    import ast  # only when a deferred package's re-export is first used
+
     origin = getattr(package.__spec__, "origin", None)
     try:
         with open(str(origin), encoding="utf-8") as source:
@@ -116,7 +123,7 @@ def _is_submodule(search: Sequence[str], name: str) -> bool:
     )
 
 
-class DeferredInitFinder(importlib.abc.MetaPathFinder):
+class DeferredInitFinder:
     """Finds the deferred packages as ``PathFinder`` does, with a deferred ``__init__``.
 
     Attributes:
@@ -142,7 +149,7 @@ class DeferredInitFinder(importlib.abc.MetaPathFinder):
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.submodule_search_locations is None or spec.loader is None:
             return spec  # a module, or not found: the usual path
-        spec.loader = _DeferredInitLoader(spec.loader)
+        spec.loader = cast("Loader", _DeferredInitLoader(spec.loader))
         return spec
 
 
@@ -177,13 +184,23 @@ def deferred_packages() -> frozenset[str]:
         return frozenset() if _finder is None else frozenset(_finder.exact | _finder.trees)
 
 
-FUNCTION_PACKAGES = ("aws_lambda_powertools.event_handler",)
+FUNCTION_PACKAGES = ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.data_classes")
 """What the HTTP functions (``functions/api``, ``functions/context``) defer before importing the resolver:
 Powertools' event handler package, whose ``__init__`` imports every resolver (``asyncio`` with AppSync's)
-where the functions use ``api_gateway``'s alone."""
+where the functions use ``api_gateway``'s alone, and its event data classes, whose ``__init__`` imports
+every event source's (S3, SQS, Kinesis, Bedrock, …) where the resolver needs the API Gateway, ALB and
+VPC Lattice ones it names."""
+
+PLUGINS_ENV = "PYDANTIC_DISABLE_PLUGINS"
+"""pydantic's switch for its plugins (``__all__``: none). Left on, the first model built scans the metadata
+of every installed distribution for ``pydantic`` entry points (``importlib.metadata``, with ``email``,
+``csv`` and ``zipfile``); Memstack's functions use no pydantic plugin."""
 
 
 def defer_for_functions() -> None:
-    """Defer ``FUNCTION_PACKAGES`` (call it in a Lambda handler module, before ``import memstack.api``)."""
+    """Defer ``FUNCTION_PACKAGES`` and turn pydantic's plugin discovery off (``PLUGINS_ENV``, unless the
+    environment sets it: a deployment that wants a plugin sets it to ``""``). Call it in a Lambda handler
+    module, before ``import memstack.api``."""
+    os.environ.setdefault(PLUGINS_ENV, "__all__")
     for package in FUNCTION_PACKAGES:
         defer(package)
