@@ -15,18 +15,30 @@ Parts, in the order a request meets them:
   validation, the route, response validation and JSON) — and inside it, timed alone:
   ``Memory.context`` (history read, recall, layers, assembly), then the route's own work
   (``to_openai`` and the ``ContextOut`` model) and the response's serialisation (``ContextOut`` to JSON
-  as the resolver does it: ``TypeAdapter.dump_python`` + ``memstack.api.app.dump_json_text``);
+  as the tree's resolver does it: the route plan's ``serialise`` — the model's serializer straight to
+  JSON text — where the tree has ``memstack.api.validation``, else Powertools' response validation's
+  ``TypeAdapter.dump_python`` + ``memstack.api.app.dump_json_text``);
 * inside ``Memory.context``: the history read (``get_thread_with_history``) and semantic recall (embedding,
   keyword + vector search, fusion, neighbour windows);
 * ``resolver on health``: ``GET /v1/health`` through the same resolver — no body, no ``Memory`` call: what
   any request pays for Powertools and the pre-checks alone;
+* ``resolver, context made``: the same context requests through a resolver whose ``Memory.context`` hands
+  back the turn's ``ModelContext`` made beforehand (``_MadeContexts``): everything a context request costs
+  the API layer — pre-checks, routing, validation, the middleware, the route's work, serialisation —
+  measured whole instead of as the difference of two larger, noisier figures;
 * ``token count``: what ``count_tokens: true`` adds (tiktoken ``o200k_base``; off by default).
 
-The resolver's own overhead is the whole minus ``Memory.context``, the route's work and the serialisation.
+The resolver's own overhead is ``resolver, context made`` minus the route's work and the serialisation
+(the "resolver whole minus ``Memory.context``" difference is shown beside it: it carries both parts' noise).
 What is not here — the socket reads and writes, the response head, the access line, the thread that
 serves the connection — is the server's CPU per request (``serve_load.py``) minus these parts.
 
-Usage: ``python benchmarks/serve_profile.py [--calls 25] [--repeats 30] [--out benchmarks/results/serve_profile]``
+With ``--baseline REF`` (e.g. ``main``) the same measurement runs on ``git archive REF``'s ``shared/`` too, in
+a fresh interpreter per tree, the trees taking turns (``--rounds``), each part's best over the rounds kept:
+the report puts this tree's figures beside the baseline's.
+
+Usage: ``python benchmarks/serve_profile.py [--calls 25] [--repeats 30] [--baseline main] [--rounds 2]
+[--out benchmarks/results/serve_profile]``
 """
 
 from __future__ import annotations
@@ -35,6 +47,8 @@ import argparse
 import http.client
 import io
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -84,9 +98,23 @@ def _request_head(question: str) -> bytes:
     return head[: head.index(b"\r\n\r\n") + 4]
 
 
+class _MadeContexts:
+    """Stands in for the ``Memory`` of a resolver: ``context`` answers each call with the next of the turns'
+    ``ModelContext``s, made beforehand by the real ``Memory`` (so the resolver's own work is timed alone)."""
+
+    def __init__(self, contexts: list[Any]) -> None:
+        self._contexts = contexts
+        self._next = 0
+
+    def context(self, **_: Any) -> Any:
+        self._next += 1
+        return self._contexts[self._next % len(self._contexts)]
+
+
 def measure(data: Path, calls: int, repeats: int) -> dict[str, Any]:
     from pydantic import TypeAdapter
 
+    from memstack.api import AuthConfig, create_app
     from memstack.api.app import dump_json_text
     from memstack.api.http import handle_http, to_event
     from memstack.api.routes.context import context_out
@@ -120,15 +148,14 @@ def measure(data: Path, calls: int, repeats: int) -> dict[str, Any]:
                 return memory.context(thread_id=THREAD, resource_id=RESOURCE, message=questions[i % n])
 
             contexts = [context(i) for i in range(n)]
+            made = create_app(lambda: _MadeContexts(contexts), auth=AuthConfig())  # type: ignore[arg-type, return-value]
 
             def route_work(i: int) -> ContextOut:
                 return context_out(contexts[i % n], count_tokens=False)
 
             outs = [route_work(i) for i in range(n)]
-            adapter = TypeAdapter(ContextOut)
-
-            def serialise(i: int) -> str:
-                return dump_json_text(adapter.dump_python(outs[i % n], mode="json"))
+            serialise = _serialiser(TypeAdapter(ContextOut), dump_json_text)
+            serialise_outs = lambda i: serialise(outs[i % n])  # noqa: E731
 
             store, options = memory.store, memory.options
 
@@ -151,20 +178,22 @@ def measure(data: Path, calls: int, repeats: int) -> dict[str, Any]:
                     ),
                     "resolver_whole": resolve,
                     "resolver_health": lambda i: _resolve_one(server, health),
+                    "resolver_made": lambda i: made.resolve(events[i % n], None),
                     "memory_context": context,
                     "history_read": history,
                     "recall": recalled,
                     "route_work": route_work,
-                    "serialisation": serialise,
+                    "serialisation": serialise_outs,
                     "token_count": tokens,
                 },
                 calls,
                 repeats,
             )
-            response_bytes = len(serialise(0))
+            response_bytes = len(serialise(outs[0]))
         finally:
             memory.close()
-    parts["resolver_overhead"] = (
+    parts["resolver_overhead"] = parts["resolver_made"] - parts["route_work"] - parts["serialisation"]
+    parts["resolver_difference"] = (
         parts["resolver_whole"] - parts["memory_context"] - parts["route_work"] - parts["serialisation"]
     )
     return {
@@ -179,6 +208,25 @@ def measure(data: Path, calls: int, repeats: int) -> dict[str, Any]:
         "response_bytes": response_bytes,
         "us_per_request": {k: round(v, 1) for k, v in parts.items()},
     }
+
+
+def _serialiser(adapter: Any, dump_json_text: Callable[[Any], str]) -> Callable[[Any], str]:
+    """How the measured tree's resolver writes a ``ContextOut`` as the response body."""
+    try:
+        from aws_lambda_powertools.event_handler.api_gateway import Response
+
+        from memstack.api.routes.context import context as route
+        from memstack.api.validation import route_plan
+    except ImportError:  # a tree before memstack.api.validation: Powertools' response validation
+        return lambda out: dump_json_text(adapter.dump_python(out, mode="json"))
+    plan = route_plan(route, "/v1/threads/{thread_id}/context")
+
+    def serialise(out: Any) -> str:
+        response: Any = Response(200, "application/json", out)
+        plan.serialise(response)
+        return str(response.body)
+
+    return serialise
 
 
 def _resolve_one(server: Any, event: dict[str, Any]) -> object:
@@ -200,8 +248,10 @@ ROWS = [
     ("  — history read (`get_thread_with_history`)", "history_read"),
     ("  — semantic recall (embed, keyword + vector search, fusion, windows)", "recall"),
     ("— the route's work (`to_openai`, `ContextOut`)", "route_work"),
-    ("— response serialisation (`dump_python` + `dump_json_text`)", "serialisation"),
+    ("— response serialisation (`ContextOut` to JSON text, as the resolver writes it)", "serialisation"),
+    ("resolver, context made beforehand (the API layer's whole share)", "resolver_made"),
     ("— resolver overhead (pre-checks, routing, validation, middleware)", "resolver_overhead"),
+    ("  (resolver whole − `Memory.context` − route − serialisation: noisier)", "resolver_difference"),
     ("resolver on `GET /v1/health` (no `Memory` call: the framework's floor)", "resolver_health"),
     ("token count (`count_tokens: true` only)", "token_count"),
 ]
@@ -210,6 +260,31 @@ ROWS = [
 def render(result: dict[str, Any]) -> str:
     us = result["us_per_request"]
     w = result["workload"]
+    baseline = result.get("baseline")
+    if baseline is None:
+        table = markdown_table(
+            ["part", "µs per request"], [[label, f"{us[key]:,.0f}"] for label, key in ROWS]
+        )
+    else:
+        theirs = baseline["us_per_request"]
+        table = markdown_table(
+            ["part", "this tree µs", f"`{baseline['ref']}` µs", "ratio"],
+            [
+                [
+                    label,
+                    f"{us[key]:,.0f}",
+                    f"{theirs[key]:,.0f}" if key in theirs else "–",
+                    _ratio(us, theirs, key),
+                ]
+                for label, key in ROWS
+            ],
+        )
+    turns = (
+        f" This tree and `{baseline['ref']}` measured in fresh interpreters taking turns, {baseline['rounds']} "
+        "rounds each, each part's best kept."
+        if baseline is not None
+        else ""
+    )
     return (
         "\n".join(
             [
@@ -220,15 +295,51 @@ def render(result: dict[str, Any]) -> str:
                 f"each part timed alone in one process, best of {w['repeats']} rounds of {w['calls']} calls "
                 f"(process CPU, interleaved). Response body: {result['response_bytes']:,} bytes. The socket, the response "
                 "head, the access line and the connection's thread are the server's CPU per request "
-                "(`serve_load.py`) minus these.",
+                f"(`serve_load.py`) minus these.{turns} Load average at the end (1/5/15 min): {result['load']}.",
                 "",
-                markdown_table(
-                    ["part", "µs per request"], [[label, f"{us[key]:,.0f}"] for label, key in ROWS]
-                ),
+                table,
             ]
         )
         + "\n"
     )
+
+
+def _ratio(ours: dict[str, float], theirs: dict[str, float], key: str) -> str:
+    if key not in theirs or theirs[key] <= 0 or ours[key] <= 0:
+        return "–"
+    return f"x{ours[key] / theirs[key]:.2f}"
+
+
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _best_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first run with each part's lowest figure over all runs."""
+    best = dict(runs[0])
+    best["us_per_request"] = {
+        key: min(run["us_per_request"][key] for run in runs) for key in runs[0]["us_per_request"]
+    }
+    return best
+
+
+def _run_tree(shared: Path, args: argparse.Namespace, data: Path) -> dict[str, Any]:
+    """One measurement in a fresh interpreter on ``shared`` (a tree's ``shared/`` folder)."""
+    env = {**os.environ, "PYTHONPATH": str(shared)}
+    command = [
+        sys.executable,
+        __file__,
+        "--calls",
+        str(args.calls),
+        "--repeats",
+        str(args.repeats),
+        "--data",
+        str(data),
+        "--json-only",
+    ]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=1800)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,9 +349,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=25)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument("--baseline", default=None, help="also measure this git ref's shared/ (e.g. main)")
+    parser.add_argument("--rounds", type=int, default=2, help="turns per tree with --baseline")
+    parser.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=RESULTS / "serve_profile")
     args = parser.parse_args(argv)
-    result = measure(args.data or default_data_path(), args.calls, args.repeats)
+    data = args.data or default_data_path()
+    if args.json_only:
+        print(json.dumps(measure(data, args.calls, args.repeats)))
+        return 0
+    if args.baseline is None:
+        result = measure(data, args.calls, args.repeats)
+    else:
+        from benchmarks.cold_start import baseline_tree
+
+        with tempfile.TemporaryDirectory(prefix="memstack-serve-profile-base-") as tmp:
+            base = baseline_tree(args.baseline, Path(tmp))
+            mine, theirs = [], []
+            for _ in range(args.rounds):
+                mine.append(_run_tree(ROOT / "shared", args, data))
+                theirs.append(_run_tree(base / "shared", args, data))
+        result = _best_of(mine)
+        result["baseline"] = {"ref": args.baseline, "rounds": args.rounds, **_best_of(theirs)}
+    result["load"] = _load()
     write_report(args.out, render(result), result)
     return 0
 
