@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from memstack import Memory
 from memstack.api import AuthConfig, MemstackResolver, create_app
+from memstack.api.params import with_powertools_markers
 from memstack.api.schemas import ContextBody, ListThreadsQuery, RecallBody
 from memstack.api.validation import route_plan
 from tests.integration.events import api_event
@@ -158,6 +159,8 @@ _VOLATILE = re.compile(
 def powertools_validated(memory: Memory) -> MemstackResolver:
     """The same resolver with Powertools' OpenAPI validation on (as it was), its own off."""
     app = create_app(memory, auth=AuthConfig())
+    for route in app._routes():
+        route.func = with_powertools_markers(route.func)
     app._enable_validation = True  # Powertools builds its validation middlewares with the first route call
     app._has_response_validation_error = True
     app._response_validation_error_http_code = HTTPStatus.INTERNAL_SERVER_ERROR

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from memstack.api import ids, schemas
+from memstack.api.params import with_powertools_markers
 from memstack.model import MAX_ID_LENGTH
 
 TITLE = "Memstack API"
@@ -59,6 +60,8 @@ def openapi_document() -> dict[str, Any]:
     from memstack.api.routes.health import _version
 
     app = create_app(_no_memory, auth=AuthConfig())
+    for route in app._routes():  # this resolver only documents: Powertools reads its own markers
+        route.func = with_powertools_markers(route.func)
     doc: dict[str, Any] = json.loads(
         app.get_openapi_json_schema(title=TITLE, version=_version(), description=DESCRIPTION)
     )

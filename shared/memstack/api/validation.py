@@ -2,8 +2,8 @@
 
 A route declares its inputs in its signature, in Powertools' terms (docs "Data validation"): ``str`` path
 parameters named as in the rule, one query model (``Annotated[ResourceQuery, Query()]``), headers
-(``Annotated[str | None, Header(alias="If-Match")]``), one body model, and the return type (a model, or
-``Response[Model]``). ``route_plan`` reads that signature once per route function, on the route's first
+(``Annotated[str | None, Header(alias="If-Match")]``; the markers of ``memstack.api.params``, or
+Powertools' own), one body model, and the return type (a model, or ``Response[Model]``). ``route_plan`` reads that signature once per route function, on the route's first
 request, and ``RoutePlan`` then validates each request by calling the models' own validators — instead of
 Powertools' OpenAPI validation middleware, which wraps every parameter in a ``TypeAdapter`` of its own,
 imports its field machinery with the resolver, and costs the API a middleware frame per side per request.
@@ -38,6 +38,8 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from memstack.api.params import Header, Query
+
 __all__ = ["RoutePlan", "route_plan"]
 
 _SEQUENCES = (list, tuple, set, frozenset)
@@ -55,8 +57,13 @@ def _is_multi(annotation: Any) -> bool:
 
 
 def _location(metadata: tuple[Any, ...]) -> tuple[str, str | None] | None:
-    """The Powertools parameter marker among ``Annotated`` metadata: (``query``/``header``/…, alias)."""
+    """The parameter marker among ``Annotated`` metadata — ours (``memstack.api.params``) or Powertools'
+    (``Query()``, ``Header()``, ``Body()``) — as (``query``/``header``/``body``/…, alias)."""
     for marker in metadata:
+        if isinstance(marker, Query):
+            return "query", marker.alias
+        if isinstance(marker, Header):
+            return "header", marker.alias
         where = getattr(getattr(marker, "in_", None), "value", None)
         if isinstance(where, str):
             return where, getattr(marker, "alias", None)

@@ -5,9 +5,8 @@ index matches the stored messages (``GET /v1/index-health``)."""
 import logging
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler.openapi.params import Query
-
 from memstack.api.deps import API_PREFIX, current_memory, new_router
+from memstack.api.params import Query
 from memstack.api.schemas import (
     IndexHealthOut,
     IndexHealthQuery,

@@ -3,9 +3,8 @@
 import logging
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler.openapi.params import Header, Query
-
 from memstack.api.deps import API_PREFIX, current_memory, new_router
+from memstack.api.params import Header, Query
 from memstack.api.schemas import (
     Deleted,
     DeleteMessagesBody,

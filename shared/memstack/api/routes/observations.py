@@ -8,9 +8,8 @@ retrieval tool the context route offers when ``observational_memory.retrieval`` 
 
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler.openapi.params import Query
-
 from memstack.api.deps import API_PREFIX, current_memory, new_router
+from memstack.api.params import Query
 from memstack.api.schemas import (
     ObservationsOut,
     ObservationsQuery,

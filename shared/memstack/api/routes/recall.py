@@ -3,9 +3,8 @@ neighbours, from the resource's data only)."""
 
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler.openapi.params import Query
-
 from memstack.api.deps import API_PREFIX, current_memory, new_router
+from memstack.api.params import Query
 from memstack.api.schemas import RecallBody, RecallHit, RecallOut, ResourceQuery
 from memstack.observability import RECALLED, add_metric
 

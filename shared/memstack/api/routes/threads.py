@@ -4,9 +4,9 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler import content_types
 from aws_lambda_powertools.event_handler.api_gateway import Response
-from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from memstack.api.deps import API_PREFIX, authorize, current_memory, new_router
+from memstack.api.params import Query
 from memstack.api.schemas import (
     CloneOut,
     CloneThreadBody,

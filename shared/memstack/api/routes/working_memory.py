@@ -9,9 +9,9 @@ options. The tool-call route uses the options as given (the scope the context ro
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
-from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from memstack.api.deps import API_PREFIX, current_memory, new_router
+from memstack.api.params import Query
 from memstack.api.schemas import (
     OptionsQuery,
     ResourceQuery,
