@@ -251,6 +251,8 @@ def test_given_the_api_served_then_powertools_validation_machinery_is_never_impo
     for name in (
         "aws_lambda_powertools.event_handler.middlewares.openapi_validation",
         "aws_lambda_powertools.event_handler.openapi.dependant",
+        "aws_lambda_powertools.event_handler.openapi.params",
+        "aws_lambda_powertools.event_handler.openapi.compat",
     ):
         assert name not in modules, f"{name} imported by a request"
 

@@ -39,6 +39,8 @@ NEVER_AT_IMPORT = (
     "aws_lambda_powertools.event_handler.bedrock_agent",
     "aws_lambda_powertools.event_handler.middlewares.openapi_validation",
     "aws_lambda_powertools.event_handler.openapi.dependant",
+    "aws_lambda_powertools.event_handler.openapi.params",
+    "aws_lambda_powertools.event_handler.openapi.compat",
 )
 """Modules no handler imports at init: the clients' SDKs, the tokenizer, the settings' old loader, the core
 and its option models (built with the ``Memory`` on the first event), the Powertools resolvers the functions
