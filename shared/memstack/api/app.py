@@ -263,8 +263,9 @@ _POWERTOOLS_JSON = partial(json.dumps, separators=(",", ":"), cls=Encoder)
 
 
 def dump_json_text(value: Any) -> str:
-    """A response body (or a value Powertools' validation cannot encode itself) as JSON text: Powertools'
-    serializer.
+    """A response body that is not text yet (an error document, a route without a return type) as JSON
+    text: Powertools' serializer. A route's declared answer is written by its model instead, in the same
+    spelling (``memstack.api.validation.RoutePlan.serialise``).
 
     The text of Powertools' default (``_POWERTOOLS_JSON``: compact, non-ASCII escaped), written by
     pydantic-core's encoder, which took half the time on a context response (65 µs instead of 132 µs for
