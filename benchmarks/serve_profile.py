@@ -28,8 +28,10 @@ Parts, in the order a request meets them:
   measured whole instead of as the difference of two larger, noisier figures;
 * ``token count``: what ``count_tokens: true`` adds (tiktoken ``o200k_base``; off by default).
 
-The resolver's own overhead is ``resolver, context made`` minus the route's work and the serialisation
-(the "resolver whole minus ``Memory.context``" difference is shown beside it: it carries both parts' noise).
+The resolver's own overhead is ``resolver, context made`` minus the route's work and the serialisation.
+(The JSON also keeps ``resolver_difference``, the resolver whole minus ``Memory.context``, the route's work
+and the serialisation, as this benchmark reported the overhead before: it carries the noise of two ~1.5 ms
+figures, so it moves by hundreds of µs from run to run on a loaded machine.)
 What is not here — the socket reads and writes, the response head, the access line, the thread that
 serves the connection — is the server's CPU per request (``serve_load.py``) minus these parts.
 
@@ -251,7 +253,6 @@ ROWS = [
     ("— response serialisation (`ContextOut` to JSON text, as the resolver writes it)", "serialisation"),
     ("resolver, context made beforehand (the API layer's whole share)", "resolver_made"),
     ("— resolver overhead (pre-checks, routing, validation, middleware)", "resolver_overhead"),
-    ("  (resolver whole − `Memory.context` − route − serialisation: noisier)", "resolver_difference"),
     ("resolver on `GET /v1/health` (no `Memory` call: the framework's floor)", "resolver_health"),
     ("token count (`count_tokens: true` only)", "token_count"),
 ]
