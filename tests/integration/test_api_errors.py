@@ -54,6 +54,25 @@ def test_given_no_resource_id_when_calling_a_route_then_400_naming_resource_id(a
     assert_error(api.get("/v1/threads", resource_id=""), 400, "invalid_input", "resource_id")
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("PUT", "/v1/working-memory", {"working_memory": {"a": 1}}),
+        ("POST", "/v1/threads/t1/context", {"message": "hello"}),
+    ],
+)
+def test_given_a_schema_referencing_a_local_file_when_called_then_400_and_the_file_is_not_read(
+    api: Api, tmp_path: Path, method: str, path: str, body: dict[str, Any]
+) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"enum": ["SECRET-TOKEN-123"]}')
+    schema = {"type": "object", "properties": {"a": {"$ref": secret.as_uri()}}}
+    options = {"working_memory": {"enabled": True, "schema": schema}}
+    reply = api(method, path, body={**body, "options": options})
+    assert_error(reply, 400, "invalid_input")
+    assert "schema" in reply.error["field"] and "SECRET" not in reply.raw
+
+
 def test_given_resource_id_twice_when_calling_then_400(api: Api) -> None:
     reply = api.get("/v1/threads", query={"resource_id": ["user-a", "user-b"]})
     assert_error(reply, 400, "invalid_input", "resource_id")

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from pydantic import BaseModel
 
 from memstack import InvalidInput, Memory, MemoryOptions
 from memstack.model import ToolResultPart
+from memstack.working_memory.schema import MemorySchema
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -188,3 +191,122 @@ def test_given_nan_in_a_tool_call_when_applied_then_error_result_and_nothing_wri
 def test_given_a_non_json_object_when_updated_directly_then_invalid_input(memory: Memory) -> None:
     with pytest.raises(InvalidInput, match="JSON"):
         memory.update_working_memory(thread_id="t", resource_id="r", working_memory={"tags": {1, 2}})
+
+
+class _Listener(BaseHTTPRequestHandler):
+    """Counts requests: a schema reference must never reach it."""
+
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        type(self).seen.append(self.path)
+        body = b'{"enum": ["FROM-THE-NETWORK"]}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        pass
+
+
+@pytest.fixture
+def listener() -> Iterator[str]:
+    server = HTTPServer(("127.0.0.1", 0), _Listener)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Listener.seen.clear()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _with_ref(ref: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": {"a": {"$ref": ref}}, **extra}
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "{url}/schema.json",
+        "{url}/schema.json#/properties/a",
+        "{file}",
+        "other.json",
+        "urn:example:thing",
+        "#/definitions/nope",
+        "#/$defs/nope",
+        "#nope-anchor",
+    ],
+)
+def test_given_a_reference_outside_the_schema_when_configured_then_invalid_input_and_nothing_read(
+    ref: str, listener: str, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"enum": ["SECRET-FROM-A-FILE"]}')
+    ref = ref.format(url=listener, file=secret.as_uri())
+    with pytest.raises(InvalidInput) as err:
+        MemoryOptions.parse({"working_memory": {"schema": _with_ref(ref)}})
+    assert err.value.field is not None and "schema" in err.value.field
+    assert ref in str(err.value) and "SECRET" not in str(err.value)
+    assert _Listener.seen == []
+
+
+def test_given_a_dynamic_reference_outside_the_schema_when_configured_then_invalid_input(
+    listener: str,
+) -> None:
+    schema = {"type": "object", "properties": {"a": {"$dynamicRef": f"{listener}/s.json#node"}}}
+    with pytest.raises(InvalidInput):
+        MemoryOptions.parse({"working_memory": {"schema": schema}})
+    assert _Listener.seen == []
+
+
+@pytest.mark.parametrize(
+    ("schema", "document", "valid"),
+    [
+        (_with_ref("#/$defs/n", **{"$defs": {"n": {"type": "integer"}}}), {"a": 1}, True),
+        (_with_ref("#/$defs/n", **{"$defs": {"n": {"type": "integer"}}}), {"a": "x"}, False),
+        (
+            {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                **_with_ref("#/definitions/n", definitions={"n": {"type": "string"}}),
+            },
+            {"a": 1},
+            False,
+        ),
+        (_with_ref("https://json-schema.org/draft/2020-12/schema"), {"a": {"type": "string"}}, True),
+        (
+            {
+                "$id": "https://example.com/root",
+                **_with_ref("n.json", **{"$defs": {"n": {"$id": "n.json", "type": "integer"}}}),
+            },
+            {"a": 1},
+            True,
+        ),
+        (
+            {"type": "object", "properties": {"a": {"enum": [{"$ref": "file:///etc/passwd"}]}}},
+            {"a": {"$ref": "file:///etc/passwd"}},
+            True,
+        ),
+    ],
+    ids=["local-valid", "local-invalid", "draft7-definitions", "meta-schema", "embedded-id", "ref-as-data"],
+)
+def test_given_references_inside_the_schema_when_validated_then_they_resolve(
+    schema: dict[str, Any], document: dict[str, Any], valid: bool
+) -> None:
+    options = MemoryOptions.parse({"working_memory": {"schema": schema}})
+    memory_schema = MemorySchema.of(options.working_memory.json_schema or {})
+    if valid:
+        memory_schema.validate(document)
+    else:
+        with pytest.raises(InvalidInput):
+            memory_schema.validate(document)
+
+
+def test_given_an_unchecked_schema_with_a_remote_reference_when_validated_then_invalid_input_not_a_fetch(
+    listener: str,
+) -> None:
+    with pytest.raises(InvalidInput) as err:
+        MemorySchema.of(_with_ref(f"{listener}/schema.json")).validate({"a": 1})
+    assert err.value.field == "working_memory.schema" and "FROM-THE-NETWORK" not in str(err.value)
+    assert _Listener.seen == []

@@ -3,17 +3,27 @@ the JSON Schema shown to the model and a validator for the merged document.
 
 Dict schemas are validated with ``jsonschema`` (the draft named by ``$schema``, else 2020-12); pydantic
 model classes with the model's own validator, so custom validators run too.
+
+A schema is caller input (a per-call option over HTTP), so its ``$ref``s resolve only inside the schema itself
+and against the JSON Schema meta-schemas: nothing is ever retrieved. jsonschema's default resolution opens any
+URL or ``file://`` path a ``$ref`` names (and echoes what it read in the validation error), which would let a
+caller make the service fetch URLs and read its own files. Every ``$ref`` must resolve when the schema is
+accepted, so validation never meets an unresolvable one.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from memstack.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+    from referencing._core import Resolver
 
 MAX_SCHEMA_BYTES = 64 * 1024
 """Largest accepted schema, as JSON: it is shown to the model on every turn."""
@@ -40,6 +50,73 @@ def check_json_schema(schema: dict[str, Any]) -> None:
         raise ValueError(f"schema is not a valid JSON Schema: {exc.message}") from None
     if schema.get("type", "object") != "object":
         raise ValueError("schema must describe an object (type 'object')")
+    _check_references(schema)
+
+
+def _no_retrieval(uri: str) -> Any:
+    """The registry's retriever: refuses every URI that is neither in the schema nor a meta-schema."""
+    from referencing.exceptions import NoSuchResource
+
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs field
+
+
+def validator_for(schema: dict[str, Any]) -> Validator:
+    """A jsonschema validator for ``schema`` whose ``$ref``s resolve only within ``schema`` and the JSON Schema
+    meta-schemas (jsonschema adds those to the registry); any other reference is unresolvable, never fetched."""
+    import jsonschema
+    from referencing import Registry
+
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, registry=Registry(retrieve=_no_retrieval))  # type: ignore[call-arg]
+
+
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+"""Keywords whose values are instances, not schemas: a ``"$ref"`` key inside them is data."""
+
+
+def _check_references(schema: dict[str, Any]) -> None:
+    """Resolve every ``$ref`` / ``$dynamicRef`` in ``schema`` (from its own base URI, entering each embedded
+    resource's ``$id``) without retrieving anything.
+
+    Raises:
+        ValueError: a reference that does not resolve inside the schema, naming it.
+    """
+    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012, specification_with
+
+    dialect = schema.get("$schema")
+    specification = (
+        specification_with(dialect, default=DRAFT202012) if isinstance(dialect, str) else DRAFT202012
+    )
+    root = specification.create_resource(schema)
+    registry = SPECIFICATIONS.combine(Registry(retrieve=_no_retrieval))  # type: ignore[call-arg]  # attrs alias
+
+    def walk(node: Any, resolver: Resolver[Any], top: bool) -> None:
+        if isinstance(node, list):
+            for value in node:
+                walk(value, resolver, False)
+            return
+        if not isinstance(node, dict):
+            return
+        if not top and isinstance(specification.id_of(node), str):
+            resolver = resolver.in_subresource(specification.create_resource(node))
+        for key in ("$ref", "$dynamicRef"):
+            ref = node.get(key)
+            if isinstance(ref, str):
+                try:
+                    resolver.lookup(ref)
+                except Unresolvable:
+                    raise ValueError(
+                        f"schema reference {ref!r} does not resolve inside the schema "
+                        "(references to other documents or files are never followed)"
+                    ) from None
+        for key, value in node.items():
+            if key not in _DATA_KEYWORDS:
+                walk(value, resolver, False)
+
+    walk(schema, registry.resolver_with_root(root), True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +153,14 @@ class MemorySchema:
                 raise InvalidInput(f"{where}: {err['msg']}", field="working_memory") from None
             return
         import jsonschema
+        from referencing.exceptions import Unresolvable
 
-        validator = jsonschema.validators.validator_for(self.json)(self.json)
-        error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+        try:
+            error = jsonschema.exceptions.best_match(validator_for(self.json).iter_errors(document))
+        except Unresolvable as exc:
+            raise InvalidInput(
+                f"schema reference does not resolve inside the schema: {exc}", field="working_memory.schema"
+            ) from None
         if error is not None:
             where = ".".join(str(p) for p in error.absolute_path) or "(root)"
             raise InvalidInput(f"{where}: {error.message}", field="working_memory")
