@@ -231,6 +231,34 @@ def test_given_working_memory_in_updated_metadata_when_resource_scoped_then_copi
         assert m.get_working_memory(thread_id="other", resource_id="r") == "# Name: Ada"
 
 
+@pytest.mark.parametrize(
+    ("options", "stored", "seed"),
+    [
+        ({"enabled": True}, "# User\n- allergy: peanuts", "# scratch"),
+        (
+            {"enabled": True, "schema": {"type": "object", "properties": {"allergy": {"type": "string"}}}},
+            '{"allergy": "peanuts"}',
+            '{"allergy": "none"}',
+        ),
+    ],
+    ids=["markdown", "json"],
+)
+@pytest.mark.parametrize("how", ["create", "update"])
+def test_given_resource_working_memory_when_a_thread_carries_some_in_metadata_then_the_resource_keeps_its_own(
+    tmp_path: Path, options: dict[str, Any], stored: str, seed: str, how: str
+) -> None:
+    with Memory.local(tmp_path / "keep.db", embedder="hash", working_memory=options) as m:
+        m.update_working_memory(resource_id="r", thread_id="first", working_memory=stored)
+        before = m.get_working_memory(resource_id="r", thread_id="first")
+        if how == "create":
+            m.create_thread(resource_id="r", thread_id="new", metadata={"working_memory": seed})
+        else:
+            m.create_thread(resource_id="r", thread_id="new")
+            m.update_thread(resource_id="r", thread_id="new", metadata={"working_memory": seed})
+        assert m.get_working_memory(resource_id="r", thread_id="other") == before
+        assert m.get_thread(resource_id="r", thread_id="new").metadata["working_memory"] == seed
+
+
 def test_given_hostile_tool_arguments_when_applied_then_error_results_not_exceptions(tmp_path: Path) -> None:
     schema = {"type": "object", "properties": {"name": {"type": "string"}}}
     with Memory.local(

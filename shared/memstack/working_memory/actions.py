@@ -295,25 +295,32 @@ class WorkingMemoryActions:
         service.check_size(document, self.tokenizer, wm.max_tokens)
 
     def seed_from_thread(self, opts: MemoryOptions, thread: Thread) -> None:
-        """Initial working memory given in a new thread's metadata (spec §2.7 "Initial WM"): thread scope
-        keeps it there; resource scope also copies it to the resource record."""
+        """Initial working memory given in a thread's metadata (spec §2.7 "Initial WM"): thread scope keeps
+        it there; resource scope copies it to the resource record only while the resource has none.
+
+        Mastra's ``saveThread`` writes the resource record whenever a thread's metadata carries working
+        memory, so creating a scratch thread silently replaces what every other thread of the resource
+        sees. Here the copy is a seed, written compare-and-set against a record without a document (a
+        concurrent first write wins, and the seed then keeps it); changing a resource's working memory
+        is ``update_working_memory``'s job, with its stale-write check.
+        """
         wm = opts.working_memory
         value = thread.metadata.get(service.THREAD_METADATA_KEY)
         if not wm.enabled or wm.scope != "resource" or not isinstance(value, str) or opts.read_only:
             return
-        if wm.json_schema is not None:
-            schema = MemorySchema.of(wm.json_schema)
-            service.apply(
-                self.slot(wm, thread.resource_id, thread.id),
-                lambda cur: json_merge(None, value, schema),
-                attempts=service.JSON_ATTEMPTS,
-                check=lambda doc: service.check_size(doc, self.tokenizer, wm.max_tokens),
-            )
-            return
+        schema = MemorySchema.of(wm.json_schema) if wm.json_schema is not None else None
+
+        def seed(current: str | None) -> Outcome:
+            if current is not None:
+                return Outcome(True, "the resource already has working memory: kept")
+            if schema is not None:
+                return json_merge(None, value, schema)
+            return Outcome(True, "seeded", document=value)
+
         service.apply(
             self.slot(wm, thread.resource_id, thread.id),
-            lambda cur: Outcome(True, "seeded", document=value),
-            attempts=service.MARKDOWN_ATTEMPTS,
+            seed,
+            attempts=service.JSON_ATTEMPTS if schema is not None else service.MARKDOWN_ATTEMPTS,
             check=lambda doc: service.check_size(doc, self.tokenizer, wm.max_tokens),
         )
 
