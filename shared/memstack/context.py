@@ -467,7 +467,8 @@ def apply_budget(
 ) -> ModelContext:
     """Drop the oldest remembered messages (ids in ``trimmable``), a tool call with its result, until the
     context fits ``budget.max_tokens - at_max_remove_tokens``. Does nothing when already within
-    ``max_tokens``. System messages, context messages and the new message are never dropped."""
+    ``max_tokens``. System messages, context messages and the new message are never dropped. The result's
+    ``token_count`` is counted (``counted_tokens`` is set) whether or not anything was dropped."""
     if ctx.token_count <= budget.max_tokens:
         return ctx
     messages = list(ctx.messages)
@@ -483,10 +484,14 @@ def apply_budget(
             total -= sum(MESSAGE_OVERHEAD_TOKENS + _item_tokens(tokenizer, item) for item in rendered)
     kept = [m for i, m in enumerate(messages) if i not in removed]
     gone = {messages[i].id for i in removed}
-    return replace(
+    trimmed = replace(
         ctx,
         messages=kept,
         tokenizer=tokenizer,
         recalled=[m for m in ctx.recalled if m.id not in gone],
         history_ids=[i for i in ctx.history_ids if i not in gone],
     )
+    # a budget that applied has its count (``counted_tokens``): the trimmed context is counted whole,
+    # exactly, rather than trusting the running subtraction, with the tokenizer the budget already loaded
+    trimmed.token_count  # noqa: B018 - computes and caches the cached property
+    return trimmed

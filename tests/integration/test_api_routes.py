@@ -336,3 +336,14 @@ def test_given_count_tokens_or_a_budget_when_context_then_token_count_is_counted
     )
     assert asked.body["token_count"] > 0 and counted
     assert budget.body["token_count"] == asked.body["token_count"]
+
+    # a budget that trims the history reports the trimmed context's count, as count_tokens would
+    save(
+        api, "trip", *({"role": "user", "content": f"Day {i}: we walked along the river."} for i in range(6))
+    )
+    asked = api.post(path, {"message": "Where to next?", "count_tokens": True})
+    tight = {"message_history": {"max_tokens": asked.body["token_count"] - 1}}
+    trimmed = api.post(path, {"message": "Where to next?", "options": tight})
+    recounted = api.post(path, {"message": "Where to next?", "options": tight, "count_tokens": True})
+    assert len(trimmed.body["messages"]) < len(asked.body["messages"])
+    assert trimmed.body["token_count"] == recounted.body["token_count"] < asked.body["token_count"]
