@@ -13,7 +13,7 @@ from memstack.adapters.hash_embed import HashEmbedder
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.index import SqliteSearchIndex
 from memstack.bootstrap import build_local
-from memstack.errors import InvalidInput
+from memstack.errors import InvalidInput, Unavailable
 from memstack.ports import Vector
 from memstack.transfer import Selection, reindex
 
@@ -147,3 +147,45 @@ def test_given_a_stopped_rebuild_when_rebuilt_back_to_the_first_model_then_every
     assert report.chunks == 4  # the two threads still marked for hash-256 had lost their chunks too
     with build_local(path=db, embedder="hash", options=VECTOR) as memory:
         assert [recall_thread(memory, TOPICS[n]) for n in range(4)] == ["t0", "t1", "t2", "t3"]
+
+
+class Renamed(HashEmbedder):
+    """The hash embedder under another model id: same dimension, another vector space as far as the index
+    knows (as wordllama's 256 dimensions are to the hash embedder's)."""
+
+    def __init__(self) -> None:
+        super().__init__(256)
+        self.model_id = "renamed-256"
+
+
+def test_given_a_running_memory_when_another_process_reindexes_the_file_then_it_neither_writes_nor_searches_vectors(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "memory.db"
+    filled(db)
+    hybrid = {"semantic_recall": {**VECTOR["semantic_recall"], "mode": "hybrid"}}
+    with build_local(path=db, embedder="hash", options=VECTOR, background="inline") as running:
+        assert recall_thread(running, "sourdough bread") == "t1"
+        with build_local(path=db, embedder=Renamed(), options=VECTOR, rebuild_index=True) as other:
+            reindex(other, Selection())
+
+        # the running process's vector search and indexing are refused, naming the new model ...
+        with pytest.raises(Unavailable) as err:
+            running.recall(resource_id="user-a", thread_id="other", query="sourdough bread")
+        assert "renamed-256" in err.value.message
+        with pytest.raises(Unavailable):
+            running.save_messages(
+                resource_id="user-a", thread_id="t9", messages=["a kayak trip on the fjord"]
+            )
+        # ... its saves keep their messages, and keyword search (no vectors) still answers
+        page = running.list_messages(resource_id="user-a", thread_id="t9")
+        assert [m.text for m in page.messages] == ["a kayak trip on the fjord"]
+        keyword = {"semantic_recall": {**VECTOR["semantic_recall"], "mode": "keyword"}}
+        found = running.recall(resource_id="user-a", thread_id="other", query="sourdough", options=keyword)
+        assert found.hits[0].thread_id == "t1"
+        # a turn's context degrades to history instead of failing
+        running.context(resource_id="user-a", thread_id="t1", message="bread?", options=hybrid)
+
+    # restarted with the new model, the message saved in between is indexed for it and found
+    with build_local(path=db, embedder=Renamed(), options=VECTOR) as restarted:
+        assert recall_thread(restarted, "kayak fjord") == "t9"

@@ -67,7 +67,7 @@ from memstack.adapters.search_text import keyword_text, query_terms
 from memstack.adapters.sqlite import keywords
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.vector_cache import QUANTISED_MIN_ROWS, Added, VectorCache
-from memstack.errors import InvalidInput
+from memstack.errors import InvalidInput, Unavailable
 from memstack.filters import kind, validate_filter
 from memstack.model import check_id
 from memstack.ports import IndexEntry, IndexHit, SearchResults, Vector
@@ -137,6 +137,8 @@ _RAISE_GENERATION_FLOOR = """INSERT INTO search_meta (key, value) VALUES ('gener
     ON CONFLICT (key) DO UPDATE SET value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))"""
 _DELETE_RESOURCE_CHUNKS = "DELETE FROM search_chunks WHERE resource_id = ?"
 _GET_GENERATION = "SELECT generation FROM search_generations WHERE resource_id = ?"
+_GET_MODEL = f"""SELECT (SELECT value FROM search_meta WHERE key = 'model_id'),
+    (SELECT value FROM search_meta WHERE key = '{REBUILD_KEY}')"""
 
 _Floats = npt.NDArray[np.float32]
 _Ints = npt.NDArray[np.int64]
@@ -270,6 +272,38 @@ class SqliteSearchIndex:
             conn.execute("DELETE FROM search_meta WHERE key = ?", (REBUILD_KEY,))
         self.rebuilding = False
 
+    def _check_current(self, conn: Any) -> None:
+        """Refuse to write or vector-search once another process switched the file's index to another
+        embedding model (``memstack reindex`` while this process runs): this process would write its
+        model's vectors into the other model's space and rank the other model's vectors against its own
+        query, wrong both ways and silently. The model is checked when the index opens; this catches the
+        switch afterwards, inside the caller's transaction (one lookup in a table of a few rows).
+
+        Raises:
+            Unavailable: the file now records another model, or a rebuild for another model is
+                unfinished; the message names the model and the fix (restart with that embedder). A save
+                keeps its messages (not indexed: the next start-up with the right embedder indexes them,
+                ``Memory.reconcile_index``).
+        """
+        if self.model_id is None:
+            return
+        stored, rebuilding_for = conn.execute(_GET_MODEL).fetchone()
+        if self.rebuilding:
+            if rebuilding_for == self.model_id or (rebuilding_for is None and stored == self.model_id):
+                return
+        elif stored in (None, self.model_id) and rebuilding_for is None:
+            return
+        now = rebuilding_for or stored
+        error = Unavailable(
+            f"the search index in {self._db.path} was switched to the embedding model {now!r} by another "
+            f"process (memstack reindex) while this one uses {self.model_id!r}: restart this process with "
+            f"the embedder of {now!r}"
+        )
+        error.model_mismatch = ModelMismatch(  # type: ignore[attr-defined]
+            self._db.path, now, self.dimension, rebuilding=rebuilding_for is not None
+        )
+        raise error
+
     # ------------------------------------------------------------------------------------------- writes
 
     def upsert(self, entries: Sequence[IndexEntry], *, replace: bool = True) -> dict[str, list[str]]:
@@ -289,6 +323,8 @@ class SqliteSearchIndex:
                 accepted: the chunk is found by keywords but never by vector search, where cosine
                 similarity is undefined.
             PayloadTooLarge: metadata over ``memstack.model.MAX_METADATA_BYTES``.
+            Unavailable: another process switched the file to another embedding model since this index
+                opened (``_check_current``); nothing is written.
         """
         by_key: dict[tuple[str, str, int], _Row] = {}
         for i, entry in enumerate(entries):
@@ -302,6 +338,7 @@ class SqliteSearchIndex:
         messages = list(dict.fromkeys((row.message_id, row.resource_id) for row in rows))
         with self._db.lock:
             with self._db.transaction() as conn:
+                self._check_current(conn)
                 _delete_chunks(conn, _DELETE_MESSAGE_CHUNKS, messages)
                 first = int(
                     conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM search_chunks").fetchone()[0]
@@ -495,6 +532,8 @@ class SqliteSearchIndex:
         Raises:
             InvalidInput: a bad ``resource_id``/``thread_id``, ``top_k`` out of range or not an integer,
                 a malformed ``vector`` or ``filter`` (``field`` names the fault), or ``text`` not a string.
+            Unavailable: a vector search after another process switched the file to another embedding
+                model (``_check_current``); a keyword-only search still answers.
         """
         check_id(resource_id, "resource_id")
         if thread_id is not None:
@@ -509,6 +548,7 @@ class SqliteSearchIndex:
         with self._db.read() as conn:
             vector_hits = None
             if query is not None:
+                self._check_current(conn)
                 vector_hits = self._vector_search(conn, query, resource_id, thread_id, checked, top_k)
             keyword_hits = None
             if terms is not None:
