@@ -43,6 +43,24 @@ def test_chat_model_is_required_when_the_layer_is_on() -> None:
     assert err.value.field == "chat_model"
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [{"observational_memory": True}, {"observational_memory": SMALL}, {"generate_title": True}],
+    ids=["om-true", "om-options", "generate-title"],
+)
+@pytest.mark.parametrize("thread_size", [0, 3])
+def test_given_no_chat_model_when_a_call_turns_on_what_needs_one_then_it_is_refused_at_once(
+    overrides: dict[str, Any], thread_size: int
+) -> None:
+    with om_memory(None) as memory:
+        if thread_size:
+            save(memory, 1, thread_size)
+        with pytest.raises(InvalidInput) as err:
+            memory.context(resource_id=R, thread_id=T, message="hello", options=overrides)
+        assert err.value.field == "chat_model"
+        memory.context(resource_id=R, thread_id=T, message="hello")
+
+
 def test_nothing_happens_below_the_first_buffer_point() -> None:
     chat = ScriptedChatModel()
     with om_memory(chat, observational_memory=SMALL) as memory:

@@ -66,6 +66,10 @@ class Turns:
         """See ``Memory.context``."""
         core = self.core
         opts = core.options.merged(overrides)
+        if overrides:
+            # a call that turns on what calls a chat model (observational memory, titles) is refused now,
+            # not on the turn whose thread first crosses a threshold
+            core.require_chat_model(opts)
         turn = self._turn(scope, opts, message, context)
         texts = as_texts(instructions, "instructions")
         with deadline.within(opts.context_timeout_ms / 1000):
