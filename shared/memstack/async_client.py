@@ -192,15 +192,24 @@ class AsyncMemstackClient:
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
         message_limit: int | None = None,
+        target_resource_id: str | None = None,
     ) -> CloneResult:
-        """Copy a thread and its messages (``Memory.clone_thread``).
+        """Copy a thread and its messages (``Memory.clone_thread``), into this resource or into
+        ``target_resource_id`` (the caller must be allowed both).
 
         Raises:
             NotFound: the source is missing or another resource's. Conflict: ``new_thread_id`` exists.
+            Forbidden: the caller may not act for ``target_resource_id``.
         """
         return await self._run(
             Calls.clone_thread(
-                self._rid(resource_id), source_thread_id, new_thread_id, title, metadata, message_limit
+                self._rid(resource_id),
+                source_thread_id,
+                new_thread_id,
+                title,
+                metadata,
+                message_limit,
+                target_resource_id,
             )
         )
 
@@ -254,7 +263,11 @@ class AsyncMemstackClient:
     # working memory ------------------------------------------------------------------------------
 
     async def get_working_memory(
-        self, *, thread_id: str, resource_id: str | None = None, options: dict[str, Any] | None = None
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        options: dict[str, Any] | None = None,
     ) -> str | None:
         """The stored working memory, or ``None`` if never written (``Memory.get_working_memory``).
 
@@ -269,7 +282,7 @@ class AsyncMemstackClient:
     async def update_working_memory(
         self,
         *,
-        thread_id: str,
+        thread_id: str | None = None,
         resource_id: str | None = None,
         working_memory: str | dict[str, Any],
         options: dict[str, Any] | None = None,

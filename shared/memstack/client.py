@@ -516,11 +516,13 @@ class Calls:
         title: str | None,
         metadata: dict[str, Any] | None,
         message_limit: int | None,
+        target_resource_id: str | None = None,
     ) -> Call[CloneResult]:
         if new_thread_id is not None:
             _routable(new_thread_id, "new_thread_id")
         body = {
             "new_thread_id": new_thread_id,
+            "target_resource_id": target_resource_id,
             "title": title,
             "metadata": metadata,
             "message_limit": message_limit,
@@ -590,16 +592,18 @@ class Calls:
         )
 
     @staticmethod
-    def _wm_path(thread_id: str, options: Mapping[str, Any] | None) -> list[str]:
+    def _wm_path(thread_id: str | None, options: Mapping[str, Any] | None) -> list[str]:
         wm = (options or {}).get("working_memory")
         scope = wm.get("scope") if isinstance(wm, Mapping) else None
-        return (
-            ["threads", _routable(thread_id), "working-memory"] if scope == "thread" else ["working-memory"]
-        )
+        if scope != "thread":
+            return ["working-memory"]
+        if thread_id is None:
+            raise InvalidInput("thread_id is required for thread-scoped working memory", field="thread_id")
+        return ["threads", _routable(thread_id), "working-memory"]
 
     @staticmethod
     def get_working_memory(
-        resource_id: str, thread_id: str, options: dict[str, Any] | None
+        resource_id: str, thread_id: str | None, options: dict[str, Any] | None
     ) -> Call[str | None]:
         def read(data: Any) -> str | None:
             value = data.get("working_memory")
@@ -614,7 +618,10 @@ class Calls:
 
     @staticmethod
     def update_working_memory(
-        resource_id: str, thread_id: str, working_memory: str | dict[str, Any], options: dict[str, Any] | None
+        resource_id: str,
+        thread_id: str | None,
+        working_memory: str | dict[str, Any],
+        options: dict[str, Any] | None,
     ) -> Call[None]:
         body: dict[str, Any] = {"working_memory": working_memory}
         if options is not None:
@@ -1050,15 +1057,24 @@ class MemstackClient:
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
         message_limit: int | None = None,
+        target_resource_id: str | None = None,
     ) -> CloneResult:
-        """Copy a thread and its messages (``Memory.clone_thread``).
+        """Copy a thread and its messages (``Memory.clone_thread``), into this resource or into
+        ``target_resource_id`` (the caller must be allowed both).
 
         Raises:
             NotFound: the source is missing or another resource's. Conflict: ``new_thread_id`` exists.
+            Forbidden: the caller may not act for ``target_resource_id``.
         """
         return self._run(
             Calls.clone_thread(
-                self._rid(resource_id), source_thread_id, new_thread_id, title, metadata, message_limit
+                self._rid(resource_id),
+                source_thread_id,
+                new_thread_id,
+                title,
+                metadata,
+                message_limit,
+                target_resource_id,
             )
         )
 
@@ -1108,7 +1124,11 @@ class MemstackClient:
     # working memory ------------------------------------------------------------------------------
 
     def get_working_memory(
-        self, *, thread_id: str, resource_id: str | None = None, options: dict[str, Any] | None = None
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        options: dict[str, Any] | None = None,
     ) -> str | None:
         """The stored working memory, or ``None`` if never written (``Memory.get_working_memory``).
 
@@ -1123,7 +1143,7 @@ class MemstackClient:
     def update_working_memory(
         self,
         *,
-        thread_id: str,
+        thread_id: str | None = None,
         resource_id: str | None = None,
         working_memory: str | dict[str, Any],
         options: dict[str, Any] | None = None,

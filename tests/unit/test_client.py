@@ -29,6 +29,7 @@ from memstack import (
     Unavailable,
 )
 from memstack.api import AuthConfig, create_app, handle_http
+from memstack.async_client import AsyncMemstackClient
 from memstack.client import MemstackClient, SigV4Auth, error_from_response
 from memstack.errors import UnsupportedMediaType
 from tests.sigv4_support import expected_signature
@@ -281,6 +282,9 @@ def test_given_the_resolver_when_threads_are_managed_then_the_library_types_come
     assert clone.thread.id == "t2"
     assert [m.text for m in clone.messages] == ["two"]
     assert set(clone.message_id_map.values()) == {clone.messages[0].id}
+    moved = local.clone_thread(source_thread_id="t1", new_thread_id="t3", target_resource_id="u1b")
+    assert (moved.thread.resource_id, [m.text for m in moved.messages]) == ("u1b", ["one", "two"])
+    assert local.get_thread(thread_id="t3", resource_id="u1b").resource_id == "u1b"
 
     page = local.list_threads(limit=1, metadata={"kind": "travel"})
     assert len(page.threads) == 1 and page.next_cursor is not None
@@ -404,6 +408,13 @@ def test_given_the_resolver_when_working_memory_is_written_then_both_scopes_and_
     with pytest.raises(NotFound):
         local.get_working_memory(thread_id="nope", options=thread_scope)
     assert local.health()["status"] == "ok"
+
+    # as with Memory, resource scope needs no thread, thread scope refuses to go without one
+    local.update_working_memory(working_memory="# User\n- name: Ada B.")
+    assert local.get_working_memory() == "# User\n- name: Ada B."
+    with pytest.raises(InvalidInput) as err:
+        local.get_working_memory(options=thread_scope)
+    assert err.value.field == "thread_id"
 
 
 @pytest.mark.parametrize("thread_id", ["a/b", "a#b", "a?b", "a\\b", "a€b", "a\u200bb", ".", "..", ""])
@@ -600,3 +611,37 @@ def test_given_the_client_when_a_turn_is_stale_then_the_save_and_the_tool_call_a
         thread_id="t1", tool_call=update_call("c", "- tea\n- Oslo"), options=options, context=other
     )
     assert redo.parts[0].result["success"] is True
+
+
+@pytest.mark.parametrize("client_class", [MemstackClient, AsyncMemstackClient])
+def test_given_a_method_of_memory_when_the_client_has_it_then_it_takes_the_same_arguments_optional_alike(
+    client_class: type,
+) -> None:
+    """Code written for ``Memory`` runs on the clients (README): every argument of a shared method exists
+    on the client, and one ``Memory`` lets a caller omit can be omitted there too (``resource_id`` may
+    become optional on a client, which defaults it to its own)."""
+    import inspect
+
+    from memstack.memory import Memory
+
+    shared = [
+        name
+        for name, _ in inspect.getmembers(Memory, predicate=inspect.isfunction)
+        if not name.startswith("_") and hasattr(client_class, name)
+    ]
+    assert {"context", "save_messages", "get_working_memory", "clone_thread"} <= set(shared)
+    differences = []
+    for name in shared:
+        ours = inspect.signature(getattr(Memory, name)).parameters
+        theirs = inspect.signature(getattr(client_class, name)).parameters
+        for arg, param in ours.items():
+            if arg == "self":
+                continue
+            if arg not in theirs:
+                differences.append(f"{name}: no {arg}")
+            elif (
+                param.default is not inspect.Parameter.empty
+                and theirs[arg].default is inspect.Parameter.empty
+            ):
+                differences.append(f"{name}: {arg} is required on the client, optional in Memory")
+    assert differences == []
