@@ -238,3 +238,45 @@ def test_given_a_resource_too_large_for_float32_in_the_cache_bound_when_searched
     assert _ranking(index, query) == _ranking(reference, query)
     assert _ranking(index, query, thread_id="t2") == _ranking(reference, query, thread_id="t2")
     db.close()
+
+
+def _per_row_candidates(
+    entry: ResourceVectors, unit: np.ndarray, positions: np.ndarray, top_k: int
+) -> list[int]:
+    """ADR 0009's rule with each row's own bound over every row: the rows whose upper bound reaches the
+    ``top_k``-th message's best lower bound (computed in float64 here, with float32's slack to spare)."""
+    t = float(np.abs(unit).max()) / 127.0
+    query = np.rint(unit.astype(np.float64) / t)
+    query_error = float(np.linalg.norm(unit.astype(np.float64) - query * t))
+    approx = entry.codes8[positions].astype(np.float64) @ query * entry.scales[positions] * t
+    slack = entry.errors[positions] * (1.0 + query_error) + query_error + 1e-5
+    usable = entry.usable[positions]
+    lows = np.where(usable, approx - slack, -np.inf)
+    best: dict[int, float] = {}
+    for code, low in zip(entry.codes[positions].tolist(), lows.tolist(), strict=True):
+        best[code] = max(best.get(code, -np.inf), low)
+    ranked = sorted(best.values(), reverse=True)
+    floor = ranked[top_k - 1] if len(ranked) >= top_k else -np.inf
+    kept: list[int] = positions[usable & (approx + slack >= floor - 1e-6)].tolist()
+    return kept
+
+
+@pytest.mark.parametrize("top_k", [1, 4, 16])
+def test_given_a_large_resource_when_the_int8_scan_keeps_candidates_then_they_are_every_row_the_per_row_bound_keeps(
+    top_k: int,
+) -> None:
+    rows = _rows(21, 6000)
+    entry = _vectors(rows, 1500, threshold=0)
+    entry.apply(2, messages={f"m{i:05d}" for i in range(0, 1500, 11)}, thread_id=None, added=[])  # dead rows
+    queries = np.concatenate([_rows(22, 12), rows[[3, 600, 5999]]])
+    everything = np.arange(entry.n, dtype=np.int64)
+    some = np.arange(0, entry.n, 3, dtype=np.int64)
+    for unit in queries:
+        for positions in (None, some):
+            kept = entry._candidates(unit, positions, top_k).tolist()
+            reference = _per_row_candidates(
+                entry, unit, everything if positions is None else positions, top_k
+            )
+            # Two passes keep the per-row rule's rows (float32 may keep a hair more, never fewer).
+            assert set(reference) <= set(kept), "a row the per-row bound needs was dropped"
+            assert len(kept) <= len(reference) + 2

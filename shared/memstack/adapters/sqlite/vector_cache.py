@@ -155,6 +155,8 @@ class ResourceVectors:
         self.codes8: npt.NDArray[np.int8] = np.empty((0, dimension), dtype=np.int8)
         self.scales: _Floats = np.empty(0, dtype=np.float32)
         self.errors: _Floats = np.empty(0, dtype=np.float32)
+        self.live_scales: _Floats = np.empty(0, dtype=np.float32)
+        self.max_error = 0.0
         self.quantised_min_rows = QUANTISED_MIN_ROWS
         self.names: list[str] = []
         self.threads: list[str] = []
@@ -188,6 +190,7 @@ class ResourceVectors:
             ("usable", bool),
             ("scales", np.float32),
             ("errors", np.float32),
+            ("live_scales", np.float32),
         ):
             grown = np.zeros(capacity, dtype=dtype)
             grown[: self.n] = getattr(self, name)[: self.n]
@@ -230,6 +233,8 @@ class ResourceVectors:
                 self.seqs.append(seq)
             codes[start + i] = code
         self.usable[span] = self.scales[span] > 0  # a zero row has no direction: never a hit
+        self.live_scales[span] = np.where(self.usable[span], self.scales[span], np.float32(np.nan))
+        self.max_error = max(self.max_error, float(self.errors[span].max()))
         self.n += extra
 
     def apply(
@@ -250,6 +255,7 @@ class ResourceVectors:
             if doomed:
                 rows = np.flatnonzero(np.isin(self.codes[: self.n], doomed))
                 self.usable[rows] = False
+                self.live_scales[rows] = np.nan
                 self.dead += len(rows)
         if added:
             self._append(
@@ -280,6 +286,8 @@ class ResourceVectors:
         self.usable = np.empty(0, dtype=bool)
         self.scales = np.empty(0, dtype=np.float32)
         self.errors = np.empty(0, dtype=np.float32)
+        self.live_scales = np.empty(0, dtype=np.float32)
+        self.max_error = 0.0
         code_list = codes.tolist()
         self._append(
             rowids,
@@ -348,22 +356,32 @@ class ResourceVectors:
         exact score is within ``|e| + |r|(1 + |e|)`` of ``s·t·(c·b)`` for unit ``x`` and ``q``. Every
         message of the exact top ``top_k`` has a row scoring at least the ``top_k``-th message's lower
         bound, so a row whose upper bound is below it is never needed.
+
+        Two passes keep the work over every row to a scan and three comparisons (ADR 0013): first with
+        one bound for all rows (``max_error`` for ``|r|``), whose floor is at most the per-row floor, then
+        with each row's own bound over the rows the first pass kept — the same rows as the per-row test
+        over all of them, since a row the first pass drops has an upper bound below both floors.
         """
         t = float(np.abs(unit).max()) / 127.0
         query = np.rint(unit.astype(np.float64) / t).astype(np.int8)
         query_error = float(np.linalg.norm(unit.astype(np.float64) - query * t))
         rows = slice(0, self.n) if positions is None else positions
         approx = _int8_dots(self.codes8[rows], query)
-        approx *= self.scales[rows]
-        approx *= np.float32(t)
-        slack = self.errors[rows] * np.float32(1.0 + query_error)
+        approx *= self.live_scales[rows]  # NaN on rows that cannot be hits: they fail every comparison
+        codes = self.codes[rows]
+        # At least every row's float32 slack: float32 rounding of the scores is ~1e-7 of them.
+        spread = self.max_error * (1.0 + query_error) + query_error + _ROUNDING + 1e-5
+        top = _message_floor(approx, codes, top_k, margin=1 / (32 * t))
+        if top == -np.inf:  # fewer than top_k messages: every usable row
+            kept = np.flatnonzero(~np.isnan(approx))
+        else:  # the rows whose shared upper bound reaches the top_k-th message's shared lower bound
+            kept = np.flatnonzero(approx >= top - 2 * spread / t)
+        exact = approx[kept] * np.float32(t)
+        slack = self.errors[kept if positions is None else positions[kept]] * np.float32(1.0 + query_error)
         slack += np.float32(query_error + _ROUNDING)
-        usable = self.usable[rows]
-        low = approx - slack
-        low[~usable] = -np.inf
-        floor = _message_floor(low, self.codes[rows], top_k)
-        approx += slack
-        chosen: _Ints = np.flatnonzero(usable & (approx >= floor))
+        floor = _message_floor(exact - slack, codes[kept], top_k)
+        exact += slack
+        chosen: _Ints = kept[exact >= floor]
         return chosen if positions is None else positions[chosen]
 
     def _ranked(self, codes: _Ints, scores: npt.NDArray[Any], top_k: int) -> list[IndexHit]:
@@ -392,24 +410,23 @@ class ResourceVectors:
         return hits
 
 
-def _message_floor(lows: _Floats, codes: _Ints, top_k: int) -> float:
+def _message_floor(lows: _Floats, codes: _Ints, top_k: int, *, margin: float = 1 / 32) -> float:
     """A value that at least ``top_k`` messages reach with some row's lower bound (``lows``, one per row,
-    ``-inf`` for rows that cannot be hits; ``codes`` the rows' messages), or ``-inf`` if fewer do.
+    ``-inf`` or NaN for rows that cannot be hits; ``codes`` the rows' messages), or ``-inf`` if fewer do.
 
-    Only the rows within a margin of the best are sorted (the margin widens until they name ``top_k``
-    messages): a comparison over every row costs far less than a partition of them.
+    Only the rows within ``margin`` of the best are sorted (the margin quadruples until they name
+    ``top_k`` messages): a comparison over every row costs far less than a partition of them.
     """
-    best = float(lows.max()) if len(lows) else -np.inf
-    margin = 1 / 32
-    while best > -np.inf:
+    best = float(np.fmax.reduce(lows)) if len(lows) else -np.inf  # fmax: NaN only if every row is NaN
+    if not best > -np.inf:
+        return -np.inf
+    for _ in range(8):  # 4**7 / 32 > 500: past the span of every finite bound (within [-1.1, 1.1])
         near = np.flatnonzero(lows >= best - margin)
         seen: set[int] = set()
         for i in near[np.argsort(-lows[near], kind="stable")].tolist():
             seen.add(int(codes[i]))
             if len(seen) == top_k:
                 return float(lows[i])
-        if margin > 4:  # every finite bound is within [-1.1, 1.1]: all rows were read
-            break
         margin *= 4
     return -np.inf
 
@@ -438,20 +455,23 @@ class VectorCache:
             self.sizes.clear()
             self.nbytes = 0
 
-    def get(self, conn: Any, resource_id: str) -> ResourceVectors | None:
+    def get(self, conn: Any, resource_id: str, generation: int | None = None) -> ResourceVectors | None:
         """The resource's current vectors (loaded if stale or absent), or ``None`` to use SQL instead.
 
         ``conn`` reads in one snapshot (``SqliteDatabase.read``), and the generation is read before the
         rows: data is never labelled newer than it is (a reader on an older snapshot may replace a newer
         entry with its own; the next search at the newer generation reloads it, never the reverse).
+        ``generation``, when given, is the resource's ``search_generations`` value already read in that
+        snapshot (0 when it has none).
         """
         if self.max_bytes == 0:
             return None
         with self._lock:
-            row = conn.execute(
-                "SELECT generation FROM search_generations WHERE resource_id = ?", (resource_id,)
-            ).fetchone()
-            generation = 0 if row is None else int(row[0])
+            if generation is None:
+                row = conn.execute(
+                    "SELECT generation FROM search_generations WHERE resource_id = ?", (resource_id,)
+                ).fetchone()
+                generation = 0 if row is None else int(row[0])
             entry = self.entries.get(resource_id)
             if entry is not None and entry.generation == generation:
                 self.entries.move_to_end(resource_id)
