@@ -36,11 +36,14 @@ def _sqlite_index(dimension: int) -> Iterator[SearchIndex]:
 
 @contextmanager
 def _sqlite_index_sql_only(dimension: int) -> Iterator[SearchIndex]:
-    """The SQLite index with its in-memory vector cache off: every vector search runs in SQL."""
+    """The SQLite index with its in-memory caches off: every vector search runs in SQL, every keyword search
+    reads its postings from the file."""
     from memstack.adapters.sqlite.db import SqliteDatabase
     from memstack.adapters.sqlite.index import SqliteSearchIndex
 
-    yield SqliteSearchIndex(SqliteDatabase(":memory:"), dimension, vector_cache_bytes=0)
+    yield SqliteSearchIndex(
+        SqliteDatabase(":memory:"), dimension, vector_cache_bytes=0, keyword_cache_bytes=0
+    )
 
 
 @contextmanager

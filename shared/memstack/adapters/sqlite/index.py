@@ -39,7 +39,9 @@ applied inside the search, so it never returns fewer than ``top_k`` hits while m
 
 **Keyword search** is BM25 over the resource's own postings and statistics (``keywords.score``): a
 resource's ranking depends on its chunks alone, and its cost on its own posting lists, never on other
-resources in the file (ADR 0006). The text is pre-segmented like OpenSearch's (:func:`fts_text`: CJK
+resources in the file (ADR 0006). The postings of the terms searched are kept in memory per resource
+(``memstack.adapters.sqlite.posting_cache``, ADR 0013), current by the same generation as the vector cache:
+this process's saves append to them, anyone else's write makes the next search read them again. The text is pre-segmented like OpenSearch's (:func:`fts_text`: CJK
 characters spaced apart, emoji as words), then folded and Porter-stemmed (``keywords.tokens``):
 conversational recall asks about the same thing in another inflection far more often than it needs exact
 word forms ("my dogs" → "the dog"), and OpenSearch's ``english`` analyzer does the same, so both back ends
@@ -66,6 +68,7 @@ from memstack.adapters.index_input import check_entry, check_top_k
 from memstack.adapters.search_text import keyword_text, query_terms
 from memstack.adapters.sqlite import keywords
 from memstack.adapters.sqlite.db import SqliteDatabase
+from memstack.adapters.sqlite.posting_cache import DEFAULT_KEYWORD_CACHE_BYTES, PostingCache
 from memstack.adapters.sqlite.vector_cache import QUANTISED_MIN_ROWS, Added, VectorCache
 from memstack.errors import InvalidInput, Unavailable
 from memstack.filters import kind, validate_filter
@@ -194,6 +197,9 @@ class SqliteSearchIndex:
         quantised_min_rows: rows of a cached resource (or of a thread or filter's share of it) from which
             a vector search first scans the int8 copies and scores only the rows its error bounds cannot
             rule out (ADR 0009). The results are the same either way; ``0`` takes that path always.
+        keyword_cache_bytes: bound in bytes of the searched terms' postings held in memory
+            (``posting_cache.PostingCache``, ADR 0013); ``0`` reads every keyword search's postings from
+            the file. The results are the same either way.
         rebuild: open the index for a rebuild (``memstack reindex``, ``ports.RebuildableIndex``): a file
             that records another model or dimension drops every chunk and records ``model_id`` and
             ``dimension`` instead, marked as rebuilding until ``finish_rebuild``. While it is so marked the
@@ -214,6 +220,7 @@ class SqliteSearchIndex:
         model_id: str | None = None,
         vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
         quantised_min_rows: int = QUANTISED_MIN_ROWS,
+        keyword_cache_bytes: int = DEFAULT_KEYWORD_CACHE_BYTES,
         rebuild: bool = False,
     ) -> None:
         if (
@@ -228,6 +235,7 @@ class SqliteSearchIndex:
         self._cache = VectorCache(
             dimension, max(0, vector_cache_bytes), quantised_min_rows=max(0, quantised_min_rows)
         )
+        self._postings = PostingCache(keyword_cache_bytes)
         with db.transaction() as conn:
             for statement in _SCHEMA:
                 conn.execute(statement)
@@ -339,7 +347,7 @@ class SqliteSearchIndex:
         with self._db.lock:
             with self._db.transaction() as conn:
                 self._check_current(conn)
-                _delete_chunks(conn, _DELETE_MESSAGE_CHUNKS, messages)
+                shrunk = _delete_chunks(conn, _DELETE_MESSAGE_CHUNKS, messages)
                 first = int(
                     conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM search_chunks").fetchone()[0]
                 )
@@ -377,6 +385,10 @@ class SqliteSearchIndex:
                     if r.resource_id == resource_id
                 ]
                 self._cache.patch(resource_id, generation, messages=replaced, added=added)
+                if resource_id in shrunk:  # a message re-indexed: its old postings are gone from the file
+                    self._postings.drop(resource_id)
+                else:
+                    self._postings.added(resource_id, generation, by_resource[resource_id])
         written: dict[str, list[str]] = {}
         for r in sorted(rows, key=lambda r: r.chunk):
             written.setdefault(r.message_id, []).append(f"{r.message_id}#{r.chunk}")
@@ -403,6 +415,7 @@ class SqliteSearchIndex:
                 _delete_chunks(conn, _DELETE_CHUNK, keys)
                 _bump(conn, {resource_id})  # other processes' caches see the change
             self._cache.drop(resource_id)
+            self._postings.drop(resource_id)
 
     def _row(self, entry: IndexEntry, path: str) -> _Row:
         e = check_entry(entry, path)
@@ -455,6 +468,7 @@ class SqliteSearchIndex:
                 _delete_chunks(conn, _DELETE_MESSAGE_CHUNKS, pairs)
                 generation = _bump(conn, {resource_id})[resource_id]
             self._cache.patch(resource_id, generation, messages=ids)
+            self._postings.drop(resource_id)
 
     def delete_thread(self, resource_id: str, thread_id: str) -> None:
         """Remove every chunk of the thread, only if it belongs to ``resource_id``.
@@ -468,6 +482,7 @@ class SqliteSearchIndex:
                 _delete_chunks(conn, _DELETE_THREAD_CHUNKS, [params])
                 generation = _bump(conn, {resource_id})[resource_id]
             self._cache.patch(resource_id, generation, thread_id=thread_id)
+            self._postings.drop(resource_id)
 
     def delete_resource(self, resource_id: str) -> int:
         """Remove every chunk (and its keyword entry) of the resource, and its generation counter.
@@ -498,6 +513,7 @@ class SqliteSearchIndex:
                 if row is not None:
                     conn.execute(_RAISE_GENERATION_FLOOR, (str(int(row[0]) + 1),))
             self._cache.drop(resource_id)
+            self._postings.drop(resource_id)
         return removed
 
     # ------------------------------------------------------------------------------------------- search
@@ -546,13 +562,19 @@ class SqliteSearchIndex:
         terms = None if text is None else keywords.query_tokens(query_terms(text))
 
         with self._db.read() as conn:
+            # Read once for both halves: the caches check their data against it in this snapshot.
+            row = conn.execute(_GET_GENERATION, (resource_id,)).fetchone()
+            generation = 0 if row is None else int(row[0])
             vector_hits = None
             if query is not None:
                 self._check_current(conn)
-                vector_hits = self._vector_search(conn, query, resource_id, thread_id, checked, top_k)
+                vector_hits = self._vector_search(
+                    conn, query, resource_id, generation, thread_id, checked, top_k
+                )
             keyword_hits = None
             if terms is not None:
-                keyword_hits = _keyword_search(conn, terms, resource_id, thread_id, checked, top_k)
+                rowids, scores = self._postings.score(conn, resource_id, generation, terms)
+                keyword_hits = _keyword_search(conn, rowids, scores, resource_id, thread_id, checked, top_k)
         return SearchResults(vector=vector_hits, keyword=keyword_hits)
 
     def _vector_search(
@@ -560,11 +582,12 @@ class SqliteSearchIndex:
         conn: Any,
         query: _Floats,
         resource_id: str,
+        generation: int,
         thread_id: str | None,
         filter: dict[str, Any] | None,
         top_k: int,
     ) -> list[IndexHit]:
-        cached = self._cache.get(conn, resource_id)
+        cached = self._cache.get(conn, resource_id, generation)
         if cached is None:
             sql, params = _vector_sql(query, resource_id, thread_id, filter, top_k)
             return [
@@ -586,6 +609,7 @@ class SqliteSearchIndex:
         """Drop the vector cache. The shared ``SqliteDatabase`` is closed by whoever opened it."""
         with self._db.lock:
             self._cache.clear()
+            self._postings.clear()
 
 
 def _rebuild_facts(
@@ -691,15 +715,16 @@ def _embeddings(conn: Any, rowids: _Ints, dimension: int) -> _Floats:
     return np.frombuffer(blob, dtype="<f4").reshape(len(rowids), dimension).astype(np.float32)
 
 
-def _delete_chunks(conn: Any, statement: str, keys: Iterable[tuple[Any, ...]]) -> None:
+def _delete_chunks(conn: Any, statement: str, keys: Iterable[tuple[Any, ...]]) -> set[str]:
     """Run a ``DELETE … RETURNING resource_id, rowid, terms, length`` per key, then drop the deleted
-    chunks' postings (inside the caller's write transaction)."""
+    chunks' postings (inside the caller's write transaction); returns the resources that lost chunks."""
     by_resource: dict[str, list[tuple[int, str, int]]] = {}
     for key in keys:
         for resource_id, rowid, terms, length in conn.execute(statement, key).fetchall():
             by_resource.setdefault(resource_id, []).append((rowid, terms, length))
     for resource_id, chunks in by_resource.items():
         keywords.remove(conn, resource_id, chunks)
+    return set(by_resource)
 
 
 def _bump(conn: Any, resource_ids: Iterable[str]) -> dict[str, int]:
@@ -756,13 +781,15 @@ def _vector_sql(
 
 def _keyword_search(
     conn: Any,
-    terms: Sequence[str],
+    rowids: npt.NDArray[np.int64],
+    scores: npt.NDArray[np.float64],
     resource_id: str,
     thread_id: str | None,
     filter: dict[str, Any] | None,
     top_k: int,
 ) -> list[IndexHit]:
-    """The ``top_k`` best messages by BM25 (``keywords.score``) among the scope's chunks that pass ``filter``.
+    """The ``top_k`` best messages by BM25 among the scope's chunks that pass ``filter``, given every
+    matching chunk of the resource (``rowids`` with their ``scores``: ``keywords.score``'s result).
 
     Chunks are visited best first, in batches that double (``2 * top_k + 8`` first), each batch looked up
     by rowid with the thread and filter tests; a message scores by its best chunk. The walk stops when the
@@ -776,7 +803,6 @@ def _keyword_search(
     the ``(resource_id, thread_id)`` index and reads the whole resource (11.8 ms rather than 0.17 ms for a
     batch in a 100k-chunk resource, measured).
     """
-    rowids, scores = keywords.score(conn, resource_id, terms)
     p = _Params()
     batch_param = p.bind("")
     where = _scope_sql(p, resource_id, thread_id, filter, indexed=False)

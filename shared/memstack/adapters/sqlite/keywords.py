@@ -423,11 +423,54 @@ def pending_postings(conn: Any, resource_id: str, terms: Sequence[str]) -> dict[
     return {term: np.array(postings, dtype=POSTING) for term, postings in found.items()}
 
 
+Postings = tuple[_Ints, _Floats, _Floats]
+"""A term's postings in one resource as columns: chunk rowids (ascending), term frequencies and chunk
+lengths in tokens (both float64, as ``term_weight`` takes them)."""
+
+
+def stats(conn: Any, resource_id: str) -> tuple[int, int] | None:
+    """The resource's BM25 statistics ``(chunks, tokens)``, or ``None`` when it has no indexed chunk."""
+    row = conn.execute(
+        "SELECT chunks, tokens FROM search_keyword_stats WHERE resource_id = ?", (resource_id,)
+    ).fetchone()
+    if row is None or int(row[0]) <= 0:
+        return None
+    return int(row[0]), int(row[1])
+
+
+def read_postings(conn: Any, resource_id: str, terms: Sequence[str]) -> dict[str, Postings]:
+    """Every posting of these terms in the resource (its blocks, then its pending postings), as columns.
+
+    Args:
+        conn: a connection reading one snapshot.
+        resource_id: the resource read.
+        terms: distinct index terms.
+
+    Returns:
+        term → ``Postings`` (ascending rowid); a term the resource does not hold maps to empty columns.
+    """
+    pending = pending_postings(conn, resource_id, terms)
+    found: dict[str, Postings] = {}
+    for term in terms:
+        blobs = conn.execute(
+            "SELECT postings FROM search_postings WHERE resource_id = ? AND term = ? ORDER BY block",
+            (resource_id, term),
+        ).fetchall()
+        postings = unpack(b"".join(b[0] for b in blobs))  # the driver gives each BLOB as bytes
+        if term in pending:
+            postings = np.concatenate([postings, pending[term]])
+        found[term] = (
+            postings["rowid"].astype(np.int64),
+            postings["tf"].astype(np.float64),
+            postings["length"].astype(np.float64),
+        )
+    return found
+
+
 def score(conn: Any, resource_id: str, query: Sequence[str]) -> tuple[_Ints, _Floats]:
     """BM25 of every chunk of the resource that contains a query term, from the resource's statistics.
 
-    Every posting of every query term is read and scored (ADR 0010 measures why block-max pruning did not
-    pay on SQLite). Each chunk's weights are summed term by term, in the query's order.
+    Every posting of every query term is read (``read_postings``) and scored (``score_postings``).
 
     Args:
         conn: a connection reading one snapshot.
@@ -435,52 +478,65 @@ def score(conn: Any, resource_id: str, query: Sequence[str]) -> tuple[_Ints, _Fl
         query: the query's index terms (``query_tokens``), repeats weighing as often as they occur.
 
     Returns:
+        ``(rowids, scores)`` as ``score_postings`` gives them.
+    """
+    counts = stats(conn, resource_id)
+    if counts is None or not query:
+        return _empty()
+    return score_postings(read_postings(conn, resource_id, list(dict.fromkeys(query))), query, *counts)
+
+
+def _empty() -> tuple[_Ints, _Floats]:
+    return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+
+
+def score_postings(
+    postings: dict[str, Postings], query: Sequence[str], chunks: int, tokens: int
+) -> tuple[_Ints, _Floats]:
+    """BM25 of every chunk in these postings for the query, from the resource's statistics.
+
+    Every posting is scored (ADR 0010 measures why block-max pruning did not pay on SQLite). Each
+    chunk's weights are summed term by term, in the query's order, so the floats do not depend on where
+    the postings came from (the file or ``PostingCache``).
+
+    Args:
+        postings: term → ``Postings``, for every distinct term of ``query`` (absent or empty: no chunk).
+        query: the query's index terms (``query_tokens``), repeats weighing as often as they occur.
+        chunks: the resource's indexed chunks (BM25's ``N``, ≥ 1).
+        tokens: their total length in tokens (``avgdl = tokens / chunks``).
+
+    Returns:
         ``(rowids, scores)``: the matching chunks (ascending rowid) and their BM25 (positive, FTS5's scale:
         ``-bm25()``). Empty arrays when nothing matches.
     """
-    empty = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
-    stats = conn.execute(
-        "SELECT chunks, tokens FROM search_keyword_stats WHERE resource_id = ?", (resource_id,)
-    ).fetchone()
-    if stats is None or not query or int(stats[0]) <= 0:
-        return empty
-    chunks, avgdl = int(stats[0]), max(int(stats[1]), 1) / int(stats[0])
-    weights = Counter(query)
-    pending = pending_postings(conn, resource_id, list(weights))
+    avgdl = max(tokens, 1) / chunks
     found_rowids: list[_Ints] = []
     found_scores: list[_Floats] = []
-    for term, weight in weights.items():
-        blobs = conn.execute(
-            "SELECT postings FROM search_postings WHERE resource_id = ? AND term = ? ORDER BY block",
-            (resource_id, term),
-        ).fetchall()
-        if not blobs and term not in pending:
+    for term, weight in Counter(query).items():
+        if term not in postings or not len(postings[term][0]):
             continue
-        postings = unpack(b"".join(b[0] for b in blobs))  # the driver gives each BLOB as bytes
-        if term in pending:
-            postings = np.concatenate([postings, pending[term]])
-        rowids = postings["rowid"]
-        tfs = postings["tf"].astype(np.float64)
-        lengths = postings["length"].astype(np.float64)
+        rowids, tfs, lengths = postings[term]
         found_rowids.append(rowids)
         found_scores.append(weight * term_weight(tfs, lengths, df=len(rowids), chunks=chunks, avgdl=avgdl))
     if not found_rowids:
-        return empty
+        return _empty()
     if len(found_rowids) == 1:
-        return found_rowids[0].astype(np.int64), found_scores[0]
-    everything = np.concatenate(found_rowids).astype(np.int64)
+        return found_rowids[0], found_scores[0]
+    everything = np.concatenate(found_rowids)
     weights_in_order = np.concatenate(found_scores)
     low = int(everything.min())
     span = int(everything.max()) - low + 1
     # bincount sums each chunk's weights in input order (term by term) either way. Over the rowid span it
     # needs no sort: zeroing and scanning the span cost less than sorting the postings while the span is
     # within DENSE_SPAN times their number (a resource's rowids are dense unless other resources' writes
-    # interleave with its own).
+    # interleave with its own). Every weight is positive (idf ≥ MIN_IDF, tf ≥ 1), so a chunk matched iff
+    # its sum is non-zero.
     if span <= DENSE_SPAN * len(everything) + 65536:
-        offsets = everything - low
-        sums = np.bincount(offsets, weights=weights_in_order, minlength=span)
-        present = np.flatnonzero(np.bincount(offsets, minlength=span))
-        return (present + low).astype(np.int64), sums[present].astype(np.float64)
+        sums = np.bincount(everything - low, weights=weights_in_order, minlength=span).astype(
+            np.float64, copy=False
+        )
+        present = np.flatnonzero(sums)
+        return (present + low).astype(np.int64), sums[present]
     unique, inverse = np.unique(everything, return_inverse=True)
     totals: _Floats = np.bincount(inverse, weights=weights_in_order).astype(np.float64)
     return unique.astype(np.int64), totals
