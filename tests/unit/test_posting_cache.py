@@ -129,3 +129,29 @@ def test_given_a_small_byte_bound_when_searched_then_rankings_match_the_file_and
         _same_as_the_file(index, db)
         assert index._postings.nbytes <= bound
         index.upsert([_entry(f"m{5000 + round_}", "dog dog lake caroline", thread_id="t2")])
+
+
+def test_given_a_held_term_without_room_when_saves_add_to_it_then_it_leaves_and_is_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memstack.adapters.sqlite import posting_cache
+
+    monkeypatch.setattr(posting_cache, "MIN_HEADROOM", 3)
+    monkeypatch.setattr(posting_cache, "HEADROOM", 10**6)  # room for 3 appended postings, whatever the size
+    db = SqliteDatabase(":memory:")
+    index = SqliteSearchIndex(db, DIM)
+    index.upsert([_entry(f"m{i:04d}", t) for i, t in enumerate(_texts(7, 200))])
+    index.search("r1", top_k=4, text="dog lake")
+    for i in range(3):
+        index.upsert([_entry(f"m{1000 + i}", "dog")])
+    held = index._postings.held("r1")
+    assert held is not None and "dog" in held[1], "three appends fit"
+
+    index.upsert([_entry("m1003", "dog lake")])
+
+    held = index._postings.held("r1")
+    assert held is not None and "dog" not in held[1], "a save never grows a term: it leaves the cache"
+    assert "lake" in held[1]
+    _same_as_the_file(index, db)
+    held = index._postings.held("r1")
+    assert held is not None and "dog" in held[1], "the next search reads it again"

@@ -11,8 +11,8 @@ question naming a speaker and three common words, and fetching them from SQLite 
   reads afresh; one that shows an older generation (a reader behind a commit of this process) reads from
   the file, leaving the cache alone;
 * a save by this process appends its chunks' postings to the cached terms they contain (rowids only grow,
-  so every column stays in ascending rowid order) and moves the statistics, in time proportional to the
-  chunks' distinct terms; any write that removes chunks drops the resource's terms instead (rare: a
+  so every column stays in ascending rowid order; each term has room to append, ``HEADROOM``) and moves the
+  statistics, in time proportional to the chunks' distinct terms; any write that removes chunks drops the resource's terms instead (rare: a
   message re-indexed, deleted or erased);
 * the cache is bounded in bytes (``TermPostings.nbytes``), least recently searched terms leaving first,
   across resources: past the bound a search reads the terms that left from the file, as it would without
@@ -46,36 +46,50 @@ DEFAULT_KEYWORD_CACHE_BYTES = 64 * 1024 * 1024
 """Default bound: about 2.8M postings, every term of a 90k-message resource of chat (31 tokens a chunk)."""
 
 
+HEADROOM = 4
+"""A term read from the file gets room for a quarter more postings (at least ``MIN_HEADROOM``) appended by
+saves. A save never grows an array: a term whose room is used up leaves the cache, and the next search that
+needs it reads it again with new room (a copy of a common term's postings costs ~1 ms, which belongs on the
+search that reads it rather than on a save, ADR 0013)."""
+
+MIN_HEADROOM = 64
+"""Least room for appended postings a term is given when it is read."""
+
+
 class TermPostings:
-    """One term's postings in one resource, growable at the end (capacity doubles, as a list's).
+    """One term's postings in one resource, with room to append (``HEADROOM``).
 
     Attributes:
         n: postings in use; ``rowids[:n]`` (ascending), ``tfs[:n]`` and ``lengths[:n]``.
     """
 
     def __init__(self, postings: keywords.Postings) -> None:
-        self.rowids, self.tfs, self.lengths = postings
-        self.n = len(self.rowids)
+        rowids, tfs, lengths = postings
+        self.n = len(rowids)
+        room = self.n + max(MIN_HEADROOM, self.n // HEADROOM)
+        self.rowids = np.zeros(room, dtype=np.int64)
+        self.tfs = np.zeros(room, dtype=np.float64)
+        self.lengths = np.zeros(room, dtype=np.float64)
+        self.rowids[: self.n], self.tfs[: self.n], self.lengths[: self.n] = rowids, tfs, lengths
 
     @property
     def nbytes(self) -> int:
+        """Cache bytes of this term: its room, used or not, and ``TERM_OVERHEAD_BYTES``."""
         return len(self.rowids) * POSTING_BYTES + TERM_OVERHEAD_BYTES
 
     def view(self) -> keywords.Postings:
         """The postings in use. Appends write past ``n`` or into new arrays, so a view stays as taken."""
         return self.rowids[: self.n], self.tfs[: self.n], self.lengths[: self.n]
 
-    def append(self, rowid: int, tf: int, length: int) -> None:
-        """Add one posting whose rowid is above every one held."""
+    def append(self, rowid: int, tf: int, length: int) -> bool:
+        """Add one posting whose rowid is above every one held; ``False`` (nothing added) when full."""
         if self.n == len(self.rowids):
-            capacity = max(2 * self.n, 8)
-            self.rowids = np.concatenate([self.rowids, np.zeros(capacity - self.n, dtype=np.int64)])
-            self.tfs = np.concatenate([self.tfs, np.zeros(capacity - self.n, dtype=np.float64)])
-            self.lengths = np.concatenate([self.lengths, np.zeros(capacity - self.n, dtype=np.float64)])
+            return False
         self.rowids[self.n] = rowid
         self.tfs[self.n] = tf
         self.lengths[self.n] = length
         self.n += 1
+        return True
 
 
 @dataclass(slots=True)
@@ -186,17 +200,12 @@ class PostingCache:
             for rowid, analysed in sorted(chunks, key=lambda c: c[0]):
                 for term, tf in analysed.counts.items():
                     held = entry.terms.get(term)
-                    if held is None:
-                        continue
-                    before = held.nbytes
-                    held.append(rowid, tf, analysed.length)
-                    if held.nbytes != before:
-                        self._recent[(resource_id, term)] = held.nbytes
-                        self.nbytes += held.nbytes - before
+                    if held is not None and not held.append(rowid, tf, analysed.length):
+                        del entry.terms[term]  # no room left: the next search reads it again
+                        self.nbytes -= self._recent.pop((resource_id, term))
             entry.chunks += len(chunks)
             entry.tokens += sum(analysed.length for _, analysed in chunks)
             entry.generation = generation
-            self._evict()
 
     def held(self, resource_id: str) -> tuple[int, dict[str, int]] | None:
         """What is held for the resource: its generation and each held term's postings count, or ``None``."""
