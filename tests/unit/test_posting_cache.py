@@ -155,3 +155,24 @@ def test_given_a_held_term_without_room_when_saves_add_to_it_then_it_leaves_and_
     _same_as_the_file(index, db)
     held = index._postings.held("r1")
     assert held is not None and "dog" in held[1], "the next search reads it again"
+
+
+def test_given_many_resources_and_a_small_bound_when_each_is_searched_then_only_held_terms_keep_an_entry() -> (
+    None
+):
+    db = SqliteDatabase(":memory:")
+    index = SqliteSearchIndex(db, DIM, keyword_cache_bytes=4000)
+    reference = SqliteSearchIndex(db, DIM, keyword_cache_bytes=0, vector_cache_bytes=0)
+    resources = [f"r{n}" for n in range(12)]
+    for n, resource_id in enumerate(resources):
+        texts = _texts(100 + n, 40)
+        index.upsert([_entry(f"m{i:04d}", t, resource_id=resource_id) for i, t in enumerate(texts)])
+    for _ in range(2):
+        for resource_id in resources:
+            for text in QUERIES:
+                got = index.search(resource_id, top_k=4, text=text).keyword
+                assert _key(got) == _key(reference.search(resource_id, top_k=4, text=text).keyword)
+    held = [r for r in resources if index._postings.held(r) is not None]
+    assert index._postings.nbytes <= 4000
+    assert 0 < len(held) < len(resources), "resources whose every term left keep no entry"
+    assert all((index._postings.held(r) or (0, {}))[1] for r in held), "no entry without a held term"

@@ -153,9 +153,12 @@ class PostingCache:
             read = keywords.read_postings(conn, resource_id, missing)
             postings.update(read)
             with self._lock:
-                if self._resources.get(resource_id) is entry and entry.generation == generation:
-                    for term, columns in read.items():
+                for term, columns in read.items():
+                    # Checked per term: a hold may evict the entry's last term, and with it the entry.
+                    if self._resources.get(resource_id) is entry and entry.generation == generation:
                         self._hold(entry, resource_id, term, TermPostings(columns))
+                if self._resources.get(resource_id) is entry and not entry.terms:
+                    del self._resources[resource_id]  # nothing held: no entry kept for its statistics alone
         return keywords.score_postings(postings, query, chunks, tokens)
 
     def _held(self, entry: _Resource, resource_id: str, terms: list[str]) -> dict[str, keywords.Postings]:
@@ -179,7 +182,10 @@ class PostingCache:
         while self.nbytes > self.max_bytes and self._recent:
             (resource_id, term), size = self._recent.popitem(last=False)
             self.nbytes -= size
-            del self._resources[resource_id].terms[term]
+            entry = self._resources[resource_id]
+            del entry.terms[term]
+            if not entry.terms:  # a resource whose every term left keeps no entry
+                del self._resources[resource_id]
 
     def added(
         self, resource_id: str, generation: int, chunks: Sequence[tuple[int, keywords.Analysed]]
@@ -203,6 +209,9 @@ class PostingCache:
                     if held is not None and not held.append(rowid, tf, analysed.length):
                         del entry.terms[term]  # no room left: the next search reads it again
                         self.nbytes -= self._recent.pop((resource_id, term))
+            if not entry.terms:
+                del self._resources[resource_id]
+                return
             entry.chunks += len(chunks)
             entry.tokens += sum(analysed.length for _, analysed in chunks)
             entry.generation = generation
