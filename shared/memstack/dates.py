@@ -76,6 +76,10 @@ _RELATIVE = re.compile(
     re.I,
 )
 
+_ANY_TIME = re.compile(rf"\d|\b(?:{_M}|ago|today|tonight|yesterday|night|week|weekend|month|year)\b", re.I)
+"""What every expression above contains at least one of (a digit, a month, ``ago``, a relative word): a
+query without any names no time, and is told so by one scan instead of every reader's."""
+
 
 @dataclass(frozen=True, slots=True)
 class TimeRange:
@@ -134,6 +138,8 @@ def query_time_range(text: str, now: datetime, zone: tzinfo = UTC) -> TimeRange 
         now: the caller's current time (aware; naive is read as UTC).
         zone: the caller's time zone: days, weeks and months begin at its midnight.
     """
+    if _ANY_TIME.search(text) is None:
+        return None
     now = (now.replace(tzinfo=UTC) if now.tzinfo is None else now).astimezone(zone)
     today = now.date()
     for reader in (_iso, _day_month, _month_year, _relative, _month_alone, _year):

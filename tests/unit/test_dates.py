@@ -90,3 +90,38 @@ def test_given_an_unknown_time_zone_when_given_as_an_option_then_invalid_input_n
     with pytest.raises(ValueError, match="unknown time zone"):
         SemanticRecallOptions(time_zone="Mars/Olympus")
     assert SemanticRecallOptions.model_validate({"now": "2023-10-20T15:00:00Z"}).now == NOW
+
+
+def test_given_any_text_when_read_then_the_quick_scan_never_hides_a_time_a_reader_finds() -> None:
+    """``query_time_range`` skips its readers when ``_ANY_TIME`` finds nothing: that scan must fire for
+    every text some reader reads a time from (else a time in a query would be missed silently)."""
+    from memstack import dates, locomo
+    from memstack.demo import default_data_path
+
+    readers = (
+        dates._iso,
+        dates._day_month,
+        dates._month_year,
+        dates._relative,
+        dates._month_alone,
+        dates._year,
+    )
+    today = NOW.date()
+    texts = [q.text for conv in locomo.load(default_data_path()) for q in conv.questions]
+    texts += [
+        "what did we do last  night?",
+        "PAST WEEKEND plans",
+        "two weeks ago",
+        "an year ago",
+        "Sept. 3rd",
+        "the 3rd of march",
+        "in 2019",
+        "١٢ ago",  # non-ASCII digits: the readers' \d takes them too
+        "since Aug",
+        "this Year",
+    ]
+    read = [t for t in texts if any(r(t, today) is not None for r in readers)]
+    assert len(read) > 10, "the corpus must hold texts that name times"
+    missed = [t for t in read if dates._ANY_TIME.search(t) is None]
+    assert missed == []
+    assert dates._ANY_TIME.search("How is your sister doing?") is None
