@@ -149,9 +149,24 @@ class SqliteDatabase:
             self._give_back(conn)
 
     def query(self, sql: str, params: Any = ()) -> list[Any]:
-        """Run a read query and return all rows (``read()`` semantics)."""
-        with self.read() as conn, _translated():
-            return list(conn.execute(sql, params).fetchall())
+        """Run one read statement and return all rows (``read()`` semantics: one snapshot).
+
+        Inside a ``read()`` it runs on that read's connection and snapshot. Alone, it runs on a pooled
+        read connection without ``BEGIN``/``COMMIT``: in autocommit mode one statement is its own read
+        transaction, so it sees one snapshot all the same, for two statements fewer.
+
+        Raises:
+            Unavailable: SQLite failed (locked past the busy timeout, closed, corrupt).
+        """
+        if self._in_memory or self.lock.held() or getattr(self._local, "reader", None) is not None:
+            with self.read() as conn, _translated():
+                return list(conn.execute(sql, params).fetchall())
+        conn = self._borrow()
+        try:
+            with _translated():
+                return list(conn.execute(sql, params).fetchall())
+        finally:
+            self._give_back(conn)
 
     def _borrow(self) -> Any:
         with self._pool_lock:
