@@ -27,8 +27,10 @@ The layout's version is ``PRAGMA user_version`` (``SCHEMA_VERSION``). Files made
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
+import operator
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -180,6 +182,18 @@ def _merged_spans(windows: Sequence[MessageWindow]) -> list[tuple[str, int, int]
             continue
         merged.append((thread_id, low, high))
     return merged
+
+
+_THREAD_SEQ = operator.itemgetter(1, 3)
+"""A ``messages`` row's ``(thread_id, seq)`` (``_MSG_COLS`` order)."""
+
+
+def _window_short(window: MessageWindow, seqs: list[int]) -> bool:
+    """Whether fewer rows came back for ``window`` than its seq range holds (``seqs``: its thread's seqs
+    read, ascending): a gap, or the thread's end, that the exact read settles."""
+    low, high = window.seq - window.before, window.seq + window.after
+    got = bisect.bisect_right(seqs, high) - bisect.bisect_left(seqs, low)
+    return got < (window.before + window.after + 1) - max(0, window.before - (window.seq - 1))
 
 
 class SqliteMemoryStore(SqliteTransfer):
@@ -461,7 +475,6 @@ class SqliteMemoryStore(SqliteTransfer):
     def message_windows(self, resource_id: str, windows: Sequence[MessageWindow]) -> list[Message]:
         if not windows:
             return []
-        found: dict[str, Message] = {}
         with self.db.read() as conn:
             # Seqs are gap-free until a message is deleted, so plain seq ranges are tried first (one
             # statement); a window that comes back short may have a gap and is read exactly below.
@@ -477,20 +490,19 @@ class SqliteMemoryStore(SqliteTransfer):
                 for thread_id, low, high in chunk:
                     params += [resource_id, thread_id, low, high]
                 rows += conn.execute(" UNION ALL ".join([one] * len(chunk)), params).fetchall()
-            by_thread: dict[str, set[int]] = {}
+            # The spans are disjoint, so every row is a distinct message; sorted by (thread, seq) once, as
+            # returned, and counted per window by bisection.
+            rows.sort(key=_THREAD_SEQ)
+            seqs: dict[str, list[int]] = {}
             for r in rows:
-                found.setdefault(r[0], _message(r))
-                by_thread.setdefault(r[1], set()).add(r[3])
-            short = [
-                w
-                for w in windows
-                if len(by_thread.get(w.thread_id, set()) & set(range(w.seq - w.before, w.seq + w.after + 1)))
-                < (w.before + w.after + 1) - max(0, w.before - (w.seq - 1))
-            ]
-            if short:
-                for r in self._exact_windows(resource_id, short):
-                    found.setdefault(r[0], _message(r))
-        return sorted(found.values(), key=lambda m: (m.thread_id, m.seq))
+                seqs.setdefault(r[1], []).append(r[3])
+            short = [w for w in windows if _window_short(w, seqs.get(w.thread_id, []))]
+            if not short:
+                return [_message(r) for r in rows]
+            found = {r[0]: r for r in rows}
+            for r in self._exact_windows(resource_id, short):
+                found.setdefault(r[0], r)
+        return [_message(r) for r in sorted(found.values(), key=_THREAD_SEQ)]
 
     def get_index_marks(self, resource_id: str, message_ids: Sequence[str]) -> dict[str, str]:
         return {
