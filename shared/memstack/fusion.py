@@ -144,9 +144,10 @@ def neighbour_support(
             continue
         members.sort()
         seqs = [seq for seq, _ in members]
-        for seq, mid in members:
+        scores = [base[mid] for _, mid in members]
+        for i, (seq, mid) in enumerate(members):
             lo, hi = bisect_left(seqs, seq - before), bisect_right(seqs, seq + after)
-            support[mid] = sum(base[other] for _, other in members[lo:hi]) - base[mid]
+            support[mid] = sum(scores[lo:hi]) - scores[i]  # summed in window order, as always
     return support
 
 
