@@ -125,6 +125,10 @@ _SCHEMA = (
 _MSG_COLS = "id, thread_id, resource_id, seq, role, parts, metadata, author, created_at"
 _THREAD_COLS = "id, resource_id, title, metadata, created_at, updated_at, version"
 _THREAD_READ = f"{_THREAD_COLS}, next_seq - 1"
+_GET_THREAD = f"SELECT {_THREAD_READ} FROM threads WHERE resource_id = ? AND id = ?"
+_LAST_MESSAGES = (
+    f"SELECT {_MSG_COLS} FROM messages WHERE resource_id = ? AND thread_id = ? ORDER BY seq DESC LIMIT ?"
+)
 
 
 def _thread(row: Sequence[Any]) -> Thread:
@@ -231,9 +235,7 @@ class SqliteMemoryStore(SqliteTransfer):
         )
 
     def get_thread(self, resource_id: str, thread_id: str) -> Thread | None:
-        rows = self.db.query(
-            f"SELECT {_THREAD_READ} FROM threads WHERE resource_id = ? AND id = ?", (resource_id, thread_id)
-        )
+        rows = self.db.query(_GET_THREAD, (resource_id, thread_id))
         return _thread(rows[0]) if rows else None
 
     def list_threads(
@@ -453,11 +455,12 @@ class SqliteMemoryStore(SqliteTransfer):
     def get_thread_with_history(
         self, resource_id: str, thread_id: str, *, last: int
     ) -> tuple[Thread | None, list[Message]]:
-        with self.db.read():  # one snapshot: the thread and its history agree
-            thread = self.get_thread(resource_id, thread_id)
-            if thread is None or last <= 0:
-                return thread, []
-            return thread, self.list_messages(resource_id, thread_id, limit=last, newest_first=True)[::-1]
+        with self.db.read() as conn:  # one snapshot: the thread and its history agree
+            row = conn.execute(_GET_THREAD, (resource_id, thread_id)).fetchone()
+            if row is None or last <= 0:
+                return (None if row is None else _thread(row)), []
+            rows = conn.execute(_LAST_MESSAGES, (resource_id, thread_id, last)).fetchall()
+        return _thread(row), [_message(r) for r in reversed(rows)]
 
     def get_messages(self, resource_id: str, message_ids: Sequence[str]) -> list[Message]:
         out: list[Message] = []
