@@ -98,3 +98,33 @@ def test_given_many_threads_reading_then_idle_connections_stay_bounded(db: Sqlit
     assert db._idle_count == 0
     with pytest.raises(Unavailable):
         db.query("SELECT 1")
+
+
+def test_given_a_failing_read_when_it_ends_then_unavailable_and_its_connection_serves_the_next_read(
+    db: SqliteDatabase,
+) -> None:
+    with pytest.raises(Unavailable, match="no such table"), db.read() as conn:
+        conn.execute("SELECT * FROM missing")
+    with pytest.raises(Unavailable, match="no such table"):
+        db.query("SELECT * FROM missing")
+    assert db._idle_count == 1, "the failed reads gave their connection back"
+    with db.read() as conn:  # not left marked as this thread's open read
+        assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+        assert db.query("SELECT count(*) FROM t")[0][0] == 1
+
+
+def test_given_a_lone_query_when_it_runs_then_it_is_one_statement_without_begin_or_commit(
+    db: SqliteDatabase,
+) -> None:
+    db.query("SELECT 1")  # a pooled read connection now exists
+    conn = db._borrow()
+    sent: list[str] = []
+    conn.set_trace_callback(sent.append)
+    db._give_back(conn)
+    assert db.query("SELECT count(*) FROM t") == [(1,)]
+    assert sent == ["SELECT count(*) FROM t"]
+    with db.read() as reader:
+        assert reader is conn
+        assert db.query("SELECT count(*) FROM t") == [(1,)]  # inside a read: its snapshot
+    assert sent[1:] == ["BEGIN", "SELECT count(*) FROM t", "COMMIT"]
+    conn.set_trace_callback(None)

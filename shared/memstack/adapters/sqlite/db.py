@@ -111,10 +111,9 @@ class SqliteDatabase:
                 raise
             self.conn.execute("COMMIT")
 
-    @contextmanager
-    def read(self) -> Iterator[Any]:
+    def read(self) -> _Read:
         """A read: a connection whose statements all see one snapshot of the file, concurrently with other
-        threads' reads and with the writer.
+        threads' reads and with the writer. Use it as ``with db.read() as conn:``.
 
         Re-entrant: a ``read()`` inside another on the same thread shares its connection and snapshot. A
         thread that holds ``lock`` (for instance inside ``transaction()``) reads through ``conn`` instead,
@@ -126,27 +125,7 @@ class SqliteDatabase:
         Raises:
             Unavailable: SQLite failed (locked past the busy timeout, closed, corrupt).
         """
-        if self._in_memory or self.lock.held():
-            with self.lock:
-                yield self.conn
-            return
-        current = getattr(self._local, "reader", None)
-        if current is not None:
-            yield current
-            return
-        conn = self._borrow()
-        self._local.reader = conn
-        try:
-            with _translated():
-                conn.execute("BEGIN")  # deferred: the snapshot starts at the first SELECT
-                try:
-                    yield conn
-                finally:
-                    if conn.in_transaction:
-                        conn.execute("COMMIT")
-        finally:
-            self._local.reader = None
-            self._give_back(conn)
+        return _Read(self)
 
     def query(self, sql: str, params: Any = ()) -> list[Any]:
         """Run one read statement and return all rows (``read()`` semantics: one snapshot).
@@ -195,6 +174,67 @@ class SqliteDatabase:
                 self._idle.get_nowait().close()
         with self.lock:
             self.conn.close()
+
+
+class _Read:
+    """``SqliteDatabase.read()``: a class rather than a generator, since every store and index call enters
+    one (a generator-based context manager costs several times more to enter and leave)."""
+
+    __slots__ = ("_conn", "_db", "_mode")
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self._db = db
+        self._conn: Any = None
+        self._mode = ""
+
+    def __enter__(self) -> Any:
+        db = self._db
+        if db._in_memory or db.lock.held():
+            db.lock.__enter__()
+            self._mode = "locked"
+            return db.conn
+        current = getattr(db._local, "reader", None)
+        if current is not None:
+            self._mode = "nested"
+            return current
+        conn = db._borrow()
+        db._local.reader = conn
+        try:
+            conn.execute("BEGIN")  # deferred: the snapshot starts at the first SELECT
+        except BaseException as exc:
+            db._local.reader = None
+            db._give_back(conn)
+            _raise_translated(exc)
+            raise
+        self._conn, self._mode = conn, "own"
+        return conn
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        db, mode = self._db, self._mode
+        if mode == "locked":
+            db.lock.__exit__(kind, exc, tb)  # releases the lock; translates a SQLite failure
+            return
+        if mode == "nested":
+            return
+        conn = self._conn
+        try:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+        except BaseException as failure:
+            _raise_translated(failure)
+            raise
+        finally:
+            db._local.reader = None
+            db._give_back(conn)
+        if exc is not None:
+            _raise_translated(exc)
+
+
+def _raise_translated(exc: BaseException) -> None:
+    """Raise ``Unavailable`` from ``exc`` when it is one of SQLite's operational failures (``_translated``);
+    otherwise return, and the caller lets ``exc`` go on."""
+    if isinstance(exc, sqlean.Error) and not isinstance(exc, sqlean.IntegrityError):
+        raise Unavailable(f"SQLite database unavailable: {exc}") from exc
 
 
 @contextmanager
