@@ -142,8 +142,10 @@ class SqliteDatabase:
                 return list(conn.execute(sql, params).fetchall())
         conn = self._borrow()
         try:
-            with _translated():
-                return list(conn.execute(sql, params).fetchall())
+            return list(conn.execute(sql, params).fetchall())
+        except BaseException as exc:
+            _raise_translated(exc)
+            raise
         finally:
             self._give_back(conn)
 
