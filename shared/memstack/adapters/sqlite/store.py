@@ -496,6 +496,8 @@ class SqliteMemoryStore(SqliteTransfer):
             # The spans are disjoint, so every row is a distinct message; sorted by (thread, seq) once, as
             # returned, and counted per window by bisection.
             rows.sort(key=_THREAD_SEQ)
+            if len(rows) == sum(high - max(low, 1) + 1 for _, low, high in spans):
+                return [_message(r) for r in rows]  # every span whole: no window came back short
             seqs: dict[str, list[int]] = {}
             for r in rows:
                 seqs.setdefault(r[1], []).append(r[3])
