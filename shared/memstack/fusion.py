@@ -133,8 +133,9 @@ class FusedHit:
 def neighbour_support(
     base: dict[str, float], hits: Iterable[IndexHit], before: int, after: int
 ) -> dict[str, float]:
-    """For each candidate, the sum of the ``base`` scores of the other candidates inside its window (same
-    thread, ``seq`` within ``before``/``after``): what the neighbours shown with it matched."""
+    """For each candidate with another candidate inside its window (same thread, ``seq`` within
+    ``before``/``after``), the sum of those candidates' ``base`` scores: what the neighbours shown with it
+    matched. A candidate alone in its window is left out (its support is 0)."""
     by_thread: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for hit in hits:
         by_thread[hit.thread_id].append((hit.seq, hit.message_id))
@@ -145,7 +146,10 @@ def neighbour_support(
         members.sort()
         seqs = [seq for seq, _ in members]
         scores = [base[mid] for _, mid in members]
+        last = len(members) - 1
         for i, (seq, mid) in enumerate(members):
+            if (i == 0 or seqs[i - 1] < seq - before) and (i == last or seqs[i + 1] > seq + after):
+                continue  # its sorted neighbours are both outside the window: alone in it
             lo, hi = bisect_left(seqs, seq - before), bisect_right(seqs, seq + after)
             support[mid] = sum(scores[lo:hi]) - scores[i]  # summed in window order, as always
     return support

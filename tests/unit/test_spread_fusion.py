@@ -3,11 +3,13 @@ separate its best candidates from the rest leads for that query; each embedder's
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from memstack.adapters.hash_embed import HashEmbedder
 from memstack.config import SemanticRecallOptions
-from memstack.fusion import list_spread, spread_weights
+from memstack.fusion import list_spread, neighbour_support, spread_weights
 from memstack.ports import IndexHit
 from memstack.recall.engine import DEFAULT_FUSION_WEIGHT, fusion_weight, list_depth, rank_hits
 
@@ -90,3 +92,30 @@ def test_given_hybrid_options_when_depth_asked_then_it_follows_top_k_times_candi
     assert list_depth(options, 12) == 16
     assert list_depth(options, 40) == 40
     assert list_depth(SemanticRecallOptions(top_k=4, mode="vector"), 12) == 12
+
+
+def test_given_random_candidates_when_supported_then_each_sum_is_its_window_neighbours_summed_in_seq_order() -> (
+    None
+):
+    """``neighbour_support`` against its definition, term by term: every candidate with another inside
+    its window gets their base scores summed in ``seq`` order (bit for bit: fusion ranks on these sums),
+    and a candidate alone in its window is left out."""
+    rng = random.Random(7)
+    for _ in range(300):
+        hits = [
+            IndexHit(f"m{i}", rng.choice(["a", "b"]), 1.0, seq=seq)
+            for i, seq in enumerate(rng.sample(range(1, 60), rng.randint(1, 25)))
+        ]
+        base = {h.message_id: rng.random() / rng.randint(1, 9) for h in hits}
+        before, after = rng.randint(0, 3), rng.randint(0, 3)
+        got = neighbour_support(base, hits, before, after)
+        for h in hits:
+            inside = sorted(
+                (o.seq, o.message_id)
+                for o in hits
+                if o.thread_id == h.thread_id and h.seq - before <= o.seq <= h.seq + after
+            )
+            if len(inside) == 1:
+                assert h.message_id not in got
+            else:
+                assert got[h.message_id] == sum(base[m] for _, m in inside) - base[h.message_id]
