@@ -20,9 +20,9 @@ counted among messages that exist (gaps left by deletions are skipped, as ``Mess
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from memstack.config import SemanticRecallOptions
 from memstack.dates import TimeRange
@@ -94,11 +94,9 @@ def select(
     """
     budget = message_budget(options)
     r = options.message_range
-    by_thread: dict[str, list[Message]] = defaultdict(list)
-    for m in messages:
-        by_thread[m.thread_id].append(m)
-    for members in by_thread.values():
-        members.sort(key=lambda m: m.seq)
+    by_thread: dict[str, list[Message]] = {}
+    for m in sorted(messages, key=_THREAD_SEQ):
+        by_thread.setdefault(m.thread_id, []).append(m)
     seqs = {t: [m.seq for m in members] for t, members in by_thread.items()}
     shown: dict[str, Message] = {}
     chosen: list[FusedHit] = []
@@ -116,5 +114,8 @@ def select(
         shown.update((m.id, m) for m in new)
         if len(shown) >= budget:
             break
-    ordered = sorted(shown.values(), key=lambda m: (m.thread_id, m.seq))
+    ordered = sorted(shown.values(), key=_THREAD_SEQ)
     return Selection(chosen, ordered)
+
+
+_THREAD_SEQ = attrgetter("thread_id", "seq")
