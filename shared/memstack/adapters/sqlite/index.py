@@ -140,8 +140,12 @@ _RAISE_GENERATION_FLOOR = """INSERT INTO search_meta (key, value) VALUES ('gener
     ON CONFLICT (key) DO UPDATE SET value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))"""
 _DELETE_RESOURCE_CHUNKS = "DELETE FROM search_chunks WHERE resource_id = ?"
 _GET_GENERATION = "SELECT generation FROM search_generations WHERE resource_id = ?"
-_GET_MODEL = f"""SELECT (SELECT value FROM search_meta WHERE key = 'model_id'),
+_MODEL_FACTS = f"""(SELECT value FROM search_meta WHERE key = 'model_id'),
     (SELECT value FROM search_meta WHERE key = '{REBUILD_KEY}')"""
+_GET_MODEL = f"SELECT {_MODEL_FACTS}"
+_GET_GENERATION_AND_MODEL = (
+    f"SELECT (SELECT generation FROM search_generations WHERE resource_id = ?), {_MODEL_FACTS}"
+)
 
 _Floats = npt.NDArray[np.float32]
 _Ints = npt.NDArray[np.int64]
@@ -280,12 +284,13 @@ class SqliteSearchIndex:
             conn.execute("DELETE FROM search_meta WHERE key = ?", (REBUILD_KEY,))
         self.rebuilding = False
 
-    def _check_current(self, conn: Any) -> None:
+    def _check_current(self, conn: Any, facts: tuple[str | None, str | None] | None = None) -> None:
         """Refuse to write or vector-search once another process switched the file's index to another
         embedding model (``memstack reindex`` while this process runs): this process would write its
         model's vectors into the other model's space and rank the other model's vectors against its own
         query, wrong both ways and silently. The model is checked when the index opens; this catches the
-        switch afterwards, inside the caller's transaction (one lookup in a table of a few rows).
+        switch afterwards, inside the caller's transaction: ``facts`` (the stored ``model_id`` and
+        ``rebuilding_for``) when the caller read them with its own statement, else one lookup here.
 
         Raises:
             Unavailable: the file now records another model, or a rebuild for another model is
@@ -295,7 +300,7 @@ class SqliteSearchIndex:
         """
         if self.model_id is None:
             return
-        stored, rebuilding_for = conn.execute(_GET_MODEL).fetchone()
+        stored, rebuilding_for = facts if facts is not None else conn.execute(_GET_MODEL).fetchone()
         if self.rebuilding:
             if rebuilding_for == self.model_id or (rebuilding_for is None and stored == self.model_id):
                 return
@@ -563,14 +568,17 @@ class SqliteSearchIndex:
 
         with self._db.read() as conn:
             # Read once for both halves: the caches check their data against it in this snapshot.
-            row = conn.execute(_GET_GENERATION, (resource_id,)).fetchone()
-            generation = 0 if row is None else int(row[0])
             vector_hits = None
-            if query is not None:
-                self._check_current(conn)
+            if query is not None:  # a vector search also checks the file's model, in the same statement
+                found, *facts = conn.execute(_GET_GENERATION_AND_MODEL, (resource_id,)).fetchone()
+                generation = 0 if found is None else int(found)
+                self._check_current(conn, (facts[0], facts[1]))
                 vector_hits = self._vector_search(
                     conn, query, resource_id, generation, thread_id, checked, top_k
                 )
+            else:
+                row = conn.execute(_GET_GENERATION, (resource_id,)).fetchone()
+                generation = 0 if row is None else int(row[0])
             keyword_hits = None
             if terms is not None:
                 rowids, scores = self._postings.score(conn, resource_id, generation, terms)
