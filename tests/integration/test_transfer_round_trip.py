@@ -207,3 +207,71 @@ def test_given_a_bad_file_when_importing_then_invalid_input_naming_the_line_and_
             import_jsonl(target.memory, tmp_path / "bad.jsonl")
         assert reason in err.value.message
         assert target.memory.list_threads(resource_id="user-a").threads == ()
+
+
+def _second_thread_reusing_m1(lines: list[str]) -> list[str]:
+    """A thread ``trip2`` of user-a whose one message reuses the id ``m1`` of thread ``trip``."""
+    other = lines[9].replace('"id":"t1","resource_id":"user-b"', '"id":"trip2","resource_id":"user-a"')
+    reused = lines[3].replace('"thread_id":"trip"', '"thread_id":"trip2"')
+    return [*lines[:9], other, reused, *lines[9:]]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "aws-managed"])
+@pytest.mark.parametrize(
+    ("mangle", "reason"),
+    [
+        (lambda lines: [*lines[:4], lines[3], *lines[4:]], "line 5: message id 'm1' is already in this"),
+        (
+            lambda lines: [*lines[:4], lines[3].replace('"id":"m1"', '"id":"m1b"'), *lines[4:]],
+            "line 5: message 'm1b' has seq 1, not after seq 1 of line 4",
+        ),
+        (
+            lambda lines: [*lines[:6], lines[6].replace('"seq":5', '"seq":9'), *lines[7:]],
+            "line 7: message 'm5' has seq 9, outside 1..5",
+        ),
+        (
+            lambda lines: [*lines[:3], lines[4], lines[3], *lines[5:]],
+            "line 5: message 'm1' has seq 1, not after seq 3 of line 4",
+        ),
+        (_second_thread_reusing_m1, "line 11: message id 'm1' is already in this resource on line 4"),
+        (
+            lambda lines: [
+                *lines[:8],
+                lines[8].replace('"cursor":{"trip":1}', '"cursor":{"trip":6}'),
+                *lines[9:],
+            ],
+            "line 9: the observation record's cursor reaches seq 6 of thread 'trip', past its last_seq 5",
+        ),
+        (lambda lines: [*lines[:9], lines[2], *lines[9:]], "line 10: a second thread of the same owner"),
+        (
+            lambda lines: [*lines[:9], lines[7], *lines[9:]],
+            "line 10: a second observation record of the same",
+        ),
+    ],
+    ids=[
+        "repeated-line",
+        "repeated-seq",
+        "seq-above-last-seq",
+        "seq-order",
+        "id-in-two-threads",
+        "cursor-past-last-seq",
+        "thread-twice",
+        "observation-record-twice",
+    ],
+)
+def test_given_a_file_breaking_a_store_invariant_when_importing_then_refused_by_line_before_any_write(
+    tmp_path: Path, source: Memory, mangle: object, reason: str, backend: str
+) -> None:
+    """The trial's half-written imports: a repeated message line, a repeated seq or one above the thread's
+    last_seq passed the first pass and stopped the write part way, naming ``messages[1]``."""
+    lines = export(source, tmp_path / "a.jsonl")
+    (tmp_path / "bad.jsonl").write_text("\n".join(mangle(lines)) + "\n")  # type: ignore[operator]
+    (tmp_path / "target").mkdir()
+    with open_backend(backend, tmp_path / "target") as target:  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput) as err:
+            import_jsonl(target.memory, tmp_path / "bad.jsonl")
+        assert reason in err.value.message
+        assert err.value.field == "line"
+        store = target.memory.store
+        assert store.list_resource_ids(limit=10).ids == ()
+        assert store.get_thread("user-b", "t1") is None and store.get_resource("user-a") is None

@@ -1,9 +1,11 @@
 """``import_jsonl``: an export file into a store (a migration when the file came from another backend).
 
 Two passes over the file. The first validates every line (JSON, known ``type``, the model's rules, the
-header's format and version, each thread's records after the thread, the ``end`` record and its counts)
-and compares every thread, resource record and observation record with what the target already holds:
-a bad file or a conflicting target is refused before anything is written, naming the line. The second
+header's format and version, the ``end`` record and its counts) and the rules between records (each
+thread's records after the thread, each record once, messages in ``seq`` order within their thread's
+``last_seq``, message ids unique per resource, observation cursors within their threads) and compares
+every thread, resource record and observation record with what the target already holds: a bad file or
+a conflicting target is refused before anything is written, naming the line. The second
 pass writes through the ``restore_*`` methods and indexes each thread's messages with the target's
 embedder. Restores are idempotent, so an import stopped part way (Ctrl-C, a failure) is completed by
 running it again, and importing a file twice changes nothing.
@@ -64,7 +66,8 @@ def import_jsonl(
             record (truncated), or counts that differ from the ``end`` record's; nothing is written.
         Conflict: the target holds a different thread, resource record or observation record under an
             id of the file (``line N:``), found before anything is written; or, while writing, a message
-            id or seq the target uses otherwise (what came before that line is written; fix and run again).
+            id or seq the target uses otherwise (``lines N-M:``, the batch of messages it was in: what came
+            before it is written).
         Whatever the store, embedder or index raise.
     """
     file = Path(path)
@@ -98,60 +101,139 @@ def _records(f: IO[bytes]) -> Iterator[tuple[Record, int]]:
 
 def check_file(path: str | Path) -> CheckedFile:
     """The first pass over an export file, without a target: every line parses (JSON, a known ``type``,
-    the model's rules), the header's format and version, each thread's records after the thread, the
-    ``end`` record and its counts.
+    the model's rules), the header's format and version, the ``end`` record and its counts, and the rules
+    that hold between records (``_FileCheck``): each thread's records after the thread, each record once,
+    a thread's messages in ``seq`` order within ``1..last_seq`` and each message id once per resource,
+    and no observation cursor or buffered chunk past its thread's ``last_seq``. So whatever the file holds
+    is refused here, before anything is written.
 
     Raises:
         InvalidInput: the first bad line (``line N: …``); a file that is empty, truncated (no ``end``
             record) or whose ``end`` counts differ from its records.
     """
     file = Path(path)
-    counts = dict.fromkeys(COUNT_KEYS, 0)
-    threads: set[tuple[str, str]] = set()
-    kept: list[Record] = []
-    current: tuple[str, str] | None = None
-    first = True
+    check = _FileCheck()
     end: Record | None = None
+    last = 0
     with file.open("rb") as f:
         for record, _ in _records(f):
-            if first:
+            last = record.line
+            if check.first:
                 check_header(record)
-                first = False
-                continue
-            if end is not None:
+                check.first = False
+            elif end is not None:
                 raise bad_line(record.line, f"a record after the end record of line {end.line}")
-            if record.kind == "end":
+            elif record.kind == "end":
                 end = record
-                continue
-            if record.kind == "header":
+            elif record.kind == "header":
                 raise bad_line(record.line, "a second header")
-            counts[COUNTED[record.kind]] += 1
-            value = record.value
-            if isinstance(value, Message):
-                if (value.resource_id, value.thread_id) != current:
-                    raise bad_line(record.line, f"message {value.id!r} does not follow its thread's record")
-                continue
-            if isinstance(value, Thread):
-                current = (value.resource_id, value.id)
-                threads.add(current)
-            elif (
-                isinstance(value, ObservationRecord)
-                and value.thread_id is not None
-                and (value.resource_id, value.thread_id) not in threads
-            ):
-                raise bad_line(record.line, "a thread's observation record comes before the thread's record")
-            kept.append(record)
-    if first:
+            else:
+                check.add(record)
+    if check.first:
         raise bad_line(1, "the file is empty: not a Memstack export")
     if end is None:
+        raise bad_line(last, "the file ends without its end record: it is truncated; nothing was imported")
+    if end.value.get("counts") != check.counts:
         raise bad_line(
-            record.line, "the file ends without its end record: it is truncated; nothing was imported"
+            end.line, f"the end record counts {end.value.get('counts')}, but the file holds {check.counts}"
         )
-    if end.value.get("counts") != counts:
-        raise bad_line(
-            end.line, f"the end record counts {end.value.get('counts')}, but the file holds {counts}"
-        )
-    return CheckedFile(file, tuple(kept))
+    check.observations_within_threads()
+    return CheckedFile(file, tuple(check.kept))
+
+
+class _FileCheck:
+    """The rules between an export file's records (docs/export.md), checked line by line.
+
+    The rules are the store's own invariants, so that a file breaking one is refused before the first
+    write rather than half written: ``restore_messages`` refuses a ``seq`` outside ``1..last_seq`` or
+    taken twice and an id stored twice in a resource; the observer's cursor and buffered chunks name
+    seqs of saved messages, so never one past the thread's ``last_seq``.
+    """
+
+    def __init__(self) -> None:
+        self.first = True
+        self.counts = dict.fromkeys(COUNT_KEYS, 0)
+        self.kept: list[Record] = []
+        self.owners: dict[tuple[str, str, str | None], int] = {}  # (kind, resource, id) → line
+        self.last_seqs: dict[tuple[str, str], int] = {}  # (resource, thread) → last_seq
+        self.message_lines: dict[tuple[str, str], int] = {}  # (resource, message id) → line
+        self.thread: Thread | None = None  # the thread whose messages may follow
+        self.previous: Record | None = None  # the thread's last message so far
+
+    def add(self, record: Record) -> None:
+        """Check one record (neither header nor end).
+
+        Raises:
+            InvalidInput: naming the record's line.
+        """
+        self.counts[COUNTED[record.kind]] += 1
+        value = record.value
+        if isinstance(value, Message):
+            self._message(record, value)
+            return
+        if isinstance(value, Thread):
+            self._once(record, (record.kind, value.resource_id, value.id))
+            self.thread, self.previous = value, None
+            self.last_seqs[(value.resource_id, value.id)] = value.last_seq
+        elif isinstance(value, ObservationRecord):
+            self._once(record, (record.kind, value.resource_id, value.thread_id))
+            if value.thread_id is not None and (value.resource_id, value.thread_id) not in self.last_seqs:
+                raise bad_line(record.line, "a thread's observation record comes before the thread's record")
+        else:
+            self._once(record, (record.kind, value.id, None))
+        self.kept.append(record)
+
+    def _once(self, record: Record, key: tuple[str, str, str | None]) -> None:
+        seen = self.owners.setdefault(key, record.line)
+        if seen != record.line:
+            what = record.kind.replace("_", " ")
+            raise bad_line(record.line, f"a second {what} of the same owner (the first is line {seen})")
+
+    def _message(self, record: Record, message: Message) -> None:
+        thread = self.thread
+        if thread is None or (message.resource_id, message.thread_id) != (thread.resource_id, thread.id):
+            raise bad_line(record.line, f"message {message.id!r} does not follow its thread's record")
+        if not 1 <= message.seq <= thread.last_seq:
+            raise bad_line(
+                record.line,
+                f"message {message.id!r} has seq {message.seq}, outside 1..{thread.last_seq} (its thread's "
+                "last_seq)",
+            )
+        seen = self.message_lines.setdefault((message.resource_id, message.id), record.line)
+        if seen != record.line:
+            raise bad_line(
+                record.line, f"message id {message.id!r} is already in this resource on line {seen}"
+            )
+        previous = self.previous
+        if previous is not None and message.seq <= previous.value.seq:
+            raise bad_line(
+                record.line,
+                f"message {message.id!r} has seq {message.seq}, not after seq {previous.value.seq} of line "
+                f"{previous.line} (a thread's messages are in seq order, each seq once)",
+            )
+        self.previous = record
+
+    def observations_within_threads(self) -> None:
+        """No observation record's cursor or buffered chunk passes the ``last_seq`` of a thread of the file
+        (a resource-scope cursor may name threads the file does not hold: those are not checked).
+
+        Raises:
+            InvalidInput: naming the observation record's line.
+        """
+        for record in self.kept:
+            value = record.value
+            if not isinstance(value, ObservationRecord):
+                continue
+            marks = [(t, seq, "cursor") for t, seq in value.cursor.items()]
+            marks += [(c.thread_id, c.to_seq, f"buffered chunk {c.id!r}") for c in value.buffered_chunks]
+            for thread_id, seq, what in marks:
+                last_seq = self.last_seqs.get((value.resource_id, thread_id))
+                if last_seq is not None and seq > last_seq:
+                    raise bad_line(
+                        record.line,
+                        f"the observation record's {what} reaches seq {seq} of thread {thread_id!r}, past its "
+                        f"last_seq {last_seq}",
+                    )
 
 
 def _present(memory: Memory, checked: CheckedFile) -> set[int]:
@@ -195,10 +277,13 @@ class _Writer:
         self.report = ImportReport()
         self.thread: Thread | None = None
         self.pending: list[Message] = []
+        self.first_line = 0  # the line of the first pending message
 
     def write(self, record: Record) -> None:
         value = record.value
         if isinstance(value, Message):
+            if not self.pending:
+                self.first_line = record.line
             self.pending.append(value)
             if len(self.pending) >= PAGE:
                 self.flush()
@@ -222,7 +307,15 @@ class _Writer:
         thread, batch = self.thread, self.pending
         assert thread is not None  # the first pass checked the order
         self.pending = []
-        written = self.store.restore_messages(thread.resource_id, thread.id, batch)
+        try:
+            written = self.store.restore_messages(thread.resource_id, thread.id, batch)
+        except Conflict as exc:  # the target holds one of these ids or seqs otherwise
+            first, last = self.first_line, self.first_line + len(batch) - 1
+            raise Conflict(
+                f"lines {first}-{last}: {exc.message}; the lines before {first} are imported (erase the "
+                "conflicting thread, or import into another database)",
+                field="line",
+            ) from exc
         self.report.counts["messages"] += written
         self.report.unchanged["messages"] += len(batch) - written
         recall = self.memory.options.semantic_recall
