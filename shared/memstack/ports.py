@@ -11,6 +11,7 @@ Each port has one conformance suite in ``tests/contract/`` that every adapter ru
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -292,6 +293,19 @@ class MemoryStore(Protocol):
         reindex``), never on a request path: on DynamoDB it is a paginated Scan of keys. Within a page an
         id appears once; across pages an id may repeat (a Scan meets a resource's items in several places),
         so callers de-duplicate. A malformed ``cursor`` raises ``InvalidInput``."""
+        ...
+
+    def read_snapshot(self) -> AbstractContextManager[None]:
+        """A block whose reads, made by the calling thread, see one state of the store where the backend
+        has snapshots; elsewhere the reads inside it are the plain reads. ``memstack export`` reads a whole
+        selection inside one, so a file taken while writers continue holds one moment of the store.
+
+        SQLite: one read transaction (WAL mode gives it a snapshot that writers, in this or another
+        process, do not disturb; the write-ahead log cannot be checkpointed past it until the block ends).
+        An in-memory SQLite database has one connection, so there its reads and writes share it.
+        DynamoDB: no snapshot exists across items (only ``TransactGetItems`` of up to 100 items), so the
+        block adds nothing; a reader that needs agreement between items orders its reads (``transfer.exporter``).
+        """
         ...
 
     def restore_thread(self, thread: Thread) -> Thread:

@@ -1218,3 +1218,67 @@ def test_given_observation_records_when_restored_then_they_read_back_exactly_and
         store.restore_observation_record(
             own.model_copy(update={"thread_id": "gone", "cursor": {}, "buffered_chunks": ()})
         )
+
+
+class _WriterDuring:
+    """The store, with a writer that saves two messages into ``t1`` and moves both observation cursors to
+    them the first time the reader calls ``method`` (before that call reads): a live export's race, made
+    to happen at one chosen read."""
+
+    def __init__(self, store: MemoryStore, method: str) -> None:
+        self.store, self.method, self.fired = store, method, False
+
+    def __getattr__(self, name: str) -> object:
+        real = getattr(self.store, name)
+        if name != self.method or self.fired:
+            return real
+
+        def racing(*args: object, **kwargs: object) -> object:
+            self.fired = True
+            saved = self.store.save_messages("r1", "t1", [msg("late-1"), msg("late-2")])
+            for thread_id in ("t1", None):
+                held = self.store.get_observation_record("r1", thread_id)
+                assert held is not None
+                moved = held.model_copy(update={"cursor": {"t1": saved[-1].seq}})
+                self.store.put_observation_record(moved, expected_version=held.version)
+            return real(*args, **kwargs)
+
+        return racing
+
+
+@pytest.mark.parametrize("method", ["get_thread", "list_messages", "get_observation_record"])
+def test_given_writers_during_an_export_when_the_file_is_checked_then_it_is_one_consistent_store(
+    store: MemoryStore, method: str, tmp_path: object
+) -> None:
+    """The trial's lost migration: a thread's ``last_seq`` read before its messages, or an observation
+    cursor read after them, gave a file that no import accepts. Whatever a store offers (a snapshot on
+    SQLite, none on DynamoDB), the file must hold to its own invariants."""
+    from pathlib import Path
+
+    from memstack.transfer import Selection, check_file, export_jsonl, import_jsonl
+    from tests.backend_support import open_backend
+
+    store.save_messages("r1", "t1", [msg("m1"), msg("m2"), msg("m3")], create=thread())
+    store.save_messages("r1", "t2", [msg("other", tid="t2")], create=thread("t2"))
+    for thread_id, scope in (("t1", "thread"), (None, "resource")):
+        record = ObservationRecord(scope=scope, resource_id="r1", thread_id=thread_id, cursor={"t1": 3})  # type: ignore[arg-type]
+        store.put_observation_record(record, expected_version=0)
+    racing = _WriterDuring(store, method)
+
+    path = Path(str(tmp_path)) / "live.jsonl"
+    lines = list(export_jsonl(racing, Selection()))  # type: ignore[arg-type]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+    assert racing.fired
+    check_file(path)  # raises InvalidInput naming the line that breaks an invariant
+    with open_backend("sqlite", Path(str(tmp_path)) / "target") as target:
+        import_jsonl(target.memory, path)
+        moved = target.store.get_thread("r1", "t1")
+        assert moved is not None
+        stored = target.store.list_messages("r1", "t1", limit=100)
+        assert {"m1", "m2", "m3"} <= {m.id for m in stored}
+        assert all(m.seq <= moved.last_seq for m in stored)
+        for thread_id in ("t1", None):
+            record = target.store.get_observation_record("r1", thread_id)
+            assert record is not None and record.observed_seq("t1") <= moved.last_seq
+        assert target.store.get_thread("r1", "t2") is not None

@@ -108,11 +108,20 @@ def threads_of(store: MemoryStore, resource_id: str) -> Iterator[Thread]:
         cursor = page.next_cursor
 
 
-def message_pages(store: MemoryStore, thread: Thread) -> Iterator[list[Message]]:
-    """The thread's messages by ``seq``, ``PAGE`` at a time."""
+def message_pages(
+    store: MemoryStore, thread: Thread, *, through: int | None = None
+) -> Iterator[list[Message]]:
+    """The thread's messages by ``seq``, ``PAGE`` at a time; with ``through``, only those whose ``seq`` is
+    at most ``through`` (an export passes the thread's ``last_seq`` as it read it: a message saved after
+    that read is not part of the thread it wrote)."""
     after = 0
     while True:
         page = store.list_messages(thread.resource_id, thread.id, limit=PAGE, after_seq=after)
+        if through is not None and page and page[-1].seq > through:
+            page = [m for m in page if m.seq <= through]
+            if page:
+                yield page
+            return
         if not page:
             return
         yield page

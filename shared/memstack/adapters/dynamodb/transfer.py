@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import PutError, TransactWriteError
@@ -70,6 +71,12 @@ class DynamoDBTransfer:
         def _write_reserved(
             self, resource_id: str, thread_id: str, messages: Sequence[Message], seqs: dict[str, int]
         ) -> list[Message]: ...
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """No snapshot: DynamoDB reads each item as it is when read (``TransactGetItems`` reads at most 100
+        items together), so the block changes nothing and the reader orders its reads instead."""
+        yield
 
     def list_resource_ids(self, *, limit: int, cursor: str | None = None) -> ResourceIdPage:
         """Scan requests of ``limit`` items (keys and ``resource_id`` projected) from the cursor's key

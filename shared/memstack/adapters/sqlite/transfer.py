@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from memstack.adapters.stored import (
@@ -43,6 +44,13 @@ class SqliteTransfer:
         def get_observation_record(
             self, resource_id: str, thread_id: str | None
         ) -> ObservationRecord | None: ...
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """One read transaction (``SqliteDatabase.read``, re-entrant): every read of this thread inside the
+        block sees the file as it was at the block's first read, whatever writers do meanwhile."""
+        with self.db.read():
+            yield
 
     def list_resource_ids(self, *, limit: int, cursor: str | None = None) -> ResourceIdPage:
         """One SELECT over the primary keys of ``threads``, ``resources`` and ``observations``: ids in
