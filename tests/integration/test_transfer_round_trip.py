@@ -275,3 +275,20 @@ def test_given_a_file_breaking_a_store_invariant_when_importing_then_refused_by_
         store = target.memory.store
         assert store.list_resource_ids(limit=10).ids == ()
         assert store.get_thread("user-b", "t1") is None and store.get_resource("user-a") is None
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "aws-managed"])
+def test_given_a_target_using_a_message_id_elsewhere_when_importing_then_conflict_naming_the_batch_lines(
+    tmp_path: Path, source: Memory, backend: str
+) -> None:
+    export(source, tmp_path / "a.jsonl")
+    (tmp_path / "target").mkdir()
+    with open_backend(backend, tmp_path / "target") as target:  # type: ignore[arg-type]
+        target.memory.save_messages(
+            resource_id="user-a", thread_id="elsewhere", messages=[{"id": "m1", "content": "mine"}]
+        )
+        with pytest.raises(Conflict) as err:
+            import_jsonl(target.memory, tmp_path / "a.jsonl")
+        assert err.value.message.startswith("lines 4-7: message 'm1' is stored in another thread")
+        assert "the lines before 4 are imported" in err.value.message and err.value.field == "line"
+        assert target.memory.store.list_messages("user-a", "trip", limit=10) == []
