@@ -23,6 +23,7 @@ from memstack.model import (
     Thread,
     ThreadPage,
     ToolCallPart,
+    check_id,
     new_id,
 )
 from memstack.observability import traced
@@ -270,10 +271,16 @@ class Memory(BackgroundWork, Inspection):
     ) -> CloneResult:
         """Copy a thread, its messages (new ids), thread-scoped working memory and observation record into a
         new thread of ``resource_id`` or of ``target_resource_id`` (the caller owns both); the source and
-        its resource are never modified (spec §2.3). Raises ``NotFound``, ``Conflict``, ``InvalidInput``."""
-        target = Scope.of(target_resource_id or resource_id, new_thread_id or new_id())
+        its resource are never modified (spec §2.3). Returns the clone as stored (its ``last_seq`` counts
+        the copies). An untitled source gives an untitled clone, else ``title`` defaults to ``Clone of
+        <title>``. Raises ``NotFound``, ``Conflict`` (``new_thread_id`` taken: field ``new_thread_id``),
+        ``InvalidInput`` (naming the argument at fault)."""
+        source = Scope.of(resource_id, source_thread_id)
+        owner = check_id(target_resource_id, "target_resource_id") if target_resource_id else resource_id
+        new = check_id(new_thread_id, "new_thread_id") if new_thread_id else new_id()
+        target = Scope(owner, new)
         return self._threads.clone(
-            Scope.of(resource_id, source_thread_id),
+            source,
             target=target,
             title=title,
             metadata=metadata,

@@ -279,6 +279,13 @@ def test_given_a_thread_when_cloned_then_new_ids_same_order_and_clone_metadata(m
         memory.clone_thread(source_thread_id="src", resource_id="other")
 
 
+def test_given_a_bad_target_resource_id_when_cloning_then_invalid_input_naming_it(memory: Memory) -> None:
+    memory.save_messages(thread_id="src", resource_id="r", messages=["a"])
+    with pytest.raises(InvalidInput) as err:
+        memory.clone_thread(source_thread_id="src", resource_id="r", target_resource_id="x" * 300)
+    assert err.value.field == "target_resource_id"
+
+
 def test_given_working_memory_tool_calls_and_tags_when_saved_then_history_holds_neither(
     memory: Memory,
 ) -> None:

@@ -247,3 +247,40 @@ def test_given_no_server_when_the_async_client_calls_then_unavailable() -> None:
 
     with pytest.raises(Unavailable, match="did not answer"):
         asyncio.run(run())
+
+
+def test_given_a_clone_when_answered_then_it_is_the_thread_as_stored_and_its_last_seq_saves(
+    surface: Any,
+) -> None:
+    surface.save_messages(resource_id=R, thread_id="src", messages=["a", "b", "c"])
+    clone = surface.clone_thread(resource_id=R, source_thread_id="src", new_thread_id="dst")
+    assert clone.thread == surface.get_thread(resource_id=R, thread_id="dst")
+    assert clone.thread.last_seq == 3
+    saved = surface.save_messages(
+        resource_id=R, thread_id="dst", messages=["d"], expected_last_seq=clone.thread.last_seq
+    )
+    assert [m.seq for m in saved] == [4]
+
+
+def test_given_an_untitled_thread_when_cloned_then_the_clone_is_untitled_and_a_titled_one_is_a_clone_of_it(
+    surface: Any,
+) -> None:
+    surface.save_messages(resource_id=R, thread_id="plain", messages=["a"])
+    surface.create_thread(resource_id=R, thread_id="named", title="Plans")
+    assert surface.clone_thread(resource_id=R, source_thread_id="plain").thread.title == ""
+    assert surface.clone_thread(resource_id=R, source_thread_id="named").thread.title == "Clone of Plans"
+    given = surface.clone_thread(resource_id=R, source_thread_id="plain", title="Mine")
+    assert given.thread.title == "Mine"
+
+
+def test_given_a_taken_or_bad_new_thread_id_when_cloning_then_the_error_names_new_thread_id(
+    surface: Any,
+) -> None:
+    surface.save_messages(resource_id=R, thread_id="src", messages=["a"])
+    surface.create_thread(resource_id=R, thread_id="taken")
+    with pytest.raises(Conflict) as taken:
+        surface.clone_thread(resource_id=R, source_thread_id="src", new_thread_id="taken")
+    assert taken.value.field == "new_thread_id"
+    with pytest.raises(InvalidInput) as bad:
+        surface.clone_thread(resource_id=R, source_thread_id="src", new_thread_id="x" * 300)
+    assert bad.value.field == "new_thread_id"

@@ -109,3 +109,24 @@ def test_given_a_long_answer_when_generate_title_then_cut_on_a_word_boundary() -
 def test_given_an_empty_answer_when_generate_title_then_unavailable(answer: str) -> None:
     with pytest.raises(Unavailable, match="no title"):
         generate_title(scripted(answer), [msg("user", "x")])
+
+
+def test_given_generate_title_when_an_untitled_thread_is_cloned_then_the_clone_is_titled_by_its_next_save() -> (
+    None
+):
+    """An untitled clone stays untitled (not ``Clone of``), so ``generate_title`` titles it as it titles any
+    untitled thread."""
+    from memstack import Memory
+
+    chat = scripted("Oslo trip")
+    with Memory.local(
+        ":memory:", embedder="hash", chat_model=chat, generate_title=True, background="inline"
+    ) as memory:
+        memory.create_thread(thread_id="src", resource_id="r")
+        assert (
+            memory.clone_thread(source_thread_id="src", resource_id="r", new_thread_id="cl").thread.title
+            == ""
+        )
+        memory.save_messages(thread_id="cl", resource_id="r", messages=["Plan my trip to Oslo"])
+        memory.settled()
+        assert memory.get_thread(thread_id="cl", resource_id="r").title == "Oslo trip"

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from memstack.errors import InvalidInput, NotFound
+from memstack.errors import Conflict, InvalidInput, NotFound
 from memstack.layers.base import ThreadCloned, ThreadDeleted
 from memstack.model import EraseReceipt, Message, Thread, ThreadPage, check_metadata, new_id
 from memstack.scope import Scope
@@ -24,7 +24,6 @@ from memstack.usecases.checks import (
 )
 from memstack.usecases.core import Core, add_counts, follow_up, store_batches
 from memstack.working_memory import THREAD_METADATA_KEY
-from memstack.working_memory.layer import is_thread_document
 
 logger = logging.getLogger(__name__)
 
@@ -177,18 +176,20 @@ class Threads:
                 "last_message_id": messages[-1].id if messages else None,
             },
         }
-        thread = core.store.create_thread(
-            Thread(
-                id=target.thread,
-                resource_id=target.resource_id,
-                title=check_title(title)
-                if title is not None
-                else f"Clone of {source.title}".strip()[:MAX_TITLE_CHARS],
-                metadata=check_thread_metadata(clone_meta),
-                created_at=now,
-                updated_at=now,
-            )
+        new = Thread(
+            id=target.thread,
+            resource_id=target.resource_id,
+            title=check_title(title) if title is not None else clone_title(source.title),
+            metadata=check_thread_metadata(clone_meta),
+            created_at=now,
+            updated_at=now,
         )
+        try:
+            thread = core.store.create_thread(new)
+        except Conflict:  # the caller named the id as new_thread_id (Memory.clone_thread, the HTTP body)
+            raise Conflict(
+                f"thread {new.id!r} already exists: choose another new_thread_id", field="new_thread_id"
+            ) from None
         id_map = {m.id: new_id() for m in messages}
         copies = [
             m.model_copy(
@@ -214,9 +215,10 @@ class Threads:
         except Exception:
             self._teardown(Scope(thread.resource_id, thread.id), erasing=False)
             raise
-        if is_thread_document(core.options) and THREAD_METADATA_KEY in source.metadata:
-            thread = self.get(Scope(thread.resource_id, thread.id))
-        return CloneResult(thread=thread, messages=saved, message_id_map=id_map)
+        # the thread as stored now: saving the copies moved last_seq and updated_at on, and the layers may
+        # have written its metadata (thread-scoped working memory), so the answer's expected_last_seq works
+        stored = core.store.get_thread(thread.resource_id, thread.id)
+        return CloneResult(thread=stored or thread, messages=saved, message_id_map=id_map)
 
     def erase_resource(self, scope: Scope) -> EraseReceipt:
         """Delete everything the resource owns, layer by layer: each thread as ``delete`` does, then each
@@ -243,6 +245,13 @@ class Threads:
             add_counts(counts, layer.on_resource_erased(scope, core.options))
         logger.info("resource erased", extra={"resource_id": scope.resource_id, **counts})
         return receipt
+
+
+def clone_title(source_title: str) -> str:
+    """The title of a clone given none: ``Clone of <title>`` (Mastra's default, spec §1 ``cloneThread``),
+    cut to ``MAX_TITLE_CHARS``; an untitled source gives an untitled clone, since untitled is ``""``, never
+    a placeholder (DESIGN.md "Data model"), and ``generate_title`` titles only untitled threads."""
+    return f"Clone of {source_title}".strip()[:MAX_TITLE_CHARS] if source_title.strip() else ""
 
 
 def all_messages(core: Core, scope: Scope) -> list[Message]:
