@@ -160,36 +160,7 @@ class Threads:
         messages = everything = all_messages(core, scope)
         if message_limit is not None:
             messages = messages[len(messages) - message_limit :] if message_limit else []
-        now = core.clock.now()
-        extra = check_thread_metadata(metadata) if metadata is not None else {}
-        inherited = {
-            k: v
-            for k, v in source.metadata.items()
-            if k != THREAD_METADATA_KEY  # the working-memory layer decides what travels
-        }
-        clone_meta = {
-            **inherited,
-            **extra,
-            "clone": {
-                "source_thread_id": source.id,
-                "cloned_at": now.isoformat(),
-                "last_message_id": messages[-1].id if messages else None,
-            },
-        }
-        new = Thread(
-            id=target.thread,
-            resource_id=target.resource_id,
-            title=check_title(title) if title is not None else clone_title(source.title),
-            metadata=check_thread_metadata(clone_meta),
-            created_at=now,
-            updated_at=now,
-        )
-        try:
-            thread = core.store.create_thread(new)
-        except Conflict:  # the caller named the id as new_thread_id (Memory.clone_thread, the HTTP body)
-            raise Conflict(
-                f"thread {new.id!r} already exists: choose another new_thread_id", field="new_thread_id"
-            ) from None
+        thread = self._create_clone(source, target, title, metadata, messages[-1].id if messages else None)
         id_map = {m.id: new_id() for m in messages}
         copies = [
             m.model_copy(
@@ -219,6 +190,49 @@ class Threads:
         # have written its metadata (thread-scoped working memory), so the answer's expected_last_seq works
         stored = core.store.get_thread(thread.resource_id, thread.id)
         return CloneResult(thread=stored or thread, messages=saved, message_id_map=id_map)
+
+    def _create_clone(
+        self,
+        source: Thread,
+        target: Scope,
+        title: str | None,
+        metadata: dict[str, Any] | None,
+        last_message_id: str | None,
+    ) -> Thread:
+        """Store the clone's thread: the source's metadata (not its working memory: the working-memory layer
+        decides what travels) under ``metadata`` and ``clone`` (spec §1 ``cloneThread``), titled ``title``
+        or ``clone_title``.
+
+        Raises:
+            Conflict: the resource has a thread with the new id (field ``new_thread_id``).
+            InvalidInput, PayloadTooLarge: a bad ``title`` or ``metadata``.
+        """
+        now = self.core.clock.now()
+        extra = check_thread_metadata(metadata) if metadata is not None else {}
+        inherited = {k: v for k, v in source.metadata.items() if k != THREAD_METADATA_KEY}
+        clone_meta = {
+            **inherited,
+            **extra,
+            "clone": {
+                "source_thread_id": source.id,
+                "cloned_at": now.isoformat(),
+                "last_message_id": last_message_id,
+            },
+        }
+        new = Thread(
+            id=target.thread,
+            resource_id=target.resource_id,
+            title=check_title(title) if title is not None else clone_title(source.title),
+            metadata=check_thread_metadata(clone_meta),
+            created_at=now,
+            updated_at=now,
+        )
+        try:
+            return self.core.store.create_thread(new)
+        except Conflict:  # the caller named the id as new_thread_id (Memory.clone_thread, the HTTP body)
+            raise Conflict(
+                f"thread {new.id!r} already exists: choose another new_thread_id", field="new_thread_id"
+            ) from None
 
     def erase_resource(self, scope: Scope) -> EraseReceipt:
         """Delete everything the resource owns, layer by layer: each thread as ``delete`` does, then each
