@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memstack.deadline import DEFAULT_CONTEXT_TIMEOUT_MS
-from memstack.errors import InvalidInput
+from memstack.errors import InvalidInput, PayloadTooLarge, from_validation
+from memstack.limits import SizeLimit
+
+MAX_OPTION_TEXT_CHARS = 16_000
+"""Longest text option (a working-memory template, an Observer's or Reflector's instruction), in characters."""
 
 DEFAULT_WORKING_MEMORY_TEMPLATE = """
 # User Information
@@ -162,7 +166,7 @@ class WorkingMemoryOptions(_Options):
 
     enabled: bool = False
     scope: Literal["resource", "thread"] = "resource"
-    template: str | None = Field(None, max_length=16_000)
+    template: Annotated[str, SizeLimit(MAX_OPTION_TEXT_CHARS)] | None = None
     json_schema: dict[str, Any] | type[BaseModel] | None = Field(None, alias="schema")
     version: Literal["stable", "vnext"] = "stable"
     max_tokens: int = Field(2_000, ge=1, le=100_000)
@@ -296,7 +300,7 @@ class ObservationOptions(_Options):
     max_tokens_per_batch: int = Field(10_000, ge=1, le=10_000_000)
     previous_observer_tokens: int | bool = Field(2_000, ge=0, le=10_000_000)  # False or a count (0: omit)
     observe_attachments: bool | Literal["auto"] | list[str] = ["image/*", "application/pdf"]
-    instruction: str | None = Field(None, max_length=16_000)
+    instruction: Annotated[str, SizeLimit(MAX_OPTION_TEXT_CHARS)] | None = None
     thread_title: bool = False
     continuation_hints: ContinuationHints = ContinuationHints()
     manage_working_memory: bool = False
@@ -382,7 +386,7 @@ class ReflectionOptions(_Options):
     observation_tokens: int = Field(40_000, ge=1, le=10_000_000)
     buffer_activation: float = Field(0.5, gt=0, le=1)
     block_after: float = 1.2
-    instruction: str | None = Field(None, max_length=16_000)
+    instruction: Annotated[str, SizeLimit(MAX_OPTION_TEXT_CHARS)] | None = None
     continuation_hints: ContinuationHints = ContinuationHints()
     model_settings: ModelSettings = ModelSettings(temperature=0.0)
 
@@ -417,7 +421,7 @@ class RetrievalOptions(_Options):
 
     enabled: bool = True
     scope: Literal["resource", "thread"] = "resource"
-    instructions: str | None = Field(None, max_length=16_000)
+    instructions: Annotated[str, SizeLimit(MAX_OPTION_TEXT_CHARS)] | None = None
 
 
 class ObservationalMemoryOptions(_Options):
@@ -540,7 +544,7 @@ class GenerateTitleOptions(_Options):
     """
 
     enabled: bool = True
-    instructions: str | None = Field(None, max_length=16_000)
+    instructions: Annotated[str, SizeLimit(MAX_OPTION_TEXT_CHARS)] | None = None
     min_messages: int = Field(1, ge=1, le=100)
 
 
@@ -688,7 +692,7 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _invalid(exc: ValidationError) -> InvalidInput:
+def _invalid(exc: ValidationError) -> InvalidInput | PayloadTooLarge:
     err = exc.errors()[0]
     # pydantic names union branches in the location (``buffer_tokens.float``); the field is what users set
     branches = ("function-", "int", "literal", "float", "bool", "str", "list[", "dict[", "constrained-")
@@ -696,4 +700,4 @@ def _invalid(exc: ValidationError) -> InvalidInput:
     ctx_error = (err.get("ctx") or {}).get("error")
     if isinstance(ctx_error, InvalidInput):
         return ctx_error
-    return InvalidInput(f"{field or 'options'}: {err['msg']}", field=field or "options")
+    return from_validation(err["type"], f"{field or 'options'}: {err['msg']}", field or "options")

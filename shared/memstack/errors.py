@@ -99,6 +99,16 @@ class PayloadTooLarge(MemstackError):
     status = 413
 
 
+def from_validation(kind: str, message: str, field: str | None) -> InvalidInput | PayloadTooLarge:
+    """The error of one failed validation (a pydantic error's ``type``, message and field path):
+    ``PayloadTooLarge`` when its ``kind`` is ``PayloadTooLarge.code`` — the type the size-limited fields
+    report (``memstack.model.SizeLimit``): every size limit answers 413, the way the API's errors table
+    documents (docs/api.md "Errors") — else ``InvalidInput``."""
+    if kind == PayloadTooLarge.code:
+        return PayloadTooLarge(message, field=field)
+    return InvalidInput(message, field=field)
+
+
 class Unavailable(MemstackError):
     """A dependency (store, index, embedder, model) failed or throttled; retry later (HTTP 503)."""
 

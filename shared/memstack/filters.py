@@ -50,7 +50,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from memstack.errors import InvalidInput
+from memstack.errors import InvalidInput, PayloadTooLarge
 
 MAX_DEPTH = 8
 """Deepest accepted nesting: the top-level filter is level 1, each ``$and``/``$or``/``$not`` adds one."""
@@ -107,7 +107,9 @@ def validate_filter(filter: object, field: str = "filter") -> dict[str, Any] | N
             need a non-empty list of scalars, ``$and``/``$or`` a non-empty list of non-empty filters,
             ``$not`` a non-empty filter or operator object, ``$exists`` a boolean, comparisons a string,
             finite number or boolean, or ``None`` for ``$eq``/``$ne``); an object or list used as a
-            value; nesting deeper than ``MAX_DEPTH``; more than ``MAX_CONDITIONS`` conditions.
+            value; nesting deeper than ``MAX_DEPTH``.
+        PayloadTooLarge: more than ``MAX_CONDITIONS`` conditions, or more than ``MAX_LIST_VALUES``
+            values in one ``$in``/``$nin`` (size limits answer 413, docs/api.md "Errors").
     """
     if filter is None:
         return None
@@ -127,7 +129,7 @@ class _Validator:
     def count(self) -> None:
         self.conditions += 1
         if self.conditions > MAX_CONDITIONS:
-            raise InvalidInput(
+            raise PayloadTooLarge(
                 f"{self.root} has more than the limit of {MAX_CONDITIONS} conditions", field=self.root
             )
 
@@ -194,7 +196,9 @@ class _Validator:
             if not isinstance(operand, list) or not operand:
                 raise InvalidInput(f"{path} must be a non-empty list of values", field=path)
             if len(operand) > MAX_LIST_VALUES:
-                raise InvalidInput(f"{path} has more than the limit of {MAX_LIST_VALUES} values", field=path)
+                raise PayloadTooLarge(
+                    f"{path} has more than the limit of {MAX_LIST_VALUES} values", field=path
+                )
             for i, item in enumerate(operand):
                 check_scalar(item, f"{path}[{i}]", allow_none=True)
         elif op == "$exists":

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from memstack.errors import InvalidInput, PayloadTooLarge
+from memstack.errors import InvalidInput, PayloadTooLarge, from_validation
 from memstack.model import (
     ROLES,
     Author,
@@ -93,7 +93,7 @@ def coerce_message(
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = f"{field}.{_loc(err)}"
-        raise InvalidInput(f"{loc}: {err['msg']}", field=loc) from None
+        raise from_validation(err["type"], f"{loc}: {err['msg']}", loc) from None
     except (OverflowError, ValueError):  # a datetime that cannot be expressed in UTC
         raise InvalidInput(f"{field}.created_at is out of range", field=f"{field}.created_at") from None
 
@@ -161,13 +161,20 @@ def _validate_parts(raw_parts: Any, field: str) -> tuple[Any, ...]:
 
 
 def _coerce_author(author: Any, field: str) -> Author | None:
-    """The optional ``author`` object, validated. Raises ``InvalidInput`` naming ``<field>.author``."""
+    """The optional ``author`` object, validated.
+
+    Raises:
+        InvalidInput: malformed (naming ``<field>.author`` or the key at fault).
+        PayloadTooLarge: ``name`` or ``role`` over ``MAX_AUTHOR_CHARS`` (naming it).
+    """
     if author is None:
         return None
     try:
         checked = Author.model_validate(author)
     except ValidationError as exc:
-        raise InvalidInput(f"{field}.author: {exc.errors()[0]['msg']}", field=f"{field}.author") from None
+        err = exc.errors()[0]
+        loc = f"{field}.author" + "".join(f".{p}" for p in err["loc"])
+        raise from_validation(err["type"], f"{loc}: {err['msg']}", loc) from None
     check_id(checked.id, f"{field}.author.id")
     return checked
 

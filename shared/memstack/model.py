@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from memstack.limits import SizeLimit
+
 Role = Literal["user", "assistant", "system", "tool"]
 ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
 
@@ -29,6 +31,9 @@ values serialise and validate by recursion (pydantic, json) and would fail on th
 
 MAX_METADATA_BYTES = 64 * 1024
 """Largest accepted metadata object, as compact JSON in UTF-8 bytes."""
+
+MAX_AUTHOR_CHARS = 256
+"""Longest ``Author.name`` and ``Author.role``, in characters."""
 
 
 def new_id() -> str:
@@ -150,8 +155,8 @@ class Author(_Frozen):
     """
 
     id: str
-    name: str = Field("", max_length=256)
-    role: str = Field("", max_length=256)
+    name: Annotated[str, SizeLimit(MAX_AUTHOR_CHARS)] = ""
+    role: Annotated[str, SizeLimit(MAX_AUTHOR_CHARS)] = ""
 
     @property
     def label(self) -> str:

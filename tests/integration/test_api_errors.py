@@ -287,3 +287,54 @@ def test_given_an_event_of_another_shape_when_resolved_then_an_error_response_no
 
     result = handler(event, None)
     assert result["statusCode"] == 400
+
+
+LONG = "n" * 257
+FILTER_101 = {"$and": [{f"k{i}": 1} for i in range(101)]}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        (
+            "/v1/threads/t1/messages",
+            {"messages": [{"content": "x", "author": {"id": "u", "name": LONG}}]},
+            "messages[0].author.name",
+        ),
+        (
+            "/v1/threads/t1/messages",
+            {"messages": [{"content": "x", "author": {"id": "u", "role": LONG}}]},
+            "messages[0].author.role",
+        ),
+        (
+            "/v1/threads/t1/context",
+            {"message": {"content": "x", "author": {"id": "u", "name": LONG}}},
+            "message.author.name",
+        ),
+        ("/v1/threads", {"id": "t2", "title": "t" * 1001}, "title"),
+        (
+            "/v1/threads/t1/context",
+            {"message": "x", "options": {"working_memory": {"enabled": True, "template": "t" * 16_001}}},
+            "working_memory.template",
+        ),
+        (
+            "/v1/threads/t1/recall",
+            {"query": "x", "options": {"semantic_recall": {"filter": FILTER_101}}},
+            "semantic_recall.filter",
+        ),
+    ],
+    ids=["author-name", "author-role", "context-author", "title", "template", "filter-conditions"],
+)
+def test_given_a_field_over_its_size_limit_when_posting_then_413_naming_it(
+    api: Api, path: str, body: dict[str, Any], field: str
+) -> None:
+    """Every size limit answers 413 ``payload_too_large`` (docs/api.md "Errors"), whichever check finds it:
+    the request's schema, the core's inputs or the options."""
+    reply = api.post(path, body)
+    assert_error(reply, 413, "payload_too_large")
+    assert reply.error["field"].endswith(field), reply.raw
+    assert "limit" in reply.error["message"]
+
+
+def test_given_an_id_over_256_characters_when_posting_then_400_as_an_id_is_malformed(api: Api) -> None:
+    assert_error(api.post("/v1/threads", {"id": "i" * 257}), 400, "invalid_input", "id")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from memstack.errors import InvalidInput
+from memstack.errors import InvalidInput, PayloadTooLarge
 from memstack.filters import MAX_CONDITIONS, MAX_DEPTH, MAX_LIST_VALUES, matches, validate_filter
 
 # validation ---------------------------------------------------------------------------------------
@@ -134,19 +134,19 @@ def test_given_conditions_at_the_limit_when_validated_then_it_passes() -> None:
     assert validate_filter({f"k{i}": i for i in range(MAX_CONDITIONS)}) is not None
 
 
-def test_given_too_many_conditions_when_validated_then_invalid_input_names_the_filter() -> None:
+def test_given_too_many_conditions_when_validated_then_payload_too_large_names_the_filter() -> None:
     value = {"$and": [{f"k{i}": {"$gt": 0, "$lt": 10}} for i in range(MAX_CONDITIONS // 2 + 1)]}
 
-    with pytest.raises(InvalidInput) as err:
+    with pytest.raises(PayloadTooLarge) as err:
         validate_filter(value)
 
     assert err.value.field == "filter"
     assert str(MAX_CONDITIONS) in err.value.message
 
 
-def test_given_an_in_list_past_the_limit_when_validated_then_invalid_input() -> None:
+def test_given_an_in_list_past_the_limit_when_validated_then_payload_too_large() -> None:
     assert validate_filter({"a": {"$in": list(range(MAX_LIST_VALUES))}}) is not None
-    with pytest.raises(InvalidInput) as err:
+    with pytest.raises(PayloadTooLarge) as err:
         validate_filter({"a": {"$in": list(range(MAX_LIST_VALUES + 1))}})
 
     assert err.value.field == "filter.a.$in"

@@ -144,7 +144,6 @@ BAD_SAVES: list[tuple[dict[str, Any], str]] = [
         },
         "messages[0].created_at",
     ),
-    ({"messages": [{"content": "x", "author": {"id": "u", "name": "n" * 300}}]}, "messages[0].author"),
 ]
 
 
@@ -156,6 +155,44 @@ def test_given_hostile_input_when_saving_then_invalid_input_names_the_field(
     with pytest.raises(InvalidInput) as err:
         memory.save_messages(**args)
     assert err.value.field is not None and err.value.field.startswith(field), err.value.field
+
+
+@pytest.mark.parametrize("key", ["name", "role"])
+def test_given_an_author_over_its_size_limit_when_saving_then_payload_too_large_naming_it(
+    memory: Memory, key: str
+) -> None:
+    """A size limit answers ``PayloadTooLarge`` (413) like a title or a message body, not ``InvalidInput``."""
+    with pytest.raises(PayloadTooLarge) as err:
+        memory.save_messages(
+            thread_id="t", resource_id="r", messages=[{"content": "x", "author": {"id": "u", key: "n" * 257}}]
+        )
+    assert err.value.field == f"messages[0].author.{key}"
+    assert "256" in err.value.message
+    saved = memory.save_messages(
+        thread_id="t", resource_id="r", messages=[{"content": "x", "author": {"id": "u", key: "n" * 256}}]
+    )
+    assert saved[0].author is not None
+
+
+def test_given_option_texts_over_their_limits_when_parsed_then_payload_too_large_naming_them() -> None:
+    from memstack.config import MAX_OPTION_TEXT_CHARS, MemoryOptions
+    from memstack.working_memory.schema import MAX_SCHEMA_BYTES
+
+    long = "t" * (MAX_OPTION_TEXT_CHARS + 1)
+    cases = [
+        ({"working_memory": {"template": long}}, "working_memory.template"),
+        ({"generate_title": {"instructions": long}}, "generate_title.instructions"),
+        (
+            {"working_memory": {"schema": {"type": "object", "description": "d" * MAX_SCHEMA_BYTES}}},
+            "working_memory.schema",
+        ),
+    ]
+    for options, field in cases:
+        with pytest.raises(PayloadTooLarge) as err:
+            MemoryOptions.parse(options)
+        assert err.value.field == field
+    with pytest.raises(InvalidInput):  # a malformed one stays InvalidInput
+        MemoryOptions.parse({"working_memory": {"template": 3}})
 
 
 def test_given_a_cyclic_tool_argument_when_saving_then_invalid_input(memory: Memory) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import content_types
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from memstack.errors import InvalidInput, MemstackError, MethodNotAllowed, error_class
+from memstack.errors import InvalidInput, MemstackError, MethodNotAllowed, error_class, from_validation
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,8 @@ def from_validation_errors(
     errors: Sequence[dict[str, Any]], model_params: frozenset[str] = frozenset()
 ) -> Response[Any]:
     """400 ``invalid_input`` for Powertools/pydantic request validation errors, naming the first error's
-    field path. The message is pydantic's short description (never the rejected value)."""
+    field path (413 ``payload_too_large`` when it is a size limit: ``errors.from_validation``). The message
+    is pydantic's short description (never the rejected value)."""
     if not errors:
         return from_memstack_error(InvalidInput("the request is invalid"))
     first = errors[0]
@@ -123,7 +124,7 @@ def from_validation_errors(
     more = len(errors) - 1
     if more:
         message += f" (and {more} more error{'s' if more > 1 else ''})"
-    return from_memstack_error(InvalidInput(message, field=field))
+    return from_memstack_error(from_validation(kind, message, field))
 
 
 def from_status(status: int, message: str | None = None) -> Response[Any]:

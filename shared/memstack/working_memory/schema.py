@@ -33,8 +33,10 @@ def check_json_schema(schema: dict[str, Any]) -> None:
     """Check that ``schema`` is a JSON Schema describing an object.
 
     Raises:
-        ValueError: not a valid schema, not an object schema, or larger than ``MAX_SCHEMA_BYTES``
-            (pydantic turns it into ``InvalidInput`` naming ``working_memory.schema``).
+        ValueError: not a valid schema or not an object schema (pydantic turns it into ``InvalidInput``
+            naming ``working_memory.schema``).
+        pydantic_core.PydanticCustomError: larger than ``MAX_SCHEMA_BYTES``, of the type
+            ``payload_too_large`` (``PayloadTooLarge``, naming ``working_memory.schema``).
     """
     import jsonschema
 
@@ -43,7 +45,13 @@ def check_json_schema(schema: dict[str, Any]) -> None:
     except (TypeError, ValueError) as exc:
         raise ValueError(f"schema is not JSON: {exc}") from None
     if len(encoded.encode()) > MAX_SCHEMA_BYTES:
-        raise ValueError(f"schema is larger than the limit of {MAX_SCHEMA_BYTES} bytes as JSON")
+        from pydantic_core import PydanticCustomError
+
+        from memstack.errors import PayloadTooLarge
+
+        raise PydanticCustomError(  # a size limit: PayloadTooLarge (errors.from_validation)
+            PayloadTooLarge.code, f"schema is larger than the limit of {MAX_SCHEMA_BYTES} bytes as JSON"
+        )
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
