@@ -147,7 +147,7 @@ def test_given_the_aws_backend_when_cloning_onto_an_existing_thread_id_then_409(
 
     reply = api.post("/v1/threads/t/clone", {"new_thread_id": "t2"})
 
-    assert (reply.status, reply.error["code"], reply.error["field"]) == (409, "conflict", "thread_id")
+    assert (reply.status, reply.error["code"], reply.error["field"]) == (409, "conflict", "new_thread_id")
     assert api.get("/v1/threads/t2/messages").body["messages"] == []
 
 

@@ -132,7 +132,7 @@ def test_given_an_existing_thread_id_when_cloning_onto_it_then_409_and_both_thre
         {"new_thread_id": "t"},
     ):
         answer, data = call(app, "POST", thread_path("t", "clone"), body)
-        assert error_of(answer, data, 409, "conflict")["field"] == "thread_id"
+        assert error_of(answer, data, 409, "conflict")["field"] == "new_thread_id"
 
     _, page = call(app, "GET", thread_path("t2", "messages"))
     assert [m["content"] if "content" in m else m["parts"][0]["text"] for m in page["messages"]] == ["other"]
