@@ -284,3 +284,6 @@ def test_given_a_taken_or_bad_new_thread_id_when_cloning_then_the_error_names_ne
     with pytest.raises(InvalidInput) as bad:
         surface.clone_thread(resource_id=R, source_thread_id="src", new_thread_id="x" * 300)
     assert bad.value.field == "new_thread_id"
+    with pytest.raises(InvalidInput) as owner:
+        surface.clone_thread(resource_id=R, source_thread_id="src", target_resource_id="x" * 300)
+    assert owner.value.field == "target_resource_id"

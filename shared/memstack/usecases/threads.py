@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class CloneResult:
-    """A cloned thread, its messages (chronological) and the map of source id → new id."""
+    """A clone: its thread as stored after the copy (``last_seq`` counts the copies), its messages
+    (chronological) and the map of source message id → new id."""
 
     thread: Thread
     messages: list[Message]
