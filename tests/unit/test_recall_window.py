@@ -4,13 +4,16 @@ room for further hits, and a query naming a time shows that time's hits first.""
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from memstack.config import SemanticRecallOptions
 from memstack.dates import query_time_range
 from memstack.fusion import FusedHit
 from memstack.model import Message, TextPart
-from memstack.recall.window import in_range_first, message_budget, select
+from memstack.recall.window import fetch_span, in_range_first, message_budget, select
 
 T0 = datetime(2023, 5, 8, tzinfo=UTC)
 
@@ -67,13 +70,55 @@ def test_given_a_short_reply_hit_when_selected_then_its_window_reaches_one_furth
     assert [m.id for m in chosen.messages] == ["a-3", "a-4", "a-5", "a-6", "a-7"]
 
 
-def test_given_a_window_that_would_overflow_when_selected_then_it_is_skipped_for_a_smaller_one() -> None:
+def test_given_a_short_reply_whose_wider_window_would_overflow_when_selected_then_its_plain_window() -> None:
     texts = [LONG] * 10
     texts[5] = "ah"
     a = thread("a", texts)
     b = thread("b", [LONG])
     chosen = select([hit(a[1]), hit(a[5]), hit(b[0])], a + b, OPTIONS)
-    assert [h.message_id for h in chosen.hits] == ["a-1", "b-0"], "a-5's five messages do not fit 6 - 3"
+    assert [h.message_id for h in chosen.hits] == ["a-1", "a-5"], "a-5's five messages do not fit 6 - 3"
+    assert [m.id for m in chosen.messages] == ["a-0", "a-1", "a-2", "a-4", "a-5", "a-6"]
+
+
+@pytest.mark.parametrize("texts", [["I love my garden", "cars", "boats", "roses"], ["ok", "ok", "ok"]])
+def test_given_message_range_0_when_selected_then_the_hits_themselves_and_never_none(
+    texts: list[str],
+) -> None:
+    a = thread("a", texts)
+    for top_k in (1, 2):
+        options = SemanticRecallOptions(top_k=top_k, message_range=0)
+        chosen = select([hit(m) for m in a], a, options)
+        assert [h.message_id for h in chosen.hits] == [m.id for m in a[:top_k]]
+        assert [m.id for m in chosen.messages] == [h.message_id for h in chosen.hits], "no neighbour"
+
+
+def test_given_no_neighbours_before_when_a_short_reply_is_selected_then_it_widens_after_only() -> None:
+    a = thread("a", ["ah"] * 10)
+    chosen = select([hit(a[5])], a, SemanticRecallOptions(top_k=1, message_range={"before": 0, "after": 2}))
+    assert [m.id for m in chosen.messages] == ["a-5", "a-6", "a-7"], "one hit's budget is three messages"
+    wide = select([hit(a[5])], a, SemanticRecallOptions(top_k=2, message_range={"before": 0, "after": 2}))
+    assert [m.id for m in wide.messages] == ["a-5", "a-6", "a-7", "a-8"]
+    assert fetch_span(SemanticRecallOptions(message_range={"before": 0, "after": 2})) == (0, 3)
+
+
+SHAPES = ["ah", LONG]
+
+
+@pytest.mark.parametrize("before", [0, 1, 2])
+@pytest.mark.parametrize("after", [0, 1, 2])
+@pytest.mark.parametrize("top_k", [1, 2, 3])
+def test_given_any_range_and_threads_of_short_and_long_messages_when_selected_then_within_the_budget_and_never_empty(
+    before: int, after: int, top_k: int
+) -> None:
+    options = SemanticRecallOptions(top_k=top_k, message_range={"before": before, "after": after})
+    for shape in itertools.product(SHAPES, repeat=5):
+        a = thread("a", list(shape))
+        for order in (a, a[::-1], a[2:] + a[:2]):
+            chosen = select([hit(m) for m in order], a, options)
+            assert chosen.hits and chosen.hits[0] == hit(order[0]), "the best hit is always shown"
+            assert len(chosen.messages) <= message_budget(options)
+            if before == after == 0:
+                assert {m.id for m in chosen.messages} == {h.message_id for h in chosen.hits}
 
 
 def test_given_a_hit_whose_message_is_gone_when_selected_then_it_is_skipped() -> None:
@@ -90,3 +135,20 @@ def test_given_a_query_naming_a_time_when_ordering_then_hits_from_that_time_come
     hits = [hit(may[0]), hit(october[1]), hit(may[1]), hit(october[0])]
     ordered = in_range_first(hits, may + october, when)
     assert [h.message_id for h in ordered] == ["oct-1", "oct-0", "may-0", "may-1"]
+
+
+def test_given_the_best_match_is_a_short_message_when_recall_asks_top_k_1_range_0_then_it_is_shown() -> None:
+    from memstack import Memory
+
+    with Memory.local(":memory:", embedder="hash") as memory:
+        saved = memory.save_messages(
+            thread_id="t",
+            resource_id="r",
+            messages=["I love my garden", "unrelated filler about cars", "boats are fun to sail"],
+        )
+        options = {"semantic_recall": {"top_k": 1, "message_range": 0}}
+        found = memory.recall(thread_id="q", resource_id="r", query="love garden", options=options)
+        assert [h.message_id for h in found.hits] == [saved[0].id]
+        assert [m.id for m in found.messages] == [saved[0].id]
+        context = memory.context(thread_id="q", resource_id="r", message="love garden", options=options)
+        assert [m.id for m in context.recalled] == [saved[0].id]

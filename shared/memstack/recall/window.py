@@ -6,7 +6,9 @@ shows at most ``top_k × (before + 1 + after)`` recalled messages. Memstack keep
 
 * **Short replies show their session neighbours.** A hit of a few words ("Yes, definitely!", "ah") says
   little on its own: what it answers, or what follows it, is the content. Its window reaches one message
-  further on each side (``SHORT_REPLY_WORDS``).
+  further on each side that ``message_range`` gives neighbours (``SHORT_REPLY_WORDS``), when that still
+  fits the budget. A side set to 0 asks for no neighbours there, so ``message_range`` 0 shows the hits
+  themselves.
 * **A query naming a time prefers that time.** Hits created within it are taken first
   (``in_range_first``; ``memstack.dates`` reads the time).
 * **Overlapping windows leave room for more hits.** Two hits next to each other share neighbours; the
@@ -31,8 +33,9 @@ from memstack.model import Message, TextPart
 
 SHORT_REPLY_WORDS = 4
 """A hit of at most this many words (text parts, whitespace-separated) is a short reply: its window
-widens by one message on each side. Acknowledgements and interjections ("ah", "That's so cool!",
-"Thanks, you too") stay under it; a statement that answers anything ("I went camping in June") does not."""
+widens by one message on each side that has neighbours. Acknowledgements and interjections ("ah", "That's
+so cool!", "Thanks, you too") stay under it; a statement that answers anything ("I went camping in June")
+does not."""
 
 
 def message_budget(options: SemanticRecallOptions) -> int:
@@ -48,10 +51,15 @@ def candidate_count(options: SemanticRecallOptions) -> int:
 
 
 def fetch_span(options: SemanticRecallOptions) -> tuple[int, int]:
-    """``(before, after)`` of the windows to fetch: ``message_range`` plus one each side, so a short reply's
-    wider window is in hand without a second read."""
-    r = options.message_range
-    return r.before + 1, r.after + 1
+    """``(before, after)`` of the windows to fetch: ``message_range`` plus one on each side that has
+    neighbours, so a short reply's wider window is in hand without a second read."""
+    return _widened(options.message_range.before), _widened(options.message_range.after)
+
+
+def _widened(reach: int) -> int:
+    """A short reply's reach on a side whose ``message_range`` is ``reach``: one further, unless the
+    caller asked for no neighbours on that side."""
+    return reach + 1 if reach > 0 else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +88,13 @@ def select(
 ) -> Selection:
     """Choose, in rank order, the hits whose windows fit ``message_budget`` together.
 
-    A hit's window is ``message_range`` existing messages on each side, one more each side for a short
-    reply (``SHORT_REPLY_WORDS``). Hits are taken best first while the union of windows stays within the
-    budget; a hit whose window would overflow it is skipped, and a later, smaller one may still fit.
-    Windows that do not overlap cost a full window each, so then at most ``top_k`` hits are shown, as in
-    Mastra.
+    A hit's window is ``message_range`` existing messages on each side; a short reply's
+    (``SHORT_REPLY_WORDS``) reaches one further on each side with neighbours when that fits, else it is
+    the plain window. Hits are taken best first while the union of windows stays within the budget; a
+    hit whose plain window would overflow it is skipped, and a later, smaller one may still fit. Windows
+    that do not overlap cost a full window each, so then at most ``top_k`` hits are shown, as in Mastra.
+    The best hit present always fits (its plain window is at most the budget), so recall that found
+    something never shows nothing.
 
     Args:
         hits: candidates, best first (their messages, fetched with ``fetch_span`` windows, are in
@@ -105,13 +115,15 @@ def select(
         at = bisect_left(seqs.get(hit.thread_id, []), hit.seq)
         if at >= len(members) or members[at].seq != hit.seq:
             continue
-        wider = 1 if words(members[at]) <= SHORT_REPLY_WORDS else 0
-        window = members[max(0, at - r.before - wider) : at + r.after + wider + 1]
-        new = [m for m in window if m.id not in shown]
-        if len(shown) + len(new) > budget:
-            continue
-        chosen.append(hit)
-        shown.update((m.id, m) for m in new)
+        reaches = [(r.before, r.after)]
+        if words(members[at]) <= SHORT_REPLY_WORDS:
+            reaches.insert(0, (_widened(r.before), _widened(r.after)))
+        for before, after in reaches:
+            new = [m for m in members[max(0, at - before) : at + after + 1] if m.id not in shown]
+            if len(shown) + len(new) <= budget:
+                chosen.append(hit)
+                shown.update((m.id, m) for m in new)
+                break
         if len(shown) >= budget:
             break
     ordered = sorted(shown.values(), key=_THREAD_SEQ)
