@@ -36,7 +36,7 @@ from benchmarks.common import is_multi_session  # noqa: E402
 from benchmarks.recall_quality import CachingEmbedder, dataset, store_conversation  # noqa: E402
 
 from memstack.config import SemanticRecallOptions  # noqa: E402
-from memstack.dates import TimeRange  # noqa: E402
+from memstack.dates import TimeRange, keyword_query  # noqa: E402
 from memstack.fusion import FusedHit  # noqa: E402
 from memstack.locomo import TEMPORAL_CATEGORIES  # noqa: E402
 from memstack.model import Message  # noqa: E402
@@ -107,7 +107,7 @@ def collect(dataset_name: str, embedder_name: str, cache: Path, depth: int = DEP
             options = SemanticRecallOptions(now=conv.asked_at)
             for q in conv.questions:
                 when = engine.time_range(q.text, options)
-                keywords = f"{q.text} {when.words}" if when is not None and when.relative else q.text
+                keywords = keyword_query(q.text, when)
                 vector = engine.embed_query(q.text)
                 found = engine.index.search(
                     conv.resource_id, top_k=depth, vector=vector if any(vector) else None, text=keywords

@@ -8,9 +8,9 @@ the dentist last month?"), yet a message's date lives in ``created_at``, not in 
   query naming a date or a month finds that day's messages by BM25.
 * **Querying** (``query_time_range``): a date, a month, a year or a relative time ("yesterday", "last
   week", "two months ago") in a query is read as a time range in the caller's time zone, relative to the
-  caller's ``now``. Recall then adds the range's words to the keyword query when the query did not name
-  them (a relative time) and shows the hits inside the range before the others
-  (``memstack.recall.engine``).
+  caller's ``now``. Recall then adds the range's words that the query lacks to the keyword query
+  (``keyword_query``: "yesterday" and "on 2026-03-01" alike) and shows the hits inside the range before
+  the others (``memstack.recall.engine``).
 
 Only English is read; a query without a recognised time expression changes nothing.
 """
@@ -18,8 +18,9 @@ Only English is read; a query without a recognised time expression changes nothi
 from __future__ import annotations
 
 import re
+from calendar import monthrange
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, time, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memstack.errors import InvalidInput
@@ -81,21 +82,27 @@ _ANY_TIME = re.compile(rf"\d|\b(?:{_M}|ago|today|tonight|yesterday|night|week|we
 query without any names no time, and is told so by one scan instead of every reader's."""
 
 
+_WORD = re.compile(r"[^\W_]+")
+
+_FIRST_DAY = date.min.toordinal()
+"""The calendar's first day (January 1 of year 1) as a proleptic Gregorian ordinal."""
+_END_DAY = date.max.toordinal() + 1
+"""The ordinal after the calendar's last day (December 31, 9999): where a range running past it ends."""
+
+
 @dataclass(frozen=True, slots=True)
 class TimeRange:
     """A half-open time range ``[start, end)``, aware UTC.
 
     Attributes:
-        start, end: the bounds.
+        start, end: the bounds (a range reaching past the calendar, year 1 to 9999, ends at its edge).
         words: the range's date words as ``date_words`` writes them (``"October 2023"``, ``"October 13
-            2023"``), for the keyword query.
-        relative: read from a relative expression ("last week"), whose words the query lacks.
+            2023"``), for the keyword query (``keyword_query``).
     """
 
     start: datetime
     end: datetime
     words: str
-    relative: bool = False
 
     def __contains__(self, moment: datetime) -> bool:
         moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
@@ -106,6 +113,26 @@ def date_words(moment: datetime) -> str:
     """The date of ``moment`` (UTC) in words and numbers: ``"October 13 2023"``."""
     day = (moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)).date()
     return f"{MONTHS[day.month - 1].capitalize()} {day.day} {day.year}"
+
+
+def keyword_query(query: str, when: TimeRange | None) -> str:
+    """The keyword search's text for ``query``: the query, then the words of the time it names that it
+    does not already hold, compared word by word and case-insensitively.
+
+    Every way of naming a time reaches the keyword search the same way: "yesterday", "on 2026-03-01" and
+    "in June" lack the indexed words of their day or month (``"March 1 2026"``, ``"June 2023"``), which
+    every indexed chunk ends with (``memstack.adapters.search_text.keyword_text``), while "on March 1,
+    2026" already holds them and is unchanged.
+
+    Args:
+        query: the query as the caller wrote it.
+        when: the time it names (``query_time_range``), or ``None`` (the query is returned as it is).
+    """
+    if when is None:
+        return query
+    held = {word.casefold() for word in _WORD.findall(query)}
+    missing = [word for word in when.words.split() if word.casefold() not in held]
+    return f"{query} {' '.join(missing)}" if missing else query
 
 
 def time_zone(name: str) -> tzinfo:
@@ -133,61 +160,129 @@ def query_time_range(text: str, now: datetime, zone: tzinfo = UTC) -> TimeRange 
     week (Monday first) before ``now``'s; ``N months ago`` is that whole month; ``N days ago`` that day. A
     range that starts after ``now`` is no range: no message is stored there yet.
 
+    A date that does not exist names the finest part of it that does, and never a time outside what it
+    states: a day its month lacks ("April 31 2023", "February 29 2025", day 0) names that month of the
+    stated year (of the latest such month without a year; "February 29" alone is the latest February 29);
+    an ISO date's month outside 1..12 names its year; a year outside the calendar (``datetime``'s 1 to
+    9999: "April 0000") names nothing. The expression is still read — no later reader takes its month
+    or year out of it and places them elsewhere.
+
+    Date arithmetic never fails: a range reaching past the calendar ("last week" in the first days of
+    year 1, "this year" in 9999) is cut at its edge, and one wholly outside it ("yesterday" on January 1
+    of year 1) is no range.
+
     Args:
         text: the query.
-        now: the caller's current time (aware; naive is read as UTC).
+        now: the caller's current time (aware; naive is read as UTC), any ``datetime``.
         zone: the caller's time zone: days, weeks and months begin at its midnight.
     """
     if _ANY_TIME.search(text) is None:
         return None
-    now = (now.replace(tzinfo=UTC) if now.tzinfo is None else now).astimezone(zone)
-    today = now.date()
+    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now
+    today = _local_date(now, zone)
     for reader in (_iso, _day_month, _month_year, _relative, _month_alone, _year):
         found = reader(text, today)
         if found is not None:
-            first, last, relative = found
-            when = _range(first, last, zone, relative)
+            when = _range(*found, zone)
             # a time still to come ("this weekend" on a Tuesday) holds no message to recall
-            return when if when.start <= now else None
+            return when if when is not None and when.start <= now else None
     return None
 
 
-_Found = tuple[date, date, bool]
-"""First day, day after the last, whether read from a relative expression."""
+_Found = tuple[int, int]
+"""First day and the day after the last, as ordinals (``date.toordinal``); either may lie off the
+calendar (``_day_number``), and an empty span (``_NOWHERE``) is an expression that names no time."""
+
+_NOWHERE: _Found = (0, 0)
 
 
-def _range(first: date, after: date, zone: tzinfo, relative: bool) -> TimeRange:
-    start = datetime(first.year, first.month, first.day, tzinfo=zone).astimezone(UTC)
-    end = datetime(after.year, after.month, after.day, tzinfo=zone).astimezone(UTC)
-    last = after - timedelta(days=1)
-    if after - first <= timedelta(days=1):
-        words = f"{MONTHS[first.month - 1].capitalize()} {first.day} {first.year}"
-    elif (first.year, first.month) == (last.year, last.month):
-        words = f"{MONTHS[first.month - 1].capitalize()} {first.year}"
-    elif first.year == last.year and after - first <= timedelta(days=62):
-        words = f"{MONTHS[first.month - 1].capitalize()} {MONTHS[last.month - 1].capitalize()} {first.year}"
-    else:
-        words = f"{first.year}" if first.year == last.year else f"{first.year} {last.year}"
-    return TimeRange(start, end, words, relative)
-
-
-def _month_start(year: int, month: int) -> date:
-    return date(year + (month - 1) // 12, (month - 1) % 12 + 1, 1)
-
-
-def _day(year: int | None, month: int, day: int, today: date) -> _Found | None:
+def _local_date(now: datetime, zone: tzinfo) -> date:
+    """``now``'s date in ``zone``; within hours of the calendar's edge, where that date would lie past
+    it, the edge's day."""
     try:
-        when = date(year if year is not None else today.year, month, day)
-        if year is None and when > today:
-            when = date(today.year - 1, month, day)
-    except ValueError:
+        return now.astimezone(zone).date()
+    except OverflowError:
+        return date.min if now.year == 1 else date.max
+
+
+def _day_number(year: int, month: int, day: int = 1) -> int:
+    """The ordinal of ``day`` (which must exist) of ``month`` of ``year``; a month outside 1..12 carries
+    into the year (month 0 is the previous December). A day before year 1 is ``_FIRST_DAY - 1``, one after
+    9999 is ``_END_DAY``: past the edge, where ranges are cut."""
+    year, month = year + (month - 1) // 12, (month - 1) % 12 + 1
+    if year < date.min.year:
+        return _FIRST_DAY - 1
+    if year > date.max.year:
+        return _END_DAY
+    return date(year, month, day).toordinal()
+
+
+def _midnight(day: int, zone: tzinfo) -> datetime:
+    """The start of ``day`` (an ordinal inside the calendar, or ``_END_DAY``) in ``zone``, in UTC; the
+    calendar's first or last instant where that moment lies past the edge in UTC."""
+    if day >= _END_DAY:
+        return datetime.max.replace(tzinfo=UTC)
+    try:
+        return datetime.combine(date.fromordinal(day), time(), tzinfo=zone).astimezone(UTC)
+    except OverflowError:
+        return (datetime.min if day < _END_DAY // 2 else datetime.max).replace(tzinfo=UTC)
+
+
+def _range(first: int, after: int, zone: tzinfo) -> TimeRange | None:
+    """The days ``[first, after)`` cut to the calendar, as a range in ``zone``; ``None`` when empty."""
+    first, after = max(first, _FIRST_DAY), min(after, _END_DAY)
+    if after <= first:
         return None
-    return when, when + timedelta(days=1), False
+    begin, last = date.fromordinal(first), date.fromordinal(after - 1)
+    if after - first == 1:
+        words = f"{MONTHS[begin.month - 1].capitalize()} {begin.day} {begin.year}"
+    elif (begin.year, begin.month) == (last.year, last.month):
+        words = f"{MONTHS[begin.month - 1].capitalize()} {begin.year}"
+    elif begin.year == last.year and after - first <= 62:
+        words = f"{MONTHS[begin.month - 1].capitalize()} {MONTHS[last.month - 1].capitalize()} {begin.year}"
+    else:
+        words = f"{begin.year}" if begin.year == last.year else f"{begin.year} {last.year}"
+    return TimeRange(_midnight(first, zone), _midnight(after, zone), words)
+
+
+def _exists(year: int, month: int, day: int) -> bool:
+    return date.min.year <= year <= date.max.year and 1 <= day <= monthrange(year, month)[1]
+
+
+def _month(year: int, month: int) -> _Found:
+    return _day_number(year, month), _day_number(year, month + 1)
+
+
+def _latest_month(month: int, today: date) -> _Found:
+    """The latest ``month`` (1..12) that begins on or before ``today``."""
+    return _month(today.year if month <= today.month else today.year - 1, month)
+
+
+def _day(year: int | None, month: int, day: int, today: date) -> _Found:
+    """A stated day (``month`` in 1..12): that day; without a year its latest occurrence not after
+    ``today``. A day that does not exist names its month (``query_time_range``)."""
+    if year is None:
+        # February 29 recurs within 8 years (1900 and 2100 are not leap years); other days every year
+        for back in range(9):
+            y = today.year - back
+            if _exists(y, month, day) and date(y, month, day) <= today:
+                return _day_number(y, month, day), _day_number(y, month, day) + 1
+        return _latest_month(month, today)
+    if not date.min.year <= year <= date.max.year:
+        return _NOWHERE
+    if not _exists(year, month, day):
+        return _month(year, month)
+    return _day_number(year, month, day), _day_number(year, month, day) + 1
 
 
 def _iso(text: str, today: date) -> _Found | None:
     m = _ISO.search(text)
-    return _day(int(m.group(1)), int(m.group(2)), int(m.group(3)), today) if m else None
+    if not m:
+        return None
+    year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    if not 1 <= month <= 12:
+        return _NOWHERE if year < date.min.year else (_day_number(year, 1), _day_number(year + 1, 1))
+    return _day(year, month, day, today)
 
 
 def _day_month(text: str, today: date) -> _Found | None:
@@ -202,13 +297,12 @@ def _day_month(text: str, today: date) -> _Found | None:
     return None
 
 
-def _month(year: int, month: int) -> _Found:
-    return _month_start(year, month), _month_start(year, month + 1), False
-
-
 def _month_year(text: str, today: date) -> _Found | None:
     m = _MONTH_YEAR.search(text)
-    return _month(int(m.group(2)), _MONTH[m.group(1).lower()]) if m else None
+    if not m:
+        return None
+    year = int(m.group(2))
+    return _month(year, _MONTH[m.group(1).lower()]) if year >= date.min.year else _NOWHERE
 
 
 def _month_alone(text: str, today: date) -> _Found | None:
@@ -216,15 +310,13 @@ def _month_alone(text: str, today: date) -> _Found | None:
         name = m.group(2).lower()
         if name in _AMBIGUOUS and not m.group(1):
             continue
-        month = _MONTH[name]
-        year = today.year if month <= today.month else today.year - 1
-        return _month(year, month)
+        return _latest_month(_MONTH[name], today)
     return None
 
 
 def _year(text: str, today: date) -> _Found | None:
     m = _YEAR.search(text)
-    return (date(int(m.group(1)), 1, 1), date(int(m.group(1)) + 1, 1, 1), False) if m else None
+    return (_day_number(int(m.group(1)), 1), _day_number(int(m.group(1)) + 1, 1)) if m else None
 
 
 def _relative(text: str, today: date) -> _Found | None:
@@ -237,38 +329,32 @@ def _relative(text: str, today: date) -> _Found | None:
     if not m:
         return None
     phrase = " ".join(m.group(1).lower().split())
-    monday = today - timedelta(days=today.weekday())
-    spans: dict[str, tuple[date, date]] = {
-        "today": (today, today + timedelta(days=1)),
-        "tonight": (today, today + timedelta(days=1)),
-        "yesterday": (today - timedelta(days=1), today),
-        "last night": (today - timedelta(days=1), today + timedelta(days=1)),
-        "this week": (monday, monday + timedelta(days=7)),
-        "this weekend": (monday + timedelta(days=5), monday + timedelta(days=7)),
-        "this month": (_month_start(today.year, today.month), _month_start(today.year, today.month + 1)),
-        "this year": (date(today.year, 1, 1), date(today.year + 1, 1, 1)),
-    }
-    for past in ("last", "past", "previous"):
-        spans[f"{past} week"] = (monday - timedelta(days=7), monday)
-        spans[f"{past} weekend"] = (monday - timedelta(days=2), monday)
-        spans[f"{past} month"] = (
-            _month_start(today.year, today.month - 1),
-            _month_start(today.year, today.month),
-        )
-        spans[f"{past} year"] = (date(today.year - 1, 1, 1), date(today.year, 1, 1))
-    first, after = spans[phrase]
-    return first, after, True
-
-
-def _ago(n: int, unit: str, today: date) -> _Found | None:
-    if unit == "day":
-        when = today - timedelta(days=n)
-        return when, when + timedelta(days=1), True
+    day = today.toordinal()
+    monday = day - today.weekday()
+    if phrase in ("today", "tonight"):
+        return day, day + 1
+    if phrase == "yesterday":
+        return day - 1, day
+    if phrase == "last night":
+        return day - 1, day + 1
+    which, unit = phrase.split()
+    back = 0 if which == "this" else 1
     if unit == "week":
-        monday = today - timedelta(days=today.weekday() + 7 * n)
-        return monday, monday + timedelta(days=7), True
+        return monday - 7 * back, monday - 7 * back + 7
+    if unit == "weekend":
+        return monday + 5 - 7 * back, monday + 7 - 7 * back
     if unit == "month":
-        return _month_start(today.year, today.month - n), _month_start(today.year, today.month - n + 1), True
-    if today.year - n < 1:
-        return None
-    return date(today.year - n, 1, 1), date(today.year - n + 1, 1, 1), True
+        return _month(today.year, today.month - back)
+    return _day_number(today.year - back, 1), _day_number(today.year - back + 1, 1)
+
+
+def _ago(n: int, unit: str, today: date) -> _Found:
+    day = today.toordinal()
+    if unit == "day":
+        return day - n, day - n + 1
+    if unit == "week":
+        monday = day - today.weekday() - 7 * n
+        return monday, monday + 7
+    if unit == "month":
+        return _month(today.year, today.month - n)
+    return _day_number(today.year - n, 1), _day_number(today.year - n + 1, 1)

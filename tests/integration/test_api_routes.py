@@ -237,6 +237,22 @@ def test_given_saved_messages_when_recall_then_hits_and_messages_of_the_resource
     assert saved[0]["id"] in {m["id"] for m in reply.body["messages"]}
 
 
+@pytest.mark.parametrize("now", ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59-12:00"])
+@pytest.mark.parametrize("when", ["yesterday", "last year", "two weeks ago", "this year"])
+def test_given_now_at_the_calendars_edge_when_a_query_names_a_time_then_recall_answers_and_context_keeps_it(
+    api: Api, now: str, when: str
+) -> None:
+    saved = save(api, "t1", "The launch code word is pineapple.", "Unrelated chatter about weather.")
+    options = {"semantic_recall": {"now": now, "time_zone": "Asia/Tokyo"}}
+    query = f"what launch code word did I say {when}"
+    reply = api.post("/v1/threads/t2/recall", {"query": query, "options": options})
+    assert reply.status == 200, reply.raw
+    assert reply.body["hits"][0]["message_id"] == saved[0]["id"]
+    context = api.post("/v1/threads/t2/context", {"message": query, "options": options})
+    assert context.status == 200, context.raw
+    assert saved[0]["id"] in context.body["recalled_ids"], "recall is not dropped from the turn"
+
+
 # --- working memory ------------------------------------------------------------------------------
 
 

@@ -87,3 +87,26 @@ def test_given_a_relative_time_when_recalling_then_it_is_read_against_now_in_the
     # 2023-10-14 01:30 in Auckland is still the 13th in UTC: "yesterday" there is the 13th
     late = {"now": datetime(2023, 10, 14, 1, 30, tzinfo=UTC), "time_zone": "Pacific/Auckland"}
     assert recalled(memory, "the picture I painted yesterday", **late) == ["t3-oct-0"]
+
+
+def test_given_many_days_of_one_topic_when_a_query_names_a_day_in_any_spelling_then_that_days_message_wins(
+    memory: Memory,
+) -> None:
+    # one message a day, all with the same words: only the date tells them apart, and the day asked
+    # about is not among the first candidates of either retriever unless its date words are searched
+    start = datetime(2023, 3, 1, 12, 0, tzinfo=UTC)
+    memory.save_messages(
+        thread_id="budget",
+        resource_id="r",
+        messages=[
+            {
+                "id": f"b-{day:03d}",
+                "content": "we reviewed the quarterly budget figures",
+                "created_at": start + timedelta(days=day),
+            }
+            for day in range(150)
+        ],
+    )
+    target = "b-100"  # 2023-06-09
+    for query in ("what about the budget on June 9, 2023?", "what about the budget on 2023-06-09?"):
+        assert recalled(memory, query) == [target], query

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memstack.config import SemanticRecallOptions
-from memstack.dates import TimeRange, query_time_range, time_zone
+from memstack.dates import TimeRange, keyword_query, query_time_range, time_zone
 from memstack.errors import Unavailable
 from memstack.fusion import FusedHit, fuse, keyword_relevance
 from memstack.model import Message, Resource, Thread
@@ -378,12 +378,13 @@ class SemanticRecall:
         Args:
             limit: how many to return instead of ``options.top_k`` (recall asks for more when hits it was
                 given have no message any more).
-            when: the time the query names (``time_range``); a relative one ("last week") adds its date
-                words to the keyword query, which indexes each message's date in words.
+            when: the time the query names (``time_range``); its date words that the query lacks are
+                added to the keyword query, which indexes each message's date in words
+                (``memstack.dates.keyword_query``).
         """
         if not query.strip():
             return []
-        keywords = f"{query} {when.words}" if when is not None and when.relative else query
+        keywords = keyword_query(query, when)
         top_k = options.top_k if limit is None else limit
         scope_thread = thread_id if options.scope == "thread" else None
         want_vector = options.mode in ("vector", "hybrid")
