@@ -89,7 +89,8 @@ class SemanticRecallOptions(_Options):
             ``message_range`` it sets the message budget, ``top_k × (before + 1 + after)``: windows that
             overlap or end at a thread's edge leave room for further hits (``memstack.recall.window``).
         message_range: neighbours around each hit: a number (both sides) or ``{before, after}``; a hit of a
-            few words shows one more neighbour each side, within the budget.
+            few words shows one more neighbour on each side that has any, when that fits the budget. 0 on
+            both sides shows the hits themselves.
         scope: ``resource`` searches every thread of the resource; ``thread`` only the current thread.
         threshold: relevance floor (0..1). Vector mode: minimum cosine similarity (Mastra's meaning).
             Keyword and hybrid: each retriever's hits must reach it on their own normalised score
