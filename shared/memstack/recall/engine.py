@@ -420,7 +420,8 @@ class SemanticRecall:
     ) -> RecallResult:
         """Search, then load the best hits with their neighbours, within the message budget
         (``memstack.recall.window``: ``top_k × (before + 1 + after)`` messages at most; a short reply shows
-        one more neighbour each side; neighbours shared by overlapping windows go to further hits). When
+        one more neighbour on each side with neighbours when that fits; neighbours shared by overlapping
+        windows go to further hits; the best hit is always shown). When
         the query names a time (``memstack.dates``), hits from that time are shown before the others,
         chosen among all the candidates of the retrievers' lists (``list_depth``).
 
