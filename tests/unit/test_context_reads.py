@@ -14,6 +14,7 @@ from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.index import SqliteSearchIndex
 from memstack.adapters.sqlite.store import SqliteMemoryStore
 from memstack.adapters.testing import HashEmbedder, ScriptedChatModel
+from memstack.errors import Forbidden, InvalidInput, PayloadTooLarge, Throttled, Unavailable
 from memstack.tokens import default_tokenizer
 
 
@@ -130,4 +131,45 @@ def test_given_observational_memory_when_context_then_the_thread_and_its_tail_ar
     # a new thread has nothing to observe; in resource scope the resource's log is still shown
     expected = {"get_thread": 1, **({"get_observation_record": 1} if scope == "resource" else {})}
     assert dict(store.calls) == expected
+    mem.close()
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize(
+    "error",
+    [
+        InvalidInput("bad recall option", field="semantic_recall"),
+        PayloadTooLarge("query over the limit"),
+        Forbidden("no"),
+    ],
+)
+def test_given_recall_rejects_the_callers_input_when_context_then_the_error_reaches_the_caller(
+    tmp_path: Path, parallel: bool, error: Exception
+) -> None:
+    mem, _ = memory(tmp_path, working_memory={"enabled": True, "scope": "resource"})
+    mem.parallel_recall = parallel
+    seed(mem)
+
+    def rejects(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    mem.recall_engine.search = rejects  # type: ignore[method-assign]
+    with pytest.raises(type(error)):
+        mem.context(thread_id="t1", resource_id="r1", message="what is my dog called?")
+    mem.close()
+
+
+@pytest.mark.parametrize("error", [Unavailable("index down"), Throttled("slow down"), RuntimeError("bug")])
+def test_given_a_dependency_fails_in_recall_when_context_then_the_turn_goes_on_without_recall(
+    tmp_path: Path, error: Exception
+) -> None:
+    mem, _ = memory(tmp_path, working_memory={"enabled": True, "scope": "resource"})
+    seed(mem)
+
+    def fails(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    mem.recall_engine.search = fails  # type: ignore[method-assign]
+    ctx = mem.context(thread_id="t1", resource_id="r1", message="what is my dog called?")
+    assert ctx.recalled == [] and "Name: Ana" in ctx.system[0].text
     mem.close()

@@ -32,12 +32,17 @@ from functools import partial
 from typing import Any
 
 from memstack import deadline
+from memstack.errors import Forbidden, InvalidInput, PayloadTooLarge
 from memstack.layers.base import Needs, Turn, TurnReads
 from memstack.model import Message, Resource, Thread
 from memstack.ports import MemoryStore
 from memstack.recall import RecallResult, SemanticRecall
 
 logger = logging.getLogger(__name__)
+
+CALLER_ERRORS = (InvalidInput, PayloadTooLarge, Forbidden)
+"""Errors of recall that are the caller's to fix (HTTP 400/413/403): they propagate. Anything else — a store,
+index or embedder failure, the deadline — is a dependency's, and the turn goes on without recall."""
 
 Submit = Callable[..., Future[Any]]
 """Runs ``fn(*args)`` and returns its future: the recall pool's ``submit``, or inline (``run_now``)."""
@@ -97,11 +102,12 @@ def read_turn(
         submit: where recall (or the lone resource read) runs beside the history read.
 
     Returns:
-        The reads; ``recall`` is ``None`` when not asked for or when it failed (logged at WARNING with the
-        error class and the thread id, never the query).
+        The reads; ``recall`` is ``None`` when not asked for or when a dependency failed or the deadline
+        passed (logged at WARNING with the error class and the thread id, never the query).
 
     Raises:
-        What the store raises for the history read (the turn cannot go on without its thread).
+        What the store raises for the history read (the turn cannot go on without its thread), and recall's
+        ``CALLER_ERRORS``: the caller's input is wrong, and a context silently without recall would hide it.
     """
     resource_id, thread_id = turn.scope.resource_id, turn.scope.thread
     query = needs.recall_query
@@ -124,6 +130,8 @@ def read_turn(
         try:
             result = recalled.result(timeout=deadline.remaining())
             resource = result.resource
+        except CALLER_ERRORS:
+            raise
         except Exception as exc:
             error = "DeadlineExceeded" if isinstance(exc, FutureTimeout) else type(exc).__name__
             logger.warning(
