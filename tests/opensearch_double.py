@@ -114,7 +114,7 @@ def _token(word: str) -> str:
     """One word's token (possessive dropped, lower case, ASCII folded, stemmed); cached, since stemming
     dominates the cost of analysis and natural text repeats its words."""
     word = re.sub(r"['\u2019][sS]$", "", word)
-    word = unicodedata.normalize("NFKD", word.lower())
+    word = unicodedata.normalize("NFKD", word.casefold())  # asciifolding: "ß" → "ss", "ﬁ" → "fi", full width
     word = "".join(c for c in word if not unicodedata.combining(c))
     return str(_STEMMER.stemWord(word))
 

@@ -660,6 +660,39 @@ def test_given_emoji_and_cjk_text_when_searching_by_keyword_then_it_is_found(
 
 
 @pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Hauptstrasse", "street"),
+        ("HAUPTSTRASSE", "street"),
+        ("hauptstraße", "street"),
+        ("finale", "ligature"),
+        ("ﬁnale", "ligature"),
+        ("rock", "fullwidth"),
+        ("ｒｏｃｋ", "fullwidth"),
+        ("ROCK", "fullwidth"),
+        ("naive", "accent"),
+    ],
+)
+def test_given_compatibility_forms_and_case_when_searching_by_keyword_then_they_match_their_plain_letters(
+    index: SearchIndex, query: str, expected: str
+) -> None:
+    """Eszett, ligatures and full-width letters are folded as OpenSearch's ``asciifolding`` folds them, on
+    both sides of the match: what a user types and what was stored may be either form."""
+    index.upsert(
+        [
+            entry("street", "Wir treffen uns in der Hauptstraße", E0),
+            entry("ligature", "Der ﬁnale Bericht ist fertig", E1),
+            entry("fullwidth", "ＲＯＣＫ concert tonight", E2),
+            entry("accent", "a NAÏVE question", E0),
+        ]
+    )
+
+    hits = index.search("r1", top_k=4, text=query).keyword
+
+    assert ids(hits) == [expected]
+
+
+@pytest.mark.parametrize(
     "query",
     [
         "rock AND NOT roll*",

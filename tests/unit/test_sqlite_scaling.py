@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from memstack.adapters.sqlite import keywords
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.index import SqliteSearchIndex
 from memstack.adapters.sqlite.keywords import Analysed, tokens
@@ -51,6 +54,14 @@ def test_given_text_when_tokenised_then_words_are_folded_and_stemmed_as_fts5_por
         "short words unstemmed"
     )
     assert Analysed.of("dog dogs cat") == Analysed({"dog": 2, "cat": 1}, 3)
+    assert tokens("STRASSE Straße ﬁles ＲＯＣＫ x² İstanbul") == [
+        "strass",
+        "strass",
+        "file",
+        "rock",
+        "x2",
+        "istanbul",
+    ]
 
 
 def test_given_a_schema_1_file_when_opened_then_its_fts5_keywords_move_to_the_per_resource_index(
@@ -85,7 +96,7 @@ def test_given_a_schema_1_file_when_opened_then_its_fts5_keywords_move_to_the_pe
     found = index.search("r1", top_k=5, text="hike dog").keyword or []
     assert [h.message_id for h in found] == ["m1"]
     assert db.query("SELECT 1 FROM sqlite_master WHERE name = 'search_fts'") == []
-    assert db.query("SELECT value FROM search_meta WHERE key = 'schema_version'") == [("2",)]
+    assert db.query("SELECT value FROM search_meta WHERE key = 'schema_version'") == [("3",)]
     assert db.query("SELECT chunks, tokens FROM search_keyword_stats") == [(2, 6)]
     index.delete_messages("r1", ["m1"])  # its postings, rebuilt from FTS5, go with it
     assert index.search("r1", top_k=5, text="hike dog").keyword == []
@@ -206,3 +217,85 @@ def test_given_a_resource_when_scored_over_its_rowid_span_or_by_sorting_then_the
         sorted_ = keywords.score(conn, "r1", query)
     assert dense[0].tolist() == sorted_[0].tolist()
     assert dense[1].tolist() == sorted_[1].tolist(), "each chunk's weights summed in the same order"
+
+
+def _fold_before_compatibility(text: str) -> str:
+    """The fold of schema-2 files: canonical decomposition, marks dropped, lower case (no NFKD, no
+    case fold), so "Straße", "ﬁ" and full-width letters were indexed as they were written."""
+    folded = unicodedata.normalize("NFD", text)
+    return "".join(c for c in folded if not unicodedata.combining(c)).lower()
+
+
+FOLD_TEXTS = [
+    "Wir treffen uns in der Hauptstraße",
+    "Die Straße ist lang, die Strasse auch",
+    "Der ﬁnale Bericht ﬁles",
+    "ＲＯＣＫ concert tonight with the band",
+    "½ a cake and x² tomatoes",
+    "a plain ascii message about rock music",
+    "café naïve résumé",
+]
+
+
+@pytest.mark.parametrize("count", [7, 70, 300])
+def test_given_a_schema_2_file_when_opened_then_its_terms_are_refolded_as_a_new_index_writes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    """Pending postings (few chunks), merged blocks (a bulk write) and several blocks per term."""
+    vectors = np.eye(DIM, dtype=np.float32)
+    entries = [
+        entry(f"m{i:04d}", FOLD_TEXTS[i % len(FOLD_TEXTS)] + f" n{i}", vectors[i % DIM].tolist(), seq=i)
+        for i in range(count)
+    ]
+    other = [dataclasses.replace(entry("o1", "nothing to fold here", vectors[0].tolist()), resource_id="r2")]
+    with monkeypatch.context() as patched:
+        patched.setattr(keywords, "fold", _fold_before_compatibility)
+        old = SqliteDatabase(tmp_path / "old.db")
+        index = SqliteSearchIndex(old, DIM)
+        for start in range(0, count, 50 if count > 100 else count):
+            index.upsert(entries[start : start + (50 if count > 100 else count)])
+        index.upsert(other)
+        assert [h.message_id for h in index.search("r1", top_k=5, text="hauptstrasse").keyword or []] == []
+        with old.transaction() as conn:
+            conn.execute("UPDATE search_meta SET value = '2' WHERE key = 'schema_version'")
+        generations = dict(old.query("SELECT resource_id, generation FROM search_generations"))
+        old.close()
+
+    fresh = SqliteSearchIndex(SqliteDatabase(tmp_path / "fresh.db"), DIM)
+    fresh.upsert(entries)
+    fresh.upsert(other)
+    db = SqliteDatabase(tmp_path / "old.db")
+    migrated = SqliteSearchIndex(db, DIM)
+
+    assert db.query("SELECT value FROM search_meta WHERE key = 'schema_version'") == [("3",)]
+    after = dict(db.query("SELECT resource_id, generation FROM search_generations"))
+    assert after["r1"] > generations["r1"] and after["r2"] == generations["r2"], "only r1 had terms to refold"
+    for query in [
+        "strasse",
+        "Straße",
+        "hauptstrasse",
+        "finale",
+        "files",
+        "rock",
+        "ｒｏｃｋ",
+        "cake 2",
+        "x2",
+        "cafe",
+    ]:
+        want = [
+            (h.message_id, round(h.score, 9)) for h in fresh.search("r1", top_k=10, text=query).keyword or []
+        ]
+        got = [
+            (h.message_id, round(h.score, 9))
+            for h in migrated.search("r1", top_k=10, text=query).keyword or []
+        ]
+        assert got == want and want, query
+    stats = "SELECT resource_id, chunks, tokens FROM search_keyword_stats ORDER BY resource_id"
+    assert db.query(stats) == fresh._db.query(stats)
+    terms = "SELECT message_id, terms, length FROM search_chunks ORDER BY message_id"
+    assert [(m, sorted(t.split()), n) for m, t, n in db.query(terms)] == [
+        (m, sorted(t.split()), n) for m, t, n in fresh._db.query(terms)
+    ]
+    migrated.upsert([entry("later", "another Straße", vectors[1].tolist(), seq=10_000)])
+    assert "later" in {h.message_id for h in migrated.search("r1", top_k=400, text="strasse").keyword or []}
+    db.close()

@@ -75,7 +75,8 @@ def index_body(dimension: int, engine: Engine) -> dict[str, Any]:
       whose vector is all zeros (cosine similarity is undefined; OpenSearch refuses such vectors).
     * ``text``: BM25 over the ``memstack_english`` analyzer: standard tokenizer, English possessive
       stemmer, lower case, ASCII folding (``café`` → ``cafe``), Porter stemming — the same effect as the
-      SQLite adapter's ``porter unicode61 remove_diacritics 2``. Stop words are kept in the index and dropped
+      SQLite adapter's ``keywords.tokens`` (which also folds ``ß``, ligatures and full-width letters as
+      ``asciifolding`` does). Stop words are kept in the index and dropped
       from queries (``memstack.adapters.search_text``), as the SQLite adapter does, so a query made only
       of stop words still finds them.
     * keywords ``message_id``, ``thread_id``, ``resource_id``, ``role``, ``uid`` (a unique key per chunk,

@@ -75,9 +75,10 @@ from memstack.filters import kind, validate_filter
 from memstack.model import check_id
 from memstack.ports import IndexEntry, IndexHit, SearchResults, Vector
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the tables' layout, recorded in ``search_meta`` (1: keywords in an FTS5 table ``search_fts``;
-2: the per-resource inverted index of ``keywords``)."""
+2: the per-resource inverted index of ``keywords``; 3: its terms folded for compatibility forms and case,
+``keywords.fold``)."""
 
 REBUILD_KEY = "rebuilding_for"
 """``search_meta`` key present while a rebuild (``memstack reindex``) is unfinished: the model it is for."""
@@ -672,6 +673,25 @@ def _rebuild_facts(
 
 
 def _migrate(conn: Any) -> None:
+    """Bring an earlier file's tables to ``SCHEMA_VERSION``, in the open transaction: schema 1 to 2
+    (``_migrate_fts``), then 2 to 3 (``keywords.refold``: terms written before compatibility forms and case
+    were folded are re-derived, and their resources' generations advanced so every process's caches
+    re-read them)."""
+    _migrate_fts(conn)
+    facts = dict(
+        conn.execute("SELECT key, value FROM search_meta WHERE key IN ('dimension', 'schema_version')")
+    )
+    if "dimension" not in facts or int(facts.get("schema_version", 2)) >= SCHEMA_VERSION:
+        return  # a new file (its version is written with its dimension), or a current one
+    _bump(conn, keywords.refold(conn))
+    conn.execute(
+        "INSERT INTO search_meta (key, value) VALUES ('schema_version', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (str(SCHEMA_VERSION),),
+    )
+
+
+def _migrate_fts(conn: Any) -> None:
     """Bring a schema-1 file (keywords in FTS5's ``search_fts``) to schema 2, in the open transaction.
 
     The chunk table gains ``terms`` and ``length``; the postings are rebuilt from FTS5's own index
@@ -708,7 +728,7 @@ def _migrate(conn: Any) -> None:
     for resource_id, chunks in by_resource.items():
         keywords.add(conn, resource_id, chunks)
     conn.execute("DROP TABLE search_fts")
-    conn.execute("UPDATE search_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+    conn.execute("UPDATE search_meta SET value = '2' WHERE key = 'schema_version'")
 
 
 def _embeddings(conn: Any, rowids: _Ints, dimension: int) -> _Floats:

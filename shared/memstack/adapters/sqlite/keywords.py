@@ -29,8 +29,9 @@ Scores are FTS5's ``bm25()`` formula (k1 = 1.2, b = 0.75, ``idf = ln((N - n + 0.
 1e-6), with every statistic taken from the resource: on a file that holds one resource they are the scores
 FTS5 gave, and on any file a resource's ranking depends only on its own chunks.
 
-Tokens: :func:`tokens` reproduces the FTS5 tokenizer the index used (``porter unicode61
-remove_diacritics 2``): runs of letters and digits, diacritics removed, case folded, then the Porter stemmer
+Tokens: :func:`tokens` follows the FTS5 tokenizer the index used (``porter unicode61
+remove_diacritics 2``), with a wider fold (:func:`fold`: compatibility forms and case, as OpenSearch's
+``asciifolding`` folds Latin letters): runs of letters and digits, diacritics removed, then the Porter stemmer
 (``PyStemmer``'s ``porter``, the original algorithm) on words of three letters or more, as SQLite's
 ``porter`` tokenizer does, with the C reference's two step-2 departures SQLite's stemmer has (``logi`` →
 ``log``, ``bli`` → ``ble``). The text comes from
@@ -131,15 +132,85 @@ def _measure(stem: str) -> int:
     return pattern.replace("vc", "|").count("|") if "vc" in pattern else 0
 
 
+def fold(text: str) -> str:
+    """``text`` as the index compares it: compatibility forms and case folded, diacritics removed.
+
+    Unicode's compatibility caseless matching (NFKD of the case fold of NFKD, Unicode §3.13), then every
+    combining mark dropped: "Straße" → "strasse", "ﬁle" → "file", full-width "ＡＢＣ" → "abc", "Café" →
+    "cafe", "²" → "2". OpenSearch's ``asciifolding`` filter folds these Latin forms the same way, so both
+    backends match them alike. ASCII text only has its case lowered (the same result, without the work).
+    """
+    if text.isascii():
+        return text.lower()
+    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
+    return "".join(c for c in folded if not unicodedata.combining(c))
+
+
 def tokens(text: str) -> list[str]:
     """The index terms of ``text``, in order, repeats kept (see the module docstring).
 
     Example: ``"Caroline went hiking in the Café"`` → ``["carolin", "went", "hike", "in", "the", "cafe"]``.
     """
-    folded = unicodedata.normalize("NFD", text)
-    if not folded.isascii():
-        folded = "".join(c for c in folded if not unicodedata.combining(c))
-    return [_stem(word) for word in _WORD.findall(folded.lower())]
+    return [_stem(word) for word in _WORD.findall(fold(text))]
+
+
+def refold(conn: Any) -> set[str]:
+    """Re-derive the postings of every resource whose terms ``fold`` now writes differently (an index
+    written when only canonical decompositions and lower case were folded: "straße", "ﬁle", full-width
+    letters stayed as they were), in the caller's write transaction.
+
+    The text is not kept here, so each changed term is re-tokenized from the term itself (its frequency
+    and the chunk's length carried over); a term that now splits into several (``"½"`` → ``1 2``) adds to
+    the length. Porter stems of a stem can differ from the word's in rare words; ``memstack reindex``
+    rebuilds from the stored messages for an exact index.
+
+    Returns:
+        The resources whose postings were rewritten (their generation must be advanced).
+    """
+    changed_terms: dict[str, set[str]] = defaultdict(set)
+    for table in ("search_postings", "search_keyword_pending"):
+        for resource_id, term in conn.execute(
+            f"SELECT DISTINCT resource_id, term FROM {table} WHERE term GLOB '*[^ -~]*'"
+        ):
+            if tokens(term) != [term]:
+                changed_terms[resource_id].add(term)
+    for resource_id, changed in changed_terms.items():
+        merge(conn, resource_id)
+        counts: dict[int, dict[str, int]] = defaultdict(dict)
+        for term, blob in conn.execute(
+            "SELECT term, postings FROM search_postings WHERE resource_id = ? ORDER BY term, block",
+            (resource_id,),
+        ):
+            postings = unpack(bytes(blob))
+            for rowid, tf in zip(postings["rowid"].tolist(), postings["tf"].tolist(), strict=True):
+                counts[rowid][term] = tf
+        chunks: list[tuple[int, Analysed]] = []
+        rows = conn.execute(
+            "SELECT rowid, length FROM search_chunks WHERE resource_id = ? ORDER BY rowid", (resource_id,)
+        ).fetchall()
+        for rowid, length in rows:
+            new: Counter[str] = Counter()
+            size = int(length)
+            for term, tf in counts.get(int(rowid), {}).items():
+                if term not in changed:
+                    new[term] += tf
+                    continue
+                parts = tokens(term)
+                size += tf * (len(parts) - 1)
+                for part in parts:
+                    new[part] += tf
+            chunks.append((int(rowid), Analysed(dict(new), size)))
+        drop_resource(conn, resource_id)
+        _append_blocks(conn, resource_id, chunks)
+        conn.execute(
+            "INSERT INTO search_keyword_stats (resource_id, chunks, tokens) VALUES (?, ?, ?)",
+            (resource_id, len(chunks), sum(a.length for _, a in chunks)),
+        )
+        conn.executemany(
+            "UPDATE search_chunks SET terms = ?, length = ? WHERE rowid = ?",
+            ((a.terms, a.length, rowid) for rowid, a in chunks),
+        )
+    return set(changed_terms)
 
 
 @dataclass(frozen=True, slots=True)
