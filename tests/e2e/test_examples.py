@@ -3,6 +3,7 @@ subprocess, then the example as a subprocess against it, offline, with its scrip
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield server
 
 
-def run_example(name: str, *args: str) -> str:
+def run_example(name: str, *args: str, returncode: int = 0) -> str:
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / name), *args],
         cwd=ROOT,
@@ -33,8 +34,8 @@ def run_example(name: str, *args: str) -> str:
         text=True,
         timeout=300,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
+    assert result.returncode == returncode, result.stdout + result.stderr
+    return result.stdout if returncode == 0 else result.stderr
 
 
 def test_given_the_strands_example_when_run_scripted_then_the_second_agent_remembers(served: Served) -> None:
@@ -68,3 +69,15 @@ def test_given_the_mcp_client_config_when_used_then_memstack_mcp_answers_over_st
     assert "recalled: My passport expires in June 2027" in out
     with MemstackClient(served.url, resource_id="example-user") as client:
         assert [t.id for t in client.list_threads().threads] == ["mcp-example"]
+
+
+def test_given_no_memstack_api_when_the_mcp_client_runs_then_it_says_why_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("mcp")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    err = run_example("mcp_client.py", "--url", url, returncode=1)
+    assert "error: remember:" in err and "unavailable" in err and "memstack serve" in err
+    assert "Traceback" not in err
