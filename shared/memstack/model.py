@@ -321,8 +321,8 @@ class EraseReceipt:
         resource_id: the erased resource.
         counts: ``threads`` (thread records), ``messages`` (message records, with their S3 bodies and id
             pointers), ``working_memory`` (resource records: resource-scoped working memory and metadata;
-            0 or 1), ``observation_records`` (resource-scope observational-memory records, pending work
-            included; thread-scope ones are deleted with their threads), ``index_documents``
+            0 or 1), ``observation_records`` (observational-memory records, pending work included: each
+            thread's own and the resource's), ``index_documents``
             (search-index documents: message chunks). Every key is present; a second erasure of the same
             resource reports zeros.
     """

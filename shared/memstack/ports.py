@@ -35,6 +35,15 @@ class MessageWindow:
     after: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class ThreadErasure:
+    """What ``MemoryStore.erase_thread`` deleted: the thread's messages and its thread-scope observation
+    record (0 or 1)."""
+
+    messages: int
+    observation_records: int = 0
+
+
 @runtime_checkable
 class MemoryStore(Protocol):
     """Threads, messages and resources of every resource, always addressed through the resource.
@@ -97,7 +106,7 @@ class MemoryStore(Protocol):
         The same deletion as ``erase_thread``."""
         ...
 
-    def erase_thread(self, resource_id: str, thread_id: str) -> int | None:
+    def erase_thread(self, resource_id: str, thread_id: str) -> ThreadErasure | None:
         """Delete the thread and everything the store keeps under it: its record, its messages (with
         their bodies, id pointers and index marks) and its thread-scope observation record (so it also
         leaves ``list_observation_work``). Nothing keyed by the thread remains.
@@ -105,7 +114,8 @@ class MemoryStore(Protocol):
         Idempotent, and resumable: a deletion that failed midway is finished by the next call.
 
         Returns:
-            How many messages were deleted; ``None`` when the resource has no such thread.
+            How many messages and thread-scope observation records (0 or 1) were deleted; ``None`` when
+            the resource has no such thread.
         """
         ...
 

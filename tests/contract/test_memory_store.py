@@ -24,7 +24,7 @@ from memstack.model import (
     ToolCallPart,
     ToolResultPart,
 )
-from memstack.ports import IndexState, MemoryStore, MessageWindow, UnindexedMessages
+from memstack.ports import IndexState, MemoryStore, MessageWindow, ThreadErasure, UnindexedMessages
 
 from .conftest import STORE_FACTORIES
 
@@ -957,11 +957,11 @@ def test_given_a_thread_when_erased_then_the_count_of_its_messages_and_none_the_
 ) -> None:
     fill_thread(store, "r1", "t1")
     assert store.erase_thread("r2", "t1") is None  # another resource's id: nothing
-    assert store.erase_thread("r1", "t1") == 3
+    assert store.erase_thread("r1", "t1") == ThreadErasure(messages=3, observation_records=1)
     assert store.erase_thread("r1", "t1") is None
     assert store.delete_thread("r1", "t1") is False
     store.create_thread(thread("empty"))
-    assert store.erase_thread("r1", "empty") == 0
+    assert store.erase_thread("r1", "empty") == ThreadErasure(messages=0, observation_records=0)
 
 
 @pytest.mark.parametrize("how", ["delete_thread", "erase_thread"])

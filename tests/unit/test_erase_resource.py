@@ -121,7 +121,7 @@ def test_given_two_full_resources_when_one_is_erased_then_nothing_of_it_remains_
         "threads": 2,
         "messages": 4,
         "working_memory": 1,
-        "observation_records": 1,  # the resource's; the threads' records go with their threads
+        "observation_records": 3,  # each thread's own (trip, diet) and the resource's
     }
     assert counts["index_documents"] >= 4  # one chunk a message at least; the large one has several
     assert memory.store.list_observation_work(due_before=T0, limit=10) == [(b, "trip")]

@@ -336,8 +336,8 @@ class EraseCounts(_Schema):
         description="Resource records deleted (resource-scoped working memory): 0 or 1."
     )
     observation_records: int = Field(
-        description="Resource-scope observational-memory records deleted (pending work with them); a thread's "
-        "own record goes with its thread."
+        description="Observational-memory records deleted (pending work with them): each thread's own "
+        "(thread scope) and the resource's (resource scope)."
     )
     index_documents: int = Field(description="Search-index documents (message chunks) deleted.")
 

@@ -34,12 +34,17 @@ class MessageHistoryLayer(LayerBase):
         """Delete the thread, its messages, their bodies and marks, and its thread-scope records.
 
         Returns:
-            ``{"threads": 1, "messages": n}``, or zeros when the thread was already gone.
+            ``{"threads": 1, "messages": n, "observation_records": 0 or 1}`` (the thread-scope record the
+            store deletes with its thread), or zeros when the thread was already gone.
         """
         deleted = self.store.erase_thread(event.scope.resource_id, event.scope.thread)
         if deleted is None:
-            return {"threads": 0, "messages": 0}
-        return {"threads": 1, "messages": deleted}
+            return {"threads": 0, "messages": 0, "observation_records": 0}
+        return {
+            "threads": 1,
+            "messages": deleted.messages,
+            "observation_records": deleted.observation_records,
+        }
 
     def on_resource_erased(self, scope: Scope, options: MemoryOptions) -> Mapping[str, int]:
         return {}

@@ -52,6 +52,7 @@ from memstack.adapters.dynamodb.errors import (
 from memstack.adapters.dynamodb.items import (
     MAX_SEQ,
     MESSAGE_PREFIX,
+    OBSERVATION_SK,
     PENDING_SHARDS,
     POINTER_PREFIX,
     THREAD_SK,
@@ -90,7 +91,7 @@ from memstack.model import (
     check_observation_work_limit,
     utcnow,
 )
-from memstack.ports import Direction, IndexState, MessageWindow, ThreadOrder
+from memstack.ports import Direction, IndexState, MessageWindow, ThreadErasure, ThreadOrder
 
 log = logging.getLogger(__name__)
 
@@ -352,7 +353,7 @@ class DynamoDBMemoryStore(DynamoDBTransfer):
         """``erase_thread``; ``False`` if the thread is missing or another resource's."""
         return self.erase_thread(resource_id, thread_id) is not None
 
-    def erase_thread(self, resource_id: str, thread_id: str) -> int | None:
+    def erase_thread(self, resource_id: str, thread_id: str) -> ThreadErasure | None:
         """Query the thread's partition (keys only, every page); delete the messages' id pointers, then
         the messages (BatchWriteItem), then every S3 object under the thread's key prefix; last, in one
         TransactWriteItems, the meta (condition: no message arrived meanwhile, else loop) and the
@@ -379,7 +380,7 @@ class DynamoDBMemoryStore(DynamoDBTransfer):
                 )
             metas = [i for i in items if i.sk == THREAD_SK]
             if not metas:
-                return deleted  # deleted concurrently
+                return ThreadErasure(deleted)  # deleted concurrently
             if metas[0].resource_id != resource_id:
                 return None
             messages = [i for i in items if i.sk.startswith(MESSAGE_PREFIX)]
@@ -402,7 +403,9 @@ class DynamoDBMemoryStore(DynamoDBTransfer):
                 self._pause(attempt)
                 continue
             log.debug("thread deleted", extra={"thread_id": thread_id, "messages": deleted})
-            return deleted
+            # The record, if the query saw it, went in the transaction (one written since needs the meta,
+            # which the transaction's condition held).
+            return ThreadErasure(deleted, sum(1 for i in items if i.sk == OBSERVATION_SK))
         raise Conflict(f"thread {thread_id!r} kept receiving messages; gave up deleting it")
 
     # messages ------------------------------------------------------------------------------------

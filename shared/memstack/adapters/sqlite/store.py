@@ -53,7 +53,7 @@ from memstack.model import (
     check_observation_work_limit,
     utcnow,
 )
-from memstack.ports import Direction, IndexState, MessageWindow, ThreadOrder
+from memstack.ports import Direction, IndexState, MessageWindow, ThreadErasure, ThreadOrder
 
 SCHEMA_VERSION = 5
 """Layout of the store's tables, recorded as ``PRAGMA user_version`` (0: ``id`` primary keys, before ids
@@ -319,21 +319,21 @@ class SqliteMemoryStore(SqliteTransfer):
     def delete_thread(self, resource_id: str, thread_id: str) -> bool:
         return self.erase_thread(resource_id, thread_id) is not None
 
-    def erase_thread(self, resource_id: str, thread_id: str) -> int | None:
+    def erase_thread(self, resource_id: str, thread_id: str) -> ThreadErasure | None:
         """One transaction: the thread's messages (their index marks are a column of theirs), its
         thread-scope observation record, then the thread row (see ``MemoryStore.erase_thread``)."""
         with self.db.transaction() as conn:
             messages = conn.execute(
                 "DELETE FROM messages WHERE resource_id = ? AND thread_id = ?", (resource_id, thread_id)
             ).rowcount
-            conn.execute(
+            records = conn.execute(
                 "DELETE FROM observations WHERE resource_id = ? AND scope = 'thread' AND thread_key = ?",
                 (resource_id, thread_id),
-            )
+            ).rowcount
             cur = conn.execute(
                 "DELETE FROM threads WHERE resource_id = ? AND id = ?", (resource_id, thread_id)
             )
-            return int(messages) if cur.rowcount else None
+            return ThreadErasure(int(messages), int(records)) if cur.rowcount else None
 
     # messages ------------------------------------------------------------------------------------
 
