@@ -31,7 +31,7 @@ from memstack.client import (
     _wire_request,
 )
 from memstack.memory import CloneResult, Include
-from memstack.model import EraseReceipt, Message, MessagePage, Thread, ThreadPage, ToolCallPart
+from memstack.model import EraseReceipt, Message, MessagePage, SavedBatch, Thread, ThreadPage, ToolCallPart
 from memstack.recall import RecallResult
 from memstack.usecases.inspect import ContextInspection, IndexHealth
 
@@ -222,8 +222,9 @@ class AsyncMemstackClient:
         resource_id: str | None = None,
         messages: Sequence[Message | Mapping[str, Any] | str],
         expected_last_seq: int | None = None,
-    ) -> list[Message]:
-        """Save a batch in order (``Memory.save_messages``); returns the saved messages with ``seq``.
+    ) -> SavedBatch:
+        """Save a batch in order (``Memory.save_messages``); returns the saved messages with ``seq`` and the
+        ids stored but not searchable yet (``SavedBatch.unindexed``).
         ``expected_last_seq`` (``RemoteContext.last_seq``) refuses it if the thread moved on since.
 
         Raises:

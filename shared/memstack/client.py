@@ -54,6 +54,7 @@ from memstack.model import (
     Message,
     MessagePage,
     ModelUsage,
+    SavedBatch,
     Thread,
     ThreadPage,
     ToolCallPart,
@@ -549,7 +550,7 @@ class Calls:
         thread_id: str,
         messages: Sequence[Message | Mapping[str, Any] | str],
         expected_last_seq: int | None = None,
-    ) -> Call[list[Message]]:
+    ) -> Call[SavedBatch]:
         body: dict[str, Any] = {"messages": [_message_in(m) for m in messages]}
         if expected_last_seq is not None:
             body["expected_last_seq"] = expected_last_seq
@@ -558,7 +559,10 @@ class Calls:
             ["threads", _routable(thread_id), "messages"],
             {"resource_id": resource_id},
             body,
-            lambda data: [Message.model_validate(m) for m in data["messages"]],
+            lambda data: SavedBatch(
+                (Message.model_validate(m) for m in data["messages"]),
+                unindexed=[str(i) for i in data.get("unindexed") or []],
+            ),
         )
 
     @staticmethod
@@ -1087,8 +1091,9 @@ class MemstackClient:
         resource_id: str | None = None,
         messages: Sequence[Message | Mapping[str, Any] | str],
         expected_last_seq: int | None = None,
-    ) -> list[Message]:
-        """Save a batch in order (``Memory.save_messages``); returns the saved messages with ``seq``.
+    ) -> SavedBatch:
+        """Save a batch in order (``Memory.save_messages``); returns the saved messages with ``seq`` and the
+        ids stored but not searchable yet (``SavedBatch.unindexed``).
         ``expected_last_seq`` (``RemoteContext.last_seq``) refuses it if the thread moved on since.
 
         Raises:

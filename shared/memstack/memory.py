@@ -20,6 +20,7 @@ from memstack.model import (
     EraseReceipt,
     Message,
     MessagePage,
+    SavedBatch,
     Thread,
     ThreadPage,
     ToolCallPart,
@@ -40,6 +41,7 @@ from memstack.recall import EmbeddingCache, RecallResult
 from memstack.scope import Scope
 from memstack.usecases.background import Background, BackgroundWork
 from memstack.usecases.core import SystemClock, build_core
+from memstack.usecases.index_retry import IndexRetry
 from memstack.usecases.inspect import Inspection
 from memstack.usecases.messages import Include, Messages
 from memstack.usecases.threads import CloneResult, Threads
@@ -112,6 +114,8 @@ class Memory(BackgroundWork, Inspection):
         core.layers = default_layers(core, schedule=self._background.schedule)
         self._threads, self._messages = Threads(core), Messages(core)
         self._turns = Turns(core, parallel_recall=parallel_recall)
+        self._index_retry = IndexRetry(self.reconcile_index)
+        core.on_unindexed = self._index_retry.poke
         core.require_chat_model(core.options)
 
     @classmethod
@@ -187,9 +191,15 @@ class Memory(BackgroundWork, Inspection):
     def index_on_save(self, value: bool) -> None:
         self._core.index_on_save = value
 
+    @property
+    def index_retry(self) -> IndexRetry:
+        """The background retry that indexes what saves stored but could not index (``IndexRetry``)."""
+        return self._index_retry
+
     def close(self) -> None:
         """Finish in-process work, write the usage still pending, then close the store and the index."""
         self._turns.close()
+        self._index_retry.close()
         self._background.close()
         self._core.store.close()
         self._core.index.close()
@@ -301,12 +311,24 @@ class Memory(BackgroundWork, Inspection):
         resource_id: str,
         messages: Sequence[Message | dict[str, Any] | str],
         expected_last_seq: int | None = None,
-    ) -> list[Message]:
+    ) -> SavedBatch:
         """Save a batch in order (an existing id updates in place; a missing thread is created); the layers
-        strip working-memory plumbing, then index and schedule (spec §2.4). Returns the saved messages with
-        their ``seq``. ``expected_last_seq`` (``ModelContext.last_seq``): ``Conflict`` if the thread moved on.
-        Raises ``InvalidInput`` (nothing written), ``NotFound``, ``Conflict``, ``PayloadTooLarge`` (over
-        ``MAX_BATCH``), ``Unavailable`` (saved but not indexed: saving again completes it)."""
+        strip working-memory plumbing, then index and schedule (spec §2.4).
+
+        A stored batch is reported as stored: when indexing it fails (the embedder or index down or slower
+        than ``context_timeout_ms``, a malformed embedding), the save still returns, the ids are in
+        ``SavedBatch.unindexed``, and the index is completed in the background (``index_retry``,
+        ``reconcile_index``). ``expected_last_seq`` (``ModelContext.last_seq``): ``Conflict`` if the thread
+        moved on.
+
+        Returns:
+            The saved messages with their ``seq`` (a ``SavedBatch``, a list).
+
+        Raises:
+            InvalidInput: nothing written. NotFound. Conflict. PayloadTooLarge: over ``MAX_BATCH``.
+            MemstackError: a follow-up after the store committed failed; its ``saved_ids`` name the stored
+                messages and saving them again with those ids is safe.
+        """
         return self._messages.save(
             Scope.of(resource_id, thread_id), messages, expected_last_seq=expected_last_seq
         )
@@ -387,8 +409,10 @@ class Memory(BackgroundWork, Inspection):
     def recall(
         self, *, thread_id: str, resource_id: str, query: str, options: dict[str, Any] | None = None
     ) -> RecallResult:
-        """Semantic recall alone: the best hits for ``query`` in the resource and their neighbour windows.
-        Raises ``InvalidInput``, ``Unavailable`` (embedder or index failed)."""
+        """Semantic recall alone: the best hits for ``query`` in the resource and their neighbour windows,
+        within ``context_timeout_ms`` (the turn's deadline, as ``context()``: each embedder and index
+        request and its retries are cut to the time left). Raises ``InvalidInput``, ``Unavailable``
+        (embedder or index failed, or the deadline passed first)."""
         return self._turns.recall(Scope.of(resource_id, thread_id), query, options)
 
     def context(

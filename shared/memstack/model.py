@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -301,6 +302,36 @@ class MessagePage(_Frozen):
 
     messages: tuple[Message, ...]
     next_cursor: str | None = None
+
+
+class SavedBatch(list[Message]):
+    """What ``save_messages`` returns: the stored messages with their ``seq`` (a list, as before), and which
+    of them are not searchable yet.
+
+    A save is reported by what was stored: when the store committed the batch but indexing it failed (the
+    embedder or index down, slow past the deadline, or answering malformed vectors), the save still
+    succeeds and the ids are listed here. They stay marked unindexed in the store and are indexed without
+    the caller (``Memory.reconcile_index``, run by the library's background retry, at ``memstack serve``'s
+    start-up, and on AWS by the stream indexer's retries and the ``reconcile`` schedule). Saving them again
+    with the same ids is also safe: a save with an existing id updates it in place.
+
+    Attributes:
+        unindexed: ids of stored messages not in the search index yet (empty when all were indexed, or
+            indexing is not the save's job: a stream indexer does it).
+        index_error: why they were not indexed (an error class and cause without message text), or
+            ``None``.
+    """
+
+    def __init__(
+        self,
+        messages: Iterable[Message] = (),
+        *,
+        unindexed: Sequence[str] = (),
+        index_error: str | None = None,
+    ) -> None:
+        super().__init__(messages)
+        self.unindexed: tuple[str, ...] = tuple(unindexed)
+        self.index_error = index_error
 
 
 ERASE_COUNT_KEYS: tuple[str, ...] = (

@@ -559,6 +559,9 @@ class Embedder(Protocol):
     An embedder may also declare ``fusion_weight: float``, the vector list's prior weight in hybrid fusion
     (optional, so not a member of the protocol; ``memstack.recall.engine.fusion_weight`` reads it, 1.0 when
     absent; docs/adr/0011-spread-weighted-fusion.md). A wrapper around an embedder should pass it on.
+    Likewise optional, ``zero_for_words: bool``: ``True`` when the zero vector can be a real answer for a
+    text with words (feature hashing); otherwise such an answer is refused as a fault, like NaN
+    (``memstack.recall.engine.SemanticRecall.valid_vector``).
     """
 
     model_id: str

@@ -102,7 +102,7 @@ def test_given_text_of_any_script_when_saved_then_every_chunk_fits_the_embedders
     assert len(found.hits) == 1
 
 
-def test_given_an_embedder_that_refuses_the_text_when_saved_then_invalid_input_not_retryable(
+def test_given_an_embedder_that_refuses_the_text_when_saved_then_stored_unindexed_and_not_retried(
     tmp_path: Path,
 ) -> None:
     class Refusing(HashEmbedder):
@@ -110,10 +110,11 @@ def test_given_an_embedder_that_refuses_the_text_when_saved_then_invalid_input_n
             raise InvalidInput("input rejected by the model")
 
     with open_backend("sqlite", tmp_path, Refusing()) as backend:
-        with pytest.raises(InvalidInput) as err:
-            backend.memory.save_messages(thread_id=T, resource_id=R, messages=["hello"])
-        assert not isinstance(err.value, Unavailable)
-        assert "saved" in err.value.message
+        saved = backend.memory.save_messages(thread_id=T, resource_id=R, messages=["hello"])
+
+        assert saved.unindexed == (saved[0].id,)
+        assert saved.index_error is not None and saved.index_error.startswith("InvalidInput")
+        assert not backend.memory.index_retry.pending, "no retry can mend a refusal of the text"
         assert [m.text for m in backend.memory.list_messages(thread_id=T, resource_id=R).messages] == [
             "hello"
         ]
@@ -124,10 +125,10 @@ def test_given_a_malformed_embedding_answer_when_saved_again_then_the_bad_vector
 ) -> None:
     for name in BACKENDS:
         with open_backend(name, tmp_path / name, FlakyEmbedder()) as backend:
-            with pytest.raises(Unavailable):
-                backend.memory.save_messages(
-                    thread_id=T, resource_id=R, messages=[{"id": "m1", "content": "kelp"}]
-                )
+            first = backend.memory.save_messages(
+                thread_id=T, resource_id=R, messages=[{"id": "m1", "content": "kelp"}]
+            )
+            assert first.unindexed == ("m1",), name
 
             backend.memory.save_messages(
                 thread_id=T, resource_id=R, messages=[{"id": "m1", "content": "kelp"}]

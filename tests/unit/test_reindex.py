@@ -173,10 +173,11 @@ def test_given_a_running_memory_when_another_process_reindexes_the_file_then_it_
         with pytest.raises(Unavailable) as err:
             running.recall(resource_id="user-a", thread_id="other", query="sourdough bread")
         assert "renamed-256" in err.value.message
-        with pytest.raises(Unavailable):
-            running.save_messages(
-                resource_id="user-a", thread_id="t9", messages=["a kayak trip on the fjord"]
-            )
+        kept = running.save_messages(
+            resource_id="user-a", thread_id="t9", messages=["a kayak trip on the fjord"]
+        )
+        assert kept.unindexed == (kept[0].id,)
+        assert kept.index_error is not None and "renamed-256" in kept.index_error
         # ... its saves keep their messages, and keyword search (no vectors) still answers
         page = running.list_messages(resource_id="user-a", thread_id="t9")
         assert [m.text for m in page.messages] == ["a kayak trip on the fjord"]

@@ -169,9 +169,13 @@ class HashEmbedder:
             (``memstack.recall.engine.fusion_weight``): hashed words and trigrams measure word overlap
             without IDF, a weaker copy of the keyword list, not a second opinion on meaning
             (docs/adr/0011-spread-weighted-fusion.md).
+        zero_for_words: ``True``: signed feature sums can cancel to the zero vector for a text with words
+            (rarely, e.g. a one-token text whose token and trigrams share a bucket); that zero is this
+            embedder's deterministic answer, not a fault (``SemanticRecall.valid_vector``).
     """
 
     fusion_weight: float = 0.5
+    zero_for_words: bool = True
 
     def __init__(self, dimension: int = 256, *, cache_size: int = 8_192) -> None:
         """Create the embedder.

@@ -316,9 +316,17 @@ class MessageList(_Schema):
 
 
 class SavedMessages(_Schema):
-    """The saved messages with their per-thread ``seq`` (empty when ``read_only``)."""
+    """The saved messages with their per-thread ``seq`` (empty when ``read_only``), and which of them are
+    stored but not searchable yet (``memstack.SavedBatch``): a stored write answers 201/200, never a
+    retryable error."""
 
     messages: list[Message]
+    unindexed: list[str] = Field(
+        default_factory=list,
+        description="Ids of saved messages not in the search index yet (the embedder or index failed or was "
+        "slower than the deadline); the server indexes them in the background. Saving them again with "
+        "these ids is safe (an existing id updates in place).",
+    )
 
 
 class Deleted(_Schema):

@@ -204,6 +204,24 @@ class Layer(Protocol):
         ...
 
 
+class NotIndexed(Exception):  # noqa: N818 - a signal between a layer and the save, not an error to raise
+    """Raised by a layer's ``after_save`` when the stored batch could not be indexed: the save still
+    succeeds and reports the ids (``SavedBatch.unindexed``).
+
+    Attributes:
+        message_ids: the stored messages left unindexed.
+        reason: the cause, without message text (error class and message of a ``MemstackError``).
+        retryable: ``False`` for a deterministic refusal of the text (``InvalidInput``, ``PayloadTooLarge``),
+            which no retry can change; ``True`` when a later try may succeed (``Unavailable``, a deadline).
+    """
+
+    def __init__(self, message_ids: Sequence[str], reason: str, *, retryable: bool) -> None:
+        super().__init__(reason)
+        self.message_ids = tuple(message_ids)
+        self.reason = reason
+        self.retryable = retryable
+
+
 class LayerBase:
     """No-op defaults for every ``Layer`` hook."""
 

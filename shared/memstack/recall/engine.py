@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -181,7 +182,7 @@ class SemanticRecall:
         if vector is None:
             answer = self.embedder.embed_query(text)
             self._metered(thread, [text])
-            vector = self.valid_vector(answer)
+            vector = self.valid_vector(answer, text)
             self.cache.put(key, vector)
         return vector
 
@@ -206,7 +207,7 @@ class SemanticRecall:
                     f"the embedder ({self.embedder.model_id}) answered {len(vectors)} vectors for "
                     f"{len(missing)} texts"
                 )
-            checked = [self.valid_vector(v) for v in vectors]
+            checked = [self.valid_vector(v, t) for v, t in zip(vectors, sent, strict=True)]
             for i, vec in zip(missing, checked, strict=True):
                 out[i] = vec
                 self.cache.put(keys[i], vec)
@@ -216,12 +217,23 @@ class SemanticRecall:
         if self.meter is not None and thread is not None:
             self.meter(thread[0], thread[1], texts)
 
-    def valid_vector(self, vector: Vector) -> Vector:
-        """``vector`` if it is ``embedder.dimension`` finite numbers; a malformed answer is treated as a
-        transient failure of the embedder and must never be cached (it would stick until restart).
+    def valid_vector(self, vector: Vector, text: str | None = None) -> Vector:
+        """``vector`` if it is ``embedder.dimension`` finite numbers, and not all zero when ``text`` has
+        words; a malformed answer is treated as a transient failure of the embedder and must never be
+        cached (it would stick until restart).
+
+        The ``Embedder`` port promises a unit vector for a text with words and allows the zero vector only
+        for a text without (empty, only punctuation or emoji: stored without a vector, found by keywords).
+        A remote model's all-zero answer for words is a fault like NaN: kept, it would be a chunk no vector
+        search can ever find while index health counts it indexed. An embedder whose sums can cancel for
+        real words (feature hashing) declares ``zero_for_words = True`` and its zero is accepted.
+
+        Args:
+            vector: the embedder's answer.
+            text: the text it was asked to embed (``None``: the zero check is skipped).
 
         Raises:
-            Unavailable: wrong length, or a value that is not a finite number.
+            Unavailable: wrong length, a value that is not a finite number, or all zero for words.
         """
         try:
             # one sum: NaN and infinities propagate, huge values overflow to infinity, non-numbers raise
@@ -232,6 +244,11 @@ class SemanticRecall:
             raise Unavailable(
                 f"the embedder ({self.embedder.model_id}) answered a malformed vector "
                 f"({len(vector)} values, {self.embedder.dimension} expected, or not all finite numbers)"
+            )
+        if text is not None and not any(vector) and _has_words(text) and not _zero_for_words(self.embedder):
+            raise Unavailable(
+                f"the embedder ({self.embedder.model_id}) answered an all-zero vector for a text with words "
+                "(a zero vector is valid only for a text without words)"
             )
         return vector
 
@@ -390,7 +407,11 @@ class SemanticRecall:
         want_vector = options.mode in ("vector", "hybrid")
         want_keyword = options.mode in ("keyword", "hybrid")
         per_list = list_depth(options, top_k)
-        vector = self.embed_query(query, thread=(resource_id, thread_id)) if want_vector else None
+        vector = (
+            self._query_vector(query, (resource_id, thread_id), keywords_too=want_keyword)
+            if want_vector
+            else None
+        )
         if vector is not None and not any(vector):
             vector = None  # text without words (only emoji, punctuation): no direction to search by
         results = self.index.search(
@@ -408,6 +429,22 @@ class SemanticRecall:
             limit=top_k,
             vector_prior=fusion_weight(self.embedder),
         )
+
+    def _query_vector(self, query: str, thread: ThreadKey, *, keywords_too: bool) -> Vector | None:
+        """The query's vector; in hybrid mode (``keywords_too``) ``None`` when the embedder is unavailable
+        (down, past the deadline, a malformed answer), so recall degrades to its keyword list instead of
+        failing the turn. Raises ``Unavailable`` in vector mode."""
+        try:
+            return self.embed_query(query, thread=thread)
+        except Unavailable as exc:
+            if not keywords_too:
+                raise
+            logger.warning(
+                "query embedding failed (%s); hybrid recall answers from keywords alone",
+                type(exc).__name__,
+                extra={"thread_id": thread[1], "error": type(exc).__name__},
+            )
+            return None
 
     def recall(
         self,
@@ -555,6 +592,20 @@ def rank_hits(
         after=options.message_range.after,
         spread_depth=list_depth(options, limit) if h.weighting == "spread" else None,
     )
+
+
+_WORD = re.compile(r"[^\W_]")
+"""A letter or a number (``str.isalnum``): what makes a text one with words for the ``Embedder`` port."""
+
+
+def _has_words(text: str) -> bool:
+    return _WORD.search(text) is not None
+
+
+def _zero_for_words(embedder: Embedder) -> bool:
+    """Whether the embedder declares that its zero vector can be a real answer for words (optional
+    ``zero_for_words`` attribute, ``False`` when absent)."""
+    return getattr(embedder, "zero_for_words", False) is True
 
 
 def _state(states: dict[str, IndexState], message_id: str) -> IndexState:

@@ -8,10 +8,20 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from memstack import deadline
 from memstack.config import MemoryOptions
 from memstack.context import cross_thread_block
-from memstack.errors import InvalidInput, MemstackError, PayloadTooLarge, Unavailable
-from memstack.layers.base import Block, Contribution, LayerBase, Needs, ThreadDeleted, Turn, TurnReads
+from memstack.errors import InvalidInput, MemstackError, PayloadTooLarge
+from memstack.layers.base import (
+    Block,
+    Contribution,
+    LayerBase,
+    Needs,
+    NotIndexed,
+    ThreadDeleted,
+    Turn,
+    TurnReads,
+)
 from memstack.model import Message, Thread, check_metadata
 from memstack.ports import SearchIndex
 from memstack.recall.engine import SemanticRecall, entry_metadata
@@ -60,37 +70,37 @@ class SemanticRecallLayer(LayerBase):
         return messages
 
     def after_save(self, thread: Thread, options: MemoryOptions, saved: Sequence[Message]) -> None:
-        """Index the stored batch (inline mode).
+        """Index the stored batch (inline mode), within ``options.context_timeout_ms``: a save is a turn's
+        call, and a slow or hanging embedder must not hold it (``memstack.deadline`` bounds each request of
+        the network adapters and their retries).
 
         Raises:
-            InvalidInput: the embedder or index refused the messages' text for what it is (a deterministic
-                refusal: retrying cannot help); the messages are saved but not searchable.
-            Unavailable: the embedder or index failed; the messages are saved, and saving them again
-                completes the index.
+            NotIndexed: the embedder or index failed, refused the text, or the deadline passed; the batch is
+                stored and stays marked unindexed (``retryable`` unless the text was refused for what it
+                is, ``InvalidInput``/``PayloadTooLarge``, which no retry can change).
         """
         recall = options.semantic_recall
         if not recall.enabled or not saved or not self.inline():
             return
         try:
-            self.engine.index_messages(thread, saved, recall)
+            with deadline.within(options.context_timeout_ms / 1000):
+                self.engine.index_messages(thread, saved, recall)
         except Exception as exc:
+            refused = isinstance(exc, InvalidInput | PayloadTooLarge)
             logger.warning(
-                "indexing failed (%s) for %d message(s) of thread %s; they are saved, save them again to index them",
+                "indexing failed (%s) for %d stored message(s) of thread %s; %s",
                 type(exc).__name__,
                 len(saved),
                 thread.id,
+                "the index refused their text" if refused else "left for the background reconcile",
                 extra={"thread_id": thread.id, "count": len(saved), "error": type(exc).__name__},
             )
-            cause = str(exc) if isinstance(exc, MemstackError) else type(exc).__name__
-            if isinstance(exc, InvalidInput | PayloadTooLarge):
-                raise InvalidInput(
-                    f"messages were saved but the search index refused them ({cause[:300]}); saving them "
-                    "again will not help",
-                    field="messages",
-                ) from exc
-            raise Unavailable(
-                f"messages were saved but not indexed ({cause[:300]}); save them again to retry"
-            ) from exc
+            cause = (
+                f"{type(exc).__name__}: {str(exc)[:300]}"
+                if isinstance(exc, MemstackError)
+                else type(exc).__name__
+            )
+            raise NotIndexed([m.id for m in saved], cause, retryable=not refused) from exc
 
     def on_thread_deleted(self, event: ThreadDeleted) -> Mapping[str, int]:
         """Remove the thread's index entries (an erasure removes the resource's in one go instead)."""

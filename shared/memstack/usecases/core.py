@@ -4,14 +4,14 @@ share — built once by the ``Memory`` facade."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from memstack.config import MemoryOptions
-from memstack.errors import InvalidInput
-from memstack.layers.base import Layer
+from memstack.errors import InvalidInput, MemstackError
+from memstack.layers.base import Layer, NotIndexed
 from memstack.model import Message, Thread, utcnow
 from memstack.observation.engine import ObservationEngine
 from memstack.observation.requirements import require_chat_model
@@ -39,6 +39,8 @@ class Core:
         layers: the memory layers in turn order (``memstack.layers.defaults.default_layers``).
         index_on_save: saves index and schedule their follow-up work themselves (not under a stream
             indexer).
+        on_unindexed: told when a stored batch was left unindexed for a reason a retry can mend (the
+            ``Memory``'s ``IndexRetry``), so the index is completed without the caller.
     """
 
     store: MemoryStore
@@ -53,6 +55,7 @@ class Core:
     observation: ObservationEngine
     layers: tuple[Layer, ...] = ()
     index_on_save: bool = True
+    on_unindexed: Callable[[], None] | None = None
 
     def require_chat_model(self, options: MemoryOptions) -> None:
         """Raises ``InvalidInput`` (field ``chat_model``) when ``options`` need a chat model and none was
@@ -75,13 +78,44 @@ def store_batches(core: Core, thread: Thread, messages: Sequence[Message]) -> li
     return saved
 
 
-def follow_up(core: Core, thread: Thread, saved: Sequence[Message]) -> None:
+def follow_up(core: Core, thread: Thread, saved: Sequence[Message]) -> NotIndexed | None:
     """Every layer's ``after_save`` on a stored batch, in layer order (recall indexes, observation
-    schedules), then the thread's usage written if enough is pending (``flush_usage``). Raises what a
-    layer raises (``Unavailable`` when indexing failed)."""
+    schedules), then the thread's usage written if enough is pending (``flush_usage``).
+
+    The batch is stored when this runs, so what fails here never reads as "not saved": indexing that failed
+    is returned (every other layer still runs) and told to ``core.on_unindexed`` (the library's background
+    retry); any other error is raised with the stored ids named (``saved_ids``) and a message saying that
+    saving them again with those ids is safe (an existing id updates in place).
+
+    Returns:
+        The indexing failure (``NotIndexed``) when the batch was stored but not indexed, else ``None``.
+    """
+    unindexed: NotIndexed | None = None
     for layer in core.layers:
-        layer.after_save(thread, core.options, saved)
+        try:
+            layer.after_save(thread, core.options, saved)
+        except NotIndexed as exc:
+            unindexed = exc
+        except MemstackError as exc:
+            raise _named_stored(exc, saved) from exc
     flush_usage(core, thread.resource_id, thread.id)
+    if unindexed is not None and unindexed.retryable and core.on_unindexed is not None:
+        core.on_unindexed()
+    return unindexed
+
+
+def _named_stored(exc: MemstackError, saved: Sequence[Message]) -> MemstackError:
+    """``exc`` with the stored batch's ids in ``saved_ids`` and its message saying the batch was stored."""
+    ids = [m.id for m in saved]
+    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    named = type(exc)(
+        f"{exc.message}; the messages were stored ({shown}): saving them again with these ids is safe "
+        "(an existing id updates in place)",
+        field=exc.field,
+        code=exc.code,
+    )
+    named.saved_ids = ids
+    return named
 
 
 def flush_usage(core: Core, resource_id: str, thread_id: str, *, force: bool = False) -> None:

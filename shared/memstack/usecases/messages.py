@@ -11,7 +11,7 @@ from typing import Any
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import InvalidInput, PayloadTooLarge, Unavailable
 from memstack.inputs import coerce_message
-from memstack.model import Message, MessagePage, Thread, ToolCallPart, ToolResultPart, check_id
+from memstack.model import Message, MessagePage, SavedBatch, Thread, ToolCallPart, ToolResultPart, check_id
 from memstack.ports import MessageWindow, UnindexedMessages
 from memstack.scope import Scope
 from memstack.usecases.checks import MAX_BATCH, MAX_INCLUDE, MAX_PAGE, MAX_SEQ, check_batch, check_limit
@@ -41,7 +41,7 @@ class Messages:
         messages: Sequence[Message | dict[str, Any] | str],
         *,
         expected_last_seq: int | None = None,
-    ) -> list[Message]:
+    ) -> SavedBatch:
         """See ``Memory.save_messages``."""
         core = self.core
         check_batch(messages, "messages")
@@ -56,7 +56,7 @@ class Messages:
         ]
         _check_batch_rules(parsed)
         if core.options.read_only:
-            return []
+            return SavedBatch()
         stored = core.store.get_thread(scope.resource_id, scope.thread)
         thread = stored or Thread(
             id=scope.thread, resource_id=scope.resource_id, created_at=now, updated_at=now
@@ -65,7 +65,7 @@ class Messages:
         for layer in core.layers:
             batch = layer.before_save(thread, core.options, batch)
         if not batch:
-            return []
+            return SavedBatch()
         saved = core.store.save_messages(
             scope.resource_id,
             scope.thread,
@@ -74,8 +74,10 @@ class Messages:
             expected_last_seq=expected_last_seq,
         )
         logger.debug("saved messages", extra={"thread_id": scope.thread, "count": len(saved)})
-        follow_up(core, thread, saved)
-        return saved
+        unindexed = follow_up(core, thread, saved)
+        if unindexed is None:
+            return SavedBatch(saved)
+        return SavedBatch(saved, unindexed=unindexed.message_ids, index_error=unindexed.reason)
 
     def index_saved(self, scope: Scope, message_ids: Sequence[str]) -> int:
         """See ``Memory.index_saved``."""

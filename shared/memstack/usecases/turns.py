@@ -117,7 +117,9 @@ class Turns:
         if not opts.semantic_recall.enabled:
             return RecallResult([], [])
         try:
-            return self.core.recall.recall(scope.resource_id, scope.thread, query, opts.semantic_recall)
+            # an agent calls recall per turn too (a tool): it never holds the turn longer than context() would
+            with deadline.within(opts.context_timeout_ms / 1000):
+                return self.core.recall.recall(scope.resource_id, scope.thread, query, opts.semantic_recall)
         except MemstackError as exc:
             if isinstance(exc, InvalidInput) and exc.field != "semantic_recall.filter":
                 # an embedder that answered with a malformed vector is an outage, not the caller's input

@@ -21,6 +21,11 @@ text that is not UTF-8 (a lone surrogate)                       ``InvalidInput``
 malformed response                                              ``Unavailable``
 ==============================================================  ===========================================
 
+Under a turn's deadline (``memstack.deadline.within``) no attempt starts with less than
+``MIN_ATTEMPT_SECONDS`` left and no retry is made whose backoff would end past the deadline: the call fails
+with ``Unavailable`` instead. A botocore client's read timeout is fixed when it is built, so an attempt
+already sent may still run to ``timeout``.
+
 Messages name the error code and the model, never Bedrock's error text (which may quote the input).
 """
 
@@ -30,7 +35,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from memstack.adapters.openai.connection import _backoff, check_retry_options
+from memstack import deadline
+from memstack.adapters.openai.connection import MIN_ATTEMPT_SECONDS, _backoff, check_retry_options
 from memstack.errors import InvalidInput, MemstackError, Unavailable
 
 __all__ = ["BedrockConnection"]
@@ -126,7 +132,14 @@ class BedrockConnection:
         client = self.client()
         attempts = self.max_retries + 1
         failure = ""
+        made = 0
         for attempt in range(attempts):
+            left = deadline.remaining()
+            if left is not None and left < MIN_ATTEMPT_SECONDS:
+                raise Unavailable(
+                    f"Bedrock {what} ({model}): the turn's deadline passed after {attempt} attempt(s)"
+                )
+            made += 1
             try:
                 return request(client)
             except ClientError as exc:
@@ -148,9 +161,15 @@ class BedrockConnection:
                 ) from None
             except BotoCoreError as exc:  # connection errors, timeouts
                 failure = type(exc).__name__
-            if attempt + 1 < attempts:
-                self._sleep(_backoff(attempt))
-        raise Unavailable(f"Bedrock {what} ({model}) failed after {attempts} attempt(s): {failure}")
+            if attempt + 1 == attempts:
+                break
+            pause = _backoff(attempt)
+            left = deadline.remaining()
+            if left is not None and pause + MIN_ATTEMPT_SECONDS > left:
+                failure += "; the next retry would end past the turn's deadline"
+                break
+            self._sleep(pause)
+        raise Unavailable(f"Bedrock {what} ({model}) failed after {made} attempt(s): {failure}")
 
 
 def _client_error(code: str, status: int, *, what: str, model: str, field: str) -> MemstackError | None:

@@ -67,9 +67,12 @@ def save_messages(
         messages=[m.to_input() for m in body.messages],
         expected_last_seq=expected_last_seq(body.expected_last_seq, if_match),
     )
-    logger.info("saved messages", extra={"thread_id": thread_id, "count": len(saved)})
+    unindexed = list(getattr(saved, "unindexed", ()))
+    logger.info(
+        "saved messages", extra={"thread_id": thread_id, "count": len(saved), "unindexed": len(unindexed)}
+    )
     add_metric(SAVES, len(saved))
-    return SavedMessages(messages=saved)
+    return SavedMessages(messages=saved, unindexed=unindexed)
 
 
 @router.get(
