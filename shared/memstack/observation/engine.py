@@ -961,7 +961,10 @@ class ObservationEngine:
                 {"role": "system", "content": f"{system}\n\n{task}"},
                 {"role": "user", "content": prompts.observer_history_message(batch.text)},
             ]
-            parsed = self._bounded(om, v.record, self._call_observer(chat, om, request, v.thread_id))
+            instructions = prompts.observer_instructions(system, buffering=buffering)
+            parsed = self._bounded(
+                om, v.record, self._call_observer(chat, om, request, v.thread_id, instructions)
+            )
             outputs.append(parsed)
             if parsed.observations.strip():
                 previous = f"{previous}\n\n{parsed.observations}".strip()
@@ -1002,16 +1005,29 @@ class ObservationEngine:
         return truncate_observations(previous, int(budget), self.tokenizer)
 
     def _call_observer(
-        self, chat: ChatModel, om: ObservationalMemoryOptions, request: list[dict[str, Any]], thread_id: str
+        self,
+        chat: ChatModel,
+        om: ObservationalMemoryOptions,
+        request: list[dict[str, Any]],
+        thread_id: str,
+        instructions: str,
     ) -> ObserverOutput:
         """One Observer call, retried once on degenerate or unusable output (spec §2.9.5).
 
         An answer that says, validly, that there is nothing new (an empty ``<observations>`` block, or
         only a "no new observations" line: ``parsing.says_nothing_new``) is a result, not a failure: its
         batch is committed with no new text and the cursor moves past it, so small talk is not sent to
-        the model again on every save. An empty or degenerate answer is a failure and moves nothing.
+        the model again on every save. An empty or degenerate answer is a failure and moves nothing, and
+        so is an answer with nothing left once the lines it took from ``instructions`` (the prompt's
+        examples and templates, ``parsing.without_prompt_text``) are removed: a model that repeats its
+        prompt must not commit the example as facts about this user.
         """
-        from memstack.observation.parsing import is_degenerate, parse_observer_output, says_nothing_new
+        from memstack.observation.parsing import (
+            is_degenerate,
+            parse_observer_output,
+            says_nothing_new,
+            without_prompt_text,
+        )
 
         settings = om.observation.model_settings
         for attempt in (1, 2):
@@ -1021,7 +1037,7 @@ class ObservationEngine:
             elif says_nothing_new(text):
                 return replace(parse_observer_output(text), observations="")
             else:
-                parsed = parse_observer_output(text)
+                parsed = without_prompt_text(parse_observer_output(text), instructions)
             if parsed is not None and parsed.observations.strip():
                 return parsed
             logger.warning(
@@ -1285,7 +1301,7 @@ class ObservationEngine:
         self, opts: MemoryOptions, rec: ObservationRecord, thread_id: str, t: Thresholds
     ) -> tuple[str, int]:
         from memstack.observation import prompts
-        from memstack.observation.parsing import parse_reflector_output
+        from memstack.observation.parsing import parse_reflector_output, without_prompt_text
 
         om = opts.observational_memory
         chat = MeteredChat(
@@ -1311,7 +1327,9 @@ class ObservationEngine:
                 },
             ]
             raw = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Reflector")
-            text = parse_reflector_output(raw).observations.strip()
+            # the prompt's examples are not a reflection; the observations it carries may be repeated
+            instructions = f"{system}\n\n{prompts.reflector_task_prompt('', level=level)}"
+            text = without_prompt_text(parse_reflector_output(raw), instructions).observations.strip()
             problem = reflection_problem(rec.active_observations, raw, text, self.tokenizer)
             if problem is not None:
                 failures.append(problem)
