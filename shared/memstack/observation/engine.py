@@ -31,7 +31,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -717,6 +717,8 @@ class ObservationEngine:
                 c.id for c in fresh.chunks
             ] != [c.id for c in chunks]:
                 return False  # someone else observed these messages: drop ours, never observe twice
+            if _lost_any(batch, fresh.tail):
+                return False  # computed from a message deleted meanwhile: observed again without it
             v = _View(fresh.record, thread_id, fresh.tail, fresh.pending)
         return False
 
@@ -770,6 +772,8 @@ class ObservationEngine:
             fresh = self._view(om, rec.resource_id, v.thread_id)
             if fresh.covered_seq != v.covered_seq:
                 return False  # another run covered these messages first
+            if _lost_any(covered, fresh.tail):
+                return False  # computed from a message deleted meanwhile: buffered again without it
             v = _View(fresh.record, v.thread_id, fresh.tail, fresh.pending)
         return False
 
@@ -1378,6 +1382,41 @@ class ObservationEngine:
                 return
         raise Conflict(f"recording the failure of thread {thread_id} lost the write race; retry")
 
+    def forget_messages(self, resource_id: str, messages: Sequence[Message]) -> None:
+        """After ``messages`` were deleted from the store: rewrite every observation record that may be
+        observing them — each thread's own record and the resource's — so a run that read a record
+        before the delete loses its compare-and-set; its retry then finds a message of its batch gone
+        and drops its result (``_write_observed``, ``_write_buffered``): the rest is observed again.
+        A run that reads after the store delete never sees the messages. Buffered chunks that cover a
+        deleted message are dropped with every later chunk of their thread (chunks must follow the
+        cursor without a gap), and buffering starts over for that thread.
+
+        Observations already active stay: they are summaries, not the messages.
+
+        Raises:
+            Conflict: lost the write race ``MAX_WRITE_ATTEMPTS`` times on one record (delete again).
+            Unavailable: store failure.
+        """
+        gone: dict[str, set[int]] = {}
+        for m in messages:
+            gone.setdefault(m.thread_id, set()).add(m.seq)
+        owners: list[str | None] = [*gone, None]
+        for owner in owners:
+            for _ in range(MAX_WRITE_ATTEMPTS):
+                rec = self.store.get_observation_record(resource_id, owner)
+                if rec is None:
+                    break
+                try:
+                    if self._write(rec, _without_chunks_over(rec, gone)):
+                        break
+                except NotFound:  # the thread went meanwhile, and its record with it
+                    break
+            else:
+                raise Conflict(
+                    f"observation record of resource {resource_id} kept changing while messages were "
+                    "deleted; delete again"
+                )
+
     def flush_usage(
         self, om: ObservationalMemoryOptions, resource_id: str, thread_id: str, *, force: bool = False
     ) -> bool:
@@ -1463,6 +1502,29 @@ class ObservationEngine:
         except (Conflict, NotFound):
             return None
         return title
+
+
+def _lost_any(messages: Sequence[Message], tail: Sequence[Message]) -> bool:
+    """Whether one of ``messages`` (a batch read after the cursor) is missing from ``tail`` (the
+    unobserved messages as read again): it was deleted meanwhile."""
+    present = {m.id for m in tail}
+    return any(m.id not in present for m in messages)
+
+
+def _without_chunks_over(rec: ObservationRecord, gone: Mapping[str, set[int]]) -> ObservationRecord:
+    """``rec`` without the buffered chunks that cover a deleted ``seq`` of their thread, nor any later
+    chunk of that thread; the same record (to be written again, for its new version) when none does."""
+    first_bad: dict[str, int] = {}
+    for chunk in rec.buffered_chunks:
+        seqs = gone.get(chunk.thread_id)
+        if seqs and any(chunk.from_seq <= s <= chunk.to_seq for s in seqs):
+            first_bad[chunk.thread_id] = min(first_bad.get(chunk.thread_id, chunk.from_seq), chunk.from_seq)
+    if not first_bad:
+        return rec
+    kept = tuple(
+        c for c in rec.buffered_chunks if c.thread_id not in first_bad or c.from_seq < first_bad[c.thread_id]
+    )
+    return rec.model_copy(update={"buffered_chunks": kept, "last_buffered_at_tokens": 0})
 
 
 def thread_label(om: ObservationalMemoryOptions, thread_id: str) -> str:
