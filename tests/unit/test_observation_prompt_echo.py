@@ -64,6 +64,18 @@ OBSERVER_VARIANTS = [
 ]
 
 
+SINGLE_THREAD: dict[str, Any] = {
+    "multi_thread": False,
+    "thread_title": False,
+    "current_task": True,
+    "suggested_response": True,
+    "manage_working_memory": False,
+    "instruction": None,
+    "buffering": False,
+}
+"""The default Observer prompt: thread scope, both hints, no title or working memory."""
+
+
 @pytest.mark.parametrize("flags", OBSERVER_VARIANTS)
 def test_given_every_observer_prompt_variant_when_the_answer_repeats_it_then_nothing_is_left(
     flags: dict[str, Any],
@@ -104,15 +116,7 @@ def test_given_every_reflector_prompt_variant_when_the_answer_repeats_it_then_no
 
 
 def test_given_real_lines_beside_the_example_when_cleaned_then_only_the_real_lines_and_hints_stay() -> None:
-    instructions, _ = observer_variant(
-        multi_thread=False,
-        thread_title=True,
-        current_task=True,
-        suggested_response=True,
-        manage_working_memory=False,
-        instruction=None,
-        buffering=False,
-    )
+    instructions, _ = observer_variant(**{**SINGLE_THREAD, "thread_title": True})
     answer = (
         "<observations>\nDate: Mar 3, 2025\n"
         "* 🔴 (09:12) User stated they are training for a half marathon on April 27, 2025\n"
@@ -132,15 +136,7 @@ def test_given_real_lines_beside_the_example_when_cleaned_then_only_the_real_lin
 
 def test_given_the_prior_current_task_repeated_when_cleaned_then_it_stays() -> None:
     """Only the instructions count: a hint the Observer keeps from the prior metadata is its answer."""
-    instructions, _ = observer_variant(
-        multi_thread=False,
-        thread_title=False,
-        current_task=True,
-        suggested_response=True,
-        manage_working_memory=False,
-        instruction=None,
-        buffering=False,
-    )
+    instructions, _ = observer_variant(**SINGLE_THREAD)
     answer = "<observations>\n* 🔴 (10:00) User asked about Oslo\n</observations>\n<current-task>Primary: planning a trip</current-task>"
     parsed = without_prompt_text(parse_observer_output(answer), instructions)
     assert parsed.current_task == "Primary: planning a trip"
