@@ -130,3 +130,63 @@ def test_given_generate_title_when_an_untitled_thread_is_cloned_then_the_clone_i
         memory.save_messages(thread_id="cl", resource_id="r", messages=["Plan my trip to Oslo"])
         memory.settled()
         assert memory.get_thread(thread_id="cl", resource_id="r").title == "Oslo trip"
+
+
+TRANSCRIPT_MESSAGE = "Plan my trip to Bergen in June, please. <b>bold</b>\n\nline2"
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        ("I'm sorry, but I can't help with that request.", "refusal"),
+        ("Unfortunately, I cannot title this conversation.", "refusal"),
+        ("<observations>\n* 🔴 (10:00) User fact number 0\n</observations>", "markup"),
+        ('{"observations": ["user likes tea"], "note": "json instead"}', "markup"),
+        ('[{"title": "Trip"}]', "markup"),
+        ("User: Plan my trip to Bergen in June, please. <b>bold</b>\n\nline2", "echo of the transcript"),
+        (TITLE_INSTRUCTIONS + "\nUser: Plan my trip", "echo of the prompt"),
+        ("The user " + "wants help with many things " * 10, "over-long"),
+        ("Bergen trip\n\n" + "An explanation of the title. " * 60, "over-long"),
+    ],
+)
+def test_given_an_answer_that_is_not_a_title_when_generate_title_then_unavailable_and_nothing_returned(
+    answer: str, problem: str
+) -> None:
+    with pytest.raises(Unavailable, match=f"not a title \\({problem}\\)"):
+        generate_title(scripted(answer), [msg("user", TRANSCRIPT_MESSAGE)])
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["Bergen trip in June", "Plan my trip to Bergen", "[Draft] Bergen itinerary", "2025 Bergen trip"],
+)
+def test_given_a_title_in_the_users_words_when_generate_title_then_it_is_kept(answer: str) -> None:
+    assert generate_title(scripted(answer), [msg("user", TRANSCRIPT_MESSAGE)]) == answer
+
+
+@pytest.mark.parametrize("bad", ["I'm sorry, but I can't help with that request.", '{"title": "x"}'])
+def test_given_a_non_title_answer_when_saving_then_the_thread_stays_untitled_and_a_later_save_titles_it(
+    bad: str,
+) -> None:
+    """A refused answer is a failed title call: not saved, tried again by a later save (at most once a
+    minute: ``ObservationEngine.title_job``)."""
+    from datetime import timedelta
+
+    from memstack import Memory
+    from memstack.model import utcnow
+
+    class Later:
+        def now(self) -> datetime:
+            return utcnow() + timedelta(minutes=2)
+
+    chat = scripted(bad)
+    with Memory.local(
+        ":memory:", embedder="hash", chat_model=chat, generate_title=True, background="inline"
+    ) as memory:
+        memory.save_messages(thread_id="t", resource_id="r", messages=[TRANSCRIPT_MESSAGE])
+        memory.settled()
+        assert memory.get_thread(thread_id="t", resource_id="r").title == ""
+        memory.observation.clock = Later()  # the engine keys background jobs by its clock
+        memory.save_messages(thread_id="t", resource_id="r", messages=["second message"])
+        memory.settled()
+        assert memory.get_thread(thread_id="t", resource_id="r").title == "Scripted title"

@@ -144,6 +144,20 @@ class ThreadDeleted:
 
 
 @dataclass(frozen=True, slots=True)
+class MessagesDeleted:
+    """Messages deleted by id (``delete_messages``), after the store deleted them.
+
+    Attributes:
+        scope: the resource (``scope.thread`` is not set: the messages may belong to several threads).
+        messages: the messages that existed and are now gone (with their ``thread_id`` and ``seq``).
+    """
+
+    scope: Scope
+    options: MemoryOptions
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ThreadCloned:
     """A thread copied into a new one (``clone_thread``), after the copies were saved.
 
@@ -198,6 +212,10 @@ class Layer(Protocol):
         """Copy what this layer keeps of the source thread to the clone."""
         ...
 
+    def on_messages_deleted(self, event: MessagesDeleted) -> None:
+        """Forget what this layer derived from the deleted messages and has not committed yet."""
+        ...
+
     def on_resource_erased(self, scope: Scope, options: MemoryOptions) -> Mapping[str, int]:
         """Remove everything of the resource this layer keeps (its threads are already deleted); returns
         counts for the erasure receipt."""
@@ -246,6 +264,9 @@ class LayerBase:
         return {}
 
     def on_thread_cloned(self, event: ThreadCloned) -> None:
+        return None
+
+    def on_messages_deleted(self, event: MessagesDeleted) -> None:
         return None
 
     def on_resource_erased(self, scope: Scope, options: MemoryOptions) -> Mapping[str, int]:

@@ -31,7 +31,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -717,6 +717,8 @@ class ObservationEngine:
                 c.id for c in fresh.chunks
             ] != [c.id for c in chunks]:
                 return False  # someone else observed these messages: drop ours, never observe twice
+            if _lost_any(batch, fresh.tail):
+                return False  # computed from a message deleted meanwhile: observed again without it
             v = _View(fresh.record, thread_id, fresh.tail, fresh.pending)
         return False
 
@@ -770,6 +772,8 @@ class ObservationEngine:
             fresh = self._view(om, rec.resource_id, v.thread_id)
             if fresh.covered_seq != v.covered_seq:
                 return False  # another run covered these messages first
+            if _lost_any(covered, fresh.tail):
+                return False  # computed from a message deleted meanwhile: buffered again without it
             v = _View(fresh.record, v.thread_id, fresh.tail, fresh.pending)
         return False
 
@@ -961,7 +965,10 @@ class ObservationEngine:
                 {"role": "system", "content": f"{system}\n\n{task}"},
                 {"role": "user", "content": prompts.observer_history_message(batch.text)},
             ]
-            parsed = self._bounded(om, v.record, self._call_observer(chat, om, request, v.thread_id))
+            instructions = prompts.observer_instructions(system, buffering=buffering)
+            parsed = self._bounded(
+                om, v.record, self._call_observer(chat, om, request, v.thread_id, instructions)
+            )
             outputs.append(parsed)
             if parsed.observations.strip():
                 previous = f"{previous}\n\n{parsed.observations}".strip()
@@ -1002,16 +1009,29 @@ class ObservationEngine:
         return truncate_observations(previous, int(budget), self.tokenizer)
 
     def _call_observer(
-        self, chat: ChatModel, om: ObservationalMemoryOptions, request: list[dict[str, Any]], thread_id: str
+        self,
+        chat: ChatModel,
+        om: ObservationalMemoryOptions,
+        request: list[dict[str, Any]],
+        thread_id: str,
+        instructions: str,
     ) -> ObserverOutput:
         """One Observer call, retried once on degenerate or unusable output (spec §2.9.5).
 
         An answer that says, validly, that there is nothing new (an empty ``<observations>`` block, or
         only a "no new observations" line: ``parsing.says_nothing_new``) is a result, not a failure: its
         batch is committed with no new text and the cursor moves past it, so small talk is not sent to
-        the model again on every save. An empty or degenerate answer is a failure and moves nothing.
+        the model again on every save. An empty or degenerate answer is a failure and moves nothing, and
+        so is an answer with nothing left once the lines it took from ``instructions`` (the prompt's
+        examples and templates, ``parsing.without_prompt_text``) are removed: a model that repeats its
+        prompt must not commit the example as facts about this user.
         """
-        from memstack.observation.parsing import is_degenerate, parse_observer_output, says_nothing_new
+        from memstack.observation.parsing import (
+            is_degenerate,
+            parse_observer_output,
+            says_nothing_new,
+            without_prompt_text,
+        )
 
         settings = om.observation.model_settings
         for attempt in (1, 2):
@@ -1021,7 +1041,7 @@ class ObservationEngine:
             elif says_nothing_new(text):
                 return replace(parse_observer_output(text), observations="")
             else:
-                parsed = parse_observer_output(text)
+                parsed = without_prompt_text(parse_observer_output(text), instructions)
             if parsed is not None and parsed.observations.strip():
                 return parsed
             logger.warning(
@@ -1285,7 +1305,7 @@ class ObservationEngine:
         self, opts: MemoryOptions, rec: ObservationRecord, thread_id: str, t: Thresholds
     ) -> tuple[str, int]:
         from memstack.observation import prompts
-        from memstack.observation.parsing import parse_reflector_output
+        from memstack.observation.parsing import parse_reflector_output, without_prompt_text
 
         om = opts.observational_memory
         chat = MeteredChat(
@@ -1311,7 +1331,9 @@ class ObservationEngine:
                 },
             ]
             raw = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Reflector")
-            text = parse_reflector_output(raw).observations.strip()
+            # the prompt's examples are not a reflection; the observations it carries may be repeated
+            instructions = f"{system}\n\n{prompts.reflector_task_prompt('', level=level)}"
+            text = without_prompt_text(parse_reflector_output(raw), instructions).observations.strip()
             problem = reflection_problem(rec.active_observations, raw, text, self.tokenizer)
             if problem is not None:
                 failures.append(problem)
@@ -1359,6 +1381,41 @@ class ObservationEngine:
             if self._write(rec, new):
                 return
         raise Conflict(f"recording the failure of thread {thread_id} lost the write race; retry")
+
+    def forget_messages(self, resource_id: str, messages: Sequence[Message]) -> None:
+        """After ``messages`` were deleted from the store: rewrite every observation record that may be
+        observing them — each thread's own record and the resource's — so a run that read a record
+        before the delete loses its compare-and-set; its retry then finds a message of its batch gone
+        and drops its result (``_write_observed``, ``_write_buffered``): the rest is observed again.
+        A run that reads after the store delete never sees the messages. Buffered chunks that cover a
+        deleted message are dropped with every later chunk of their thread (chunks must follow the
+        cursor without a gap), and buffering starts over for that thread.
+
+        Observations already active stay: they are summaries, not the messages.
+
+        Raises:
+            Conflict: lost the write race ``MAX_WRITE_ATTEMPTS`` times on one record (delete again).
+            Unavailable: store failure.
+        """
+        gone: dict[str, set[int]] = {}
+        for m in messages:
+            gone.setdefault(m.thread_id, set()).add(m.seq)
+        owners: list[str | None] = [*gone, None]
+        for owner in owners:
+            for _ in range(MAX_WRITE_ATTEMPTS):
+                rec = self.store.get_observation_record(resource_id, owner)
+                if rec is None:
+                    break
+                try:
+                    if self._write(rec, _without_chunks_over(rec, gone)):
+                        break
+                except NotFound:  # the thread went meanwhile, and its record with it
+                    break
+            else:
+                raise Conflict(
+                    f"observation record of resource {resource_id} kept changing while messages were "
+                    "deleted; delete again"
+                )
 
     def flush_usage(
         self, om: ObservationalMemoryOptions, resource_id: str, thread_id: str, *, force: bool = False
@@ -1445,6 +1502,29 @@ class ObservationEngine:
         except (Conflict, NotFound):
             return None
         return title
+
+
+def _lost_any(messages: Sequence[Message], tail: Sequence[Message]) -> bool:
+    """Whether one of ``messages`` (a batch read after the cursor) is missing from ``tail`` (the
+    unobserved messages as read again): it was deleted meanwhile."""
+    present = {m.id for m in tail}
+    return any(m.id not in present for m in messages)
+
+
+def _without_chunks_over(rec: ObservationRecord, gone: Mapping[str, set[int]]) -> ObservationRecord:
+    """``rec`` without the buffered chunks that cover a deleted ``seq`` of their thread, nor any later
+    chunk of that thread; the same record (to be written again, for its new version) when none does."""
+    first_bad: dict[str, int] = {}
+    for chunk in rec.buffered_chunks:
+        seqs = gone.get(chunk.thread_id)
+        if seqs and any(chunk.from_seq <= s <= chunk.to_seq for s in seqs):
+            first_bad[chunk.thread_id] = min(first_bad.get(chunk.thread_id, chunk.from_seq), chunk.from_seq)
+    if not first_bad:
+        return rec
+    kept = tuple(
+        c for c in rec.buffered_chunks if c.thread_id not in first_bad or c.from_seq < first_bad[c.thread_id]
+    )
+    return rec.model_copy(update={"buffered_chunks": kept, "last_buffered_at_tokens": 0})
 
 
 def thread_label(om: ObservationalMemoryOptions, thread_id: str) -> str:

@@ -24,6 +24,7 @@ from memstack.stopwords import STOP_WORDS
 __all__ = [
     "KEEP_WORD_SHARE",
     "MIN_REPEATED_LINES",
+    "is_refusal",
     "lost_high_priority",
     "new_lines_only",
     "reflection_problem",
@@ -90,7 +91,10 @@ def _repetitive(text: str) -> bool:
     return (len(lines) - len(set(lines))) / len(lines) > _REPEATED_SHARE
 
 
-def _refusal(text: str) -> bool:
+def is_refusal(text: str) -> bool:
+    """Whether ``text`` is a refusal rather than an answer: its first line that is not structure (a tag,
+    a ``Date:`` header), bullet and priority marker removed, opens the way refusals open ("I'm sorry",
+    "I can't", "As an AI", "Unfortunately, I" …)."""
     first = next((line for line in text.splitlines() if line.strip() and not _STRUCTURE.match(line)), "")
     return bool(_REFUSAL.match(_LEAD.sub("", first, count=1)))
 
@@ -114,7 +118,7 @@ def reflection_problem(before: str, raw: str, after: str, tokenizer: Tokenizer) 
         return "empty"
     if is_degenerate(raw) or _repetitive(after):
         return "degenerate"
-    if _refusal(after):
+    if is_refusal(after):
         return "refusal"
     size_before, size_after = tokenizer.count(before), tokenizer.count(after)
     if size_after >= size_before:

@@ -18,6 +18,7 @@ from memstack.errors import Conflict, MemstackError, Unavailable
 from memstack.layers.base import (
     Contribution,
     LayerBase,
+    MessagesDeleted,
     Needs,
     ThreadCloned,
     ThreadDeleted,
@@ -270,6 +271,13 @@ class ObservationalLayer(LayerBase):
             except Conflict:
                 continue
         raise Conflict(f"cleaning the observations of thread {thread_id} lost every write race; delete again")
+
+    def on_messages_deleted(self, event: MessagesDeleted) -> None:
+        """Every record that may be observing the deleted messages is rewritten
+        (``ObservationEngine.forget_messages``), whatever the configured options (per-call options may
+        have written a record of either scope): a background run computed from them loses its
+        compare-and-set and commits nothing of them; buffered chunks that cover them are dropped."""
+        self.engine.forget_messages(event.scope.resource_id, event.messages)
 
     def on_thread_cloned(self, event: ThreadCloned) -> None:
         """A clone of every message counts as observed as far as its source. Thread scope: the clone gets

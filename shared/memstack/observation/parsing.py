@@ -4,6 +4,8 @@
 * ``parse_observer_output`` / ``parse_reflector_output``: the ``<observations>`` text and the optional
   hint sections, with fallbacks for answers that forget their tags.
 * ``is_degenerate``: answers stuck in a repetition loop, which must never be committed.
+* ``without_prompt_text``: an answer's observation lines and hints that are the prompt's own text (its
+  examples and templates, which a model that repeats its prompt hands back) removed.
 * ``optimize_for_context`` and ``add_relative_time``: what the actor sees of the observations.
 * ``truncate_observations``: the previous observations sent back to the Observer
   (``previous_observer_tokens``).
@@ -14,7 +16,7 @@ from __future__ import annotations
 import functools
 import html
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 
 from memstack.ports import Tokenizer
@@ -26,13 +28,16 @@ __all__ = [
     "add_relative_time",
     "clean_title",
     "is_degenerate",
+    "normal_line",
     "optimize_for_context",
     "parse_observer_output",
     "parse_reflector_output",
+    "prompt_lines",
     "says_nothing_new",
     "strip_group_tags",
     "strip_think",
     "truncate_observations",
+    "without_prompt_text",
 ]
 
 MAX_LINE_CHARS = 10_000
@@ -323,6 +328,137 @@ def clean_title(text: str) -> str:
     if not cut or len(cut) > MAX_TITLE_CHARS:
         cut = line[:MAX_TITLE_CHARS]
     return cut.rstrip(" ,;.-–—")
+
+
+# ---------------------------------------------------------------------------------------------------
+# the prompt's own text in an answer
+
+_LIST_LEAD = re.compile(r"^[\s*\-+•>]+")
+_STRUCTURE_LINE = re.compile(r"^\s*(?:</?[a-z][\w-]*\b[^>\n]*>\s*$|Date:)", re.I)
+_OPENING_LINE = re.compile(r"^\s*<[a-z][\w-]*\b[^>\n]*>\s*$", re.I)
+_CLOSING_LINE = re.compile(r"^\s*</[a-z][\w-]*\s*>\s*$", re.I)
+
+
+def normal_line(line: str) -> str:
+    """A line as compared with a prompt's lines: list bullets and ``>`` marks at its start removed,
+    spaces collapsed, case folded (a model that repeats its prompt may change a bullet or the spacing)."""
+    return " ".join(_LIST_LEAD.sub("", line).split()).casefold()
+
+
+@functools.lru_cache(maxsize=64)
+def prompt_lines(prompt: str) -> frozenset[str]:
+    """The lines of ``prompt`` as ``normal_line`` gives them, and of what the parser itself reads from it
+    (the example ``<observations>`` block, hint templates, inline hints such as ``<current-task>…</current-task>``).
+    Cached: prompts are byte-equal for equal options (``memstack.observation.prompts``)."""
+    own = _parse(prompt)
+    hints = [own.current_task, own.suggested_response, own.thread_title, own.working_memory]
+    texts = [
+        prompt,
+        own.observations,
+        *(h for h in hints if h),
+        *own.threads.values(),
+        *(v for found in own.thread_hints.values() for v in found.values()),
+    ]
+    return frozenset(n for text in texts for n in map(normal_line, text.split("\n")) if n)
+
+
+def _tidy_structure(lines: list[str]) -> list[str]:
+    """``lines`` without ``Date:`` headers that head nothing and sections (``<thread id>``,
+    ``<observation-group>``) left with nothing but structure in them."""
+    out: list[str] = []
+
+    def drop_empty_headers() -> None:
+        end = len(out)
+        while end and not out[end - 1].strip():
+            end -= 1
+        if end and out[end - 1].strip().startswith("Date:"):
+            del out[end - 1 :]
+
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("Date:"):
+            drop_empty_headers()
+        elif _CLOSING_LINE.match(line):
+            drop_empty_headers()
+            end = len(out)
+            while end and not out[end - 1].strip():
+                end -= 1
+            if end and _OPENING_LINE.match(out[end - 1]):
+                del out[end - 1 :]  # the section holds nothing any more
+                continue
+        out.append(line)
+    drop_empty_headers()
+    return out
+
+
+def _without_lines(text: str, known: frozenset[str], *, keep_structure: bool) -> str:
+    kept = [
+        line
+        for line in text.split("\n")
+        if (keep_structure and _STRUCTURE_LINE.match(line)) or normal_line(line) not in known
+    ]
+    if keep_structure:
+        kept = _tidy_structure(kept)
+    return "\n".join(kept).strip("\n").rstrip()
+
+
+def without_prompt_text(output: ObserverOutput, prompt: str) -> ObserverOutput:
+    """``output`` without what it took from the prompt it answers: a model that repeats its prompt
+    (system text and all) hands back the prompt's example ``<observations>`` block and hint templates,
+    which the parser would otherwise read as observations about this user.
+
+    Every observation line (thread sections included) and every line of a hint (``current_task``,
+    ``suggested_response``, ``thread_title``, ``working_memory``, per-thread hints) that is a line of
+    ``prompt`` is removed. Lines are compared after removing leading bullets and ``>`` marks,
+    collapsing spaces and folding case; the prompt's own lines include what the parser reads from the
+    prompt itself (an inline ``<current-task>…</current-task>`` example is compared by its content).
+    ``Date:`` headers and section tags are structure, never removed for matching, but a header or a
+    ``<thread>`` / ``<observation-group>`` section left with no observation under it goes too. A hint
+    left empty becomes ``None``; a thread left empty leaves ``threads``.
+
+    Pass the instructions only (the system prompt and the task's fixed text), never the data the prompt
+    carries: an Observer may rightly repeat the prior current task, and a Reflector must repeat the
+    observations it was given.
+
+    Args:
+        output: a parsed Observer or Reflector answer.
+        prompt: the instruction text the model was given.
+
+    Returns:
+        The output with the prompt's lines removed (``observations == ""`` when nothing else was in it).
+    """
+    known = prompt_lines(prompt)
+
+    def hint(value: str | None) -> str | None:
+        if value is None:
+            return None
+        return _without_lines(value, known, keep_structure=False).strip() or None
+
+    threads = {
+        tid: text
+        for tid, text in (
+            (t, _without_lines(body, known, keep_structure=True)) for t, body in output.threads.items()
+        )
+        if text.strip()
+    }
+    thread_hints = {
+        tid: kept
+        for tid, kept in (
+            (t, {k: v for k, v in ((k, hint(v)) for k, v in found.items()) if v is not None})
+            for t, found in output.thread_hints.items()
+        )
+        if kept
+    }
+    return replace(
+        output,
+        observations=_without_lines(output.observations, known, keep_structure=True),
+        current_task=hint(output.current_task),
+        suggested_response=hint(output.suggested_response),
+        thread_title=hint(output.thread_title),
+        working_memory=hint(output.working_memory),
+        threads=threads,
+        thread_hints=thread_hints,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ __all__ = [
     "TITLE_INSTRUCTIONS",
     "RequestKind",
     "observer_history_message",
+    "observer_instructions",
     "observer_system_prompt",
     "observer_task_prompt",
     "reflector_system_prompt",
@@ -388,6 +389,22 @@ def observer_task_prompt(
         task += "\n\nOutput <observations> every time."
     sections.append(task)
     return "\n\n".join(sections)
+
+
+def observer_instructions(system: str, *, buffering: bool) -> str:
+    """The fixed text of an Observer request: ``system`` (``observer_system_prompt``), the task prompt's
+    own sentences and the history message's, without the data they carry (previous observations, prior
+    hints, working memory, the transcript). What an answer may not hand back as its own
+    (``parsing.without_prompt_text``): an Observer may rightly repeat the prior current task."""
+    task = observer_task_prompt(
+        previous="",
+        truncated=False,
+        prior_current_task=None,
+        prior_suggested_response=None,
+        prior_thread_title=None,
+        buffering=buffering,
+    )
+    return "\n\n".join([system, task, observer_history_message("")])
 
 
 OBSERVER_HISTORY_HEADING = "## New Message History to Observe"

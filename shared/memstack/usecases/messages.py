@@ -11,6 +11,7 @@ from typing import Any
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import InvalidInput, PayloadTooLarge, Unavailable
 from memstack.inputs import coerce_message
+from memstack.layers.base import MessagesDeleted
 from memstack.model import Message, MessagePage, SavedBatch, Thread, ToolCallPart, ToolResultPart, check_id
 from memstack.ports import MessageWindow, UnindexedMessages
 from memstack.scope import Scope
@@ -212,7 +213,14 @@ class Messages:
         check_batch(message_ids, "message_ids", empty_ok=False)
         ids = check_ids(message_ids)
         self.core.index.delete_messages(scope.resource_id, ids)
-        return len(self.core.store.delete_messages(scope.resource_id, ids))
+        deleted = self.core.store.delete_messages(scope.resource_id, ids)
+        if deleted:
+            # after the store delete: a run that read before it loses its commit (the layers rewrite
+            # what it would write over), and a run that reads after it never sees the messages
+            event = MessagesDeleted(scope, self.core.options, tuple(deleted))
+            for layer in self.core.layers:
+                layer.on_messages_deleted(event)
+        return len(deleted)
 
 
 def _log_skipped(what: str, exc: Exception, resource_id: str, thread_id: str, count: int) -> None:
