@@ -309,6 +309,28 @@ class ResourceVectors:
         found: _Ints = index[rowids[index] == allowed].astype(np.int64)
         return found
 
+    def chunk_messages(
+        self, rowids: Sequence[int], thread_id: str | None
+    ) -> list[tuple[int, str, str, int]] | None:
+        """What the keyword search reads of these chunks in ``search_chunks``, from memory: the
+        ``(rowid, message_id, thread_id, seq)`` of each one (of ``thread_id``'s only, when given), in the
+        order asked; ``None`` when one of them is not held alive (the caller reads the file instead).
+        Call with ``lock`` held, on data at the generation of the snapshot the rowids come from."""
+        n = self.n
+        wanted = np.asarray(rowids, dtype=np.int64)
+        at = np.searchsorted(self.rowids[:n], wanted)
+        if len(wanted) and (int(at.max()) >= n or bool((self.rowids[at] != wanted).any())):
+            return None
+        names, threads, seqs, code_of = self.names, self.threads, self.seqs, self.code_of
+        found = []
+        for rowid, code in zip(rowids, self.codes[at].tolist(), strict=True):
+            name = names[code]
+            if code_of.get(name) != code:  # a dead row: its chunk is gone, yet the snapshot names it
+                return None
+            if thread_id is None or threads[code] == thread_id:
+                found.append((rowid, name, threads[code], seqs[code]))
+        return found
+
     def search(
         self,
         query: _Floats,
