@@ -1,8 +1,11 @@
 """``memstack serve``: the HTTP API of API Gateway on localhost, for development and end-to-end tests.
 
-A thin adapter: a stdlib ``ThreadingHTTPServer`` turns each plain HTTP request into an API Gateway REST proxy
-event and back (``memstack.api.http.handle_http``), so the routes, validation, error shape, body limit and
-auth check are the very code the Lambda functions run (docs/api.md).
+A thin adapter: each plain HTTP request becomes an API Gateway REST proxy event and back
+(``memstack.api.http.handle_http``), so the routes, validation, error shape, body limit and auth check are
+the very code the Lambda functions run (docs/api.md). Two servers do it with the same answers
+(``answer_before_body``, ``api_answer``): ``LocalServer``, a stdlib ``ThreadingHTTPServer`` with a thread per
+connection, for a ``Memory`` that waits on the network; and ``memstack.serve_loop.LoopServer``, every
+connection from one thread, for a ``Memory`` that computes in this process (``make_server`` chooses).
 
 * Backends: the embedded default (SQLite file + local/hash/openai embedder) or ``aws`` (DynamoDB, S3 and
   OpenSearch at the endpoints of the ``MEMSTACK_*`` settings: AWS itself, or moto and the OpenSearch test
@@ -29,10 +32,10 @@ auth check are the very code the Lambda functions run (docs/api.md).
 * Ctrl-C / SIGTERM: stop accepting, let requests in flight finish (up to ``SHUTDOWN_GRACE_SECONDS``),
   close the ``Memory``, exit 0.
 
-The resolver keeps the current request on its instance, so each request thread borrows a resolver of its own
-from a small pool (all over the one ``Memory``, whose adapters are thread-safe). One process answers on one
-core; ``memstack.serve_workers`` runs several of these servers as forked processes on one socket
-(``--workers``), each through ``make_server(..., listener=...)`` and ``serve_until_stopped``.
+The resolver keeps the current request on its instance, so each request borrows a resolver of its own from a
+small pool (all over the one ``Memory``, whose adapters are thread-safe). One process answers on one core;
+``memstack.serve_workers`` runs several of these servers as forked processes on one socket (``--workers``),
+each through ``make_server(..., listener=...)`` and ``serve_until_stopped``.
 """
 
 from __future__ import annotations
