@@ -95,6 +95,15 @@ def answers_until_closed(sock: socket.socket) -> list[Raw]:
     return answers
 
 
+def refused(server: LocalServer, raw: bytes) -> Raw:
+    """The answer to ``raw``, checking that the server closes the connection after it."""
+    with connect(server) as sock:
+        sock.sendall(raw)
+        answer = read_answer(sock)
+        assert closed_by_server(sock), "a refused request closes its connection"
+    return answer
+
+
 def request(server: LocalServer, raw: bytes, *, head: bool = False) -> Raw:
     with connect(server) as sock:
         sock.sendall(raw)
@@ -319,10 +328,7 @@ def test_given_http_1_0_without_keep_alive_then_the_answer_closes_the_connection
 def test_given_a_request_head_over_a_limit_then_the_answer_is_json_and_the_connection_closes(
     server: LocalServer, raw: bytes, status: int
 ) -> None:
-    with connect(server) as sock:
-        sock.sendall(raw)
-        answer = read_answer(sock)
-        assert closed_by_server(sock)
+    answer = refused(server, raw)
     assert answer.status == status
     assert answer.headers["content-type"] == "application/json" and "error" in answer.json()
 
@@ -340,10 +346,7 @@ def test_given_a_request_head_over_a_limit_then_the_answer_is_json_and_the_conne
 def test_given_a_request_line_the_loop_cannot_read_then_a_json_error_with_its_status_line(
     server: LocalServer, raw: bytes, status: int
 ) -> None:
-    with connect(server) as sock:
-        sock.sendall(raw)
-        answer = read_answer(sock)
-        assert closed_by_server(sock)
+    answer = refused(server, raw)
     assert answer.status == status
     assert answer.json()["error"]["code"] == "invalid_input"  # type: ignore[index]
 

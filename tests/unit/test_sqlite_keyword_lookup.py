@@ -4,14 +4,10 @@ process's deletes and rewrites and after another index's writes; with a metadata
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from memstack.adapters.sqlite import db as sqlite_db
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.index import SqliteSearchIndex
 from memstack.ports import IndexEntry, IndexHit
@@ -53,36 +49,21 @@ def _keyword(index: SqliteSearchIndex, query: str, **kwargs: Any) -> list[IndexH
     return list(results.keyword or [])
 
 
-@pytest.fixture
-def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every SQL statement run on connections opened from now on."""
-    seen: list[str] = []
-    opened = SqliteDatabase._open
-
-    def traced(self: SqliteDatabase, *, writer: bool) -> Any:
-        conn = opened(self, writer=writer)
-        conn.set_trace_callback(seen.append)
-        return conn
-
-    monkeypatch.setattr(sqlite_db.SqliteDatabase, "_open", traced)
-    yield seen
-
-
 def test_given_a_cached_resource_when_keyword_searching_then_no_chunk_look_up_reaches_the_file(
-    tmp_path: Path, statements: list[str]
+    tmp_path: Path, traced: list[str]
 ) -> None:
     db = SqliteDatabase(tmp_path / "m.db")
     index = SqliteSearchIndex(db, DIM)
     index.upsert(_entries(0, 60))
     _keyword(index, "apple")  # loads the resource's vectors and the term's postings
-    statements.clear()
+    traced.clear()
 
     hits = _keyword(index, "apple")
     assert hits
-    assert not [s for s in statements if "json_each" in s and "search_chunks" in s], statements
+    assert not [s for s in traced if "json_each" in s and "search_chunks" in s], traced
     filtered = _keyword(index, "apple", filter={"kind": "even"})
     assert filtered and not any(int(h.message_id[1:]) % 2 for h in filtered)
-    assert [s for s in statements if "json_each" in s and "search_chunks" in s], "a filter is tested in SQL"
+    assert [s for s in traced if "json_each" in s and "search_chunks" in s], "a filter is tested in SQL"
     db.close()
 
 
