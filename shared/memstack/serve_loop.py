@@ -26,6 +26,7 @@ import selectors
 import socket
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from email.utils import formatdate
 from http import HTTPStatus
@@ -259,20 +260,29 @@ class LoopServer(LocalServer):
 
     def _expire(self, now: float) -> None:
         for conn in [c for c in self._conns.values() if c.until <= now]:
-            if conn.head is not None and not conn.outbox and not conn.lingering:
-                # the head came, the body stopped arriving: answered, then drained and closed
-                self._answer(conn, conn.head, late_body(self.config.read_timeout), close=True, linger=True)
-            else:  # idle, cut off in its head, not reading its answer, or done lingering
-                self._close(conn)
+            self._guarded(conn, self._timed_out)
+
+    def _timed_out(self, conn: _Conn) -> None:
+        if conn.head is not None and not conn.outbox and not conn.lingering:
+            # the head came, the body stopped arriving: answered, then drained and closed
+            self._answer(conn, conn.head, late_body(self.config.read_timeout), close=True, linger=True)
+        else:  # idle, cut off in its head, not reading its answer, or done lingering
+            self._close(conn)
 
     def _ready(self, conn: _Conn, mask: int) -> None:
+        if mask & selectors.EVENT_WRITE:
+            self._guarded(conn, self._write)
+        elif conn.lingering:
+            self._guarded(conn, self._drain)
+        else:
+            self._guarded(conn, self._read)
+
+    def _guarded(self, conn: _Conn, step: Callable[[_Conn], None]) -> None:
+        """Run one step of a connection's work; whatever it raises ends that connection, never the loop."""
         try:
-            if mask & selectors.EVENT_WRITE:
-                self._write(conn)
-            elif conn.lingering:
-                self._drain(conn)
-            else:
-                self._read(conn)
+            step(conn)
+        except (BlockingIOError, InterruptedError):  # woken with nothing to read or no room: look again later
+            return
         except (ConnectionError, TimeoutError) as exc:  # the client went away: no traceback
             _log.debug("connection ended: %s", type(exc).__name__)
             self._close(conn)
@@ -358,7 +368,10 @@ class LoopServer(LocalServer):
         if len(conn.inbox) < head.size + early:
             if head.expect_continue and not conn.sent_continue:
                 conn.sent_continue = True
-                conn.sock.send(_CONTINUE)
+                with suppress(
+                    BlockingIOError
+                ):  # 8 bytes into an empty buffer; a client that waits sends anyway
+                    conn.sock.send(_CONTINUE)
             return False
         body = bytes(conn.inbox[head.size : head.size + early]) if early else None
         del conn.inbox[: head.size + early]
