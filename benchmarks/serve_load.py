@@ -22,7 +22,10 @@ Phases 2-5 run once per ``--workers`` value (default ``1,2``: the single-process
 ``memstack serve --workers 2``), on the same file, side by side in one run. With ``--baseline DIR`` (another
 checkout, e.g. a worktree of ``main``) they run a second time against a server started from that checkout's
 ``shared/`` on the same file and machine, so a change is measured before/after in one run under the same
-load.
+load: both servers run at once and the trees take turns phase by phase. With ``--rounds R`` each phase runs
+``R`` times per tree, still taking turns, and the table shows each tree's median round (the round whose
+requests/s is the median); the summary lists the 4-client rounds one by one. On a shared machine a burst of
+other work then falls on one round of each tree rather than on one tree's whole run.
 
 CPU: for each load phase the report gives the server's CPU (every process of it, from ``/proc``) and the
 benchmark process's (the clients), in ms per request, and how busy the machine's cores were (``/proc/stat``,
@@ -34,12 +37,13 @@ connections with ``http.client``. Targets: HTTP p50 <= 2x the library's with 1 c
 4 clients on a 2-core machine; p99 <= 20 ms. Benchmarks print; they never assert.
 
 Usage: ``python benchmarks/serve_load.py [--quick] [--requests 400] [--clients 4] [--seconds 5]
-[--burst 64] [--workers 1,2] [--baseline ../main] [--out benchmarks/results/serve_load]``
+[--burst 64] [--workers 1,2] [--baseline ../main] [--rounds 3] [--out benchmarks/results/serve_load]``
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -433,6 +437,7 @@ def run(
     burst: int,
     workers: list[int],
     baseline: Path | None = None,
+    rounds: int = 1,
 ) -> dict[str, Any]:
     servers: list[dict[str, Any]] = []
     sources = [("this checkout", ROOT)] + ([("baseline", baseline)] if baseline is not None else [])
@@ -441,24 +446,34 @@ def run(
         questions = seed(db, data)
         lib = library_phase(db, questions, requests).figures()
         for n in workers:
-            for label, source in sources:  # interleaved: both see the machine's load of the same minutes
-                with Server(db, n, source) as server:
-                    one = one_client_phase(server, questions, requests).figures()
-                    health = one_client_phase(
-                        server, questions, requests, health=True, name="health"
-                    ).figures()
-                    many = many_clients_phase(
-                        server, questions, clients, seconds, cap=requests * 20
-                    ).figures()
-                    burst_result = burst_phase(server.port, questions, burst)
+            with contextlib.ExitStack() as stack:
+                started = [stack.enter_context(Server(db, n, source)) for _, source in sources]
+                taken: list[dict[str, list[dict[str, Any]]]] = [
+                    {"one": [], "health": [], "many": []} for _ in sources
+                ]
+                # Phase by phase, the trees take turns, round after round: both see the machine's load of
+                # the same minutes, and a burst of other work falls on one round of each, not on one tree.
+                for _ in range(rounds):
+                    for server, mine in zip(started, taken, strict=True):
+                        mine["one"].append(one_client_phase(server, questions, requests).figures())
+                    for server, mine in zip(started, taken, strict=True):
+                        health = one_client_phase(server, questions, requests, health=True, name="health")
+                        mine["health"].append(health.figures())
+                    for server, mine in zip(started, taken, strict=True):
+                        many = many_clients_phase(server, questions, clients, seconds, cap=requests * 20)
+                        mine["many"].append(many.figures())
+                bursts = [burst_phase(server.port, questions, burst) for server in started]
+            for (label, source), mine, burst_result in zip(sources, taken, bursts, strict=True):
+                one = median_round(mine["one"])
                 servers.append(
                     {
                         "server": label,
                         "source": _describe(source),
                         "workers": n,
                         "one_client": one,
-                        "health_one_client": health,
-                        "many_clients": many,
+                        "health_one_client": median_round(mine["health"]),
+                        "many_clients": median_round(mine["many"]),
+                        "rounds": mine,
                         "burst": burst_result,
                         "ratio_http_to_library_p50": round(one["p50_ms"] / lib["p50_ms"], 2),
                     }
@@ -474,12 +489,19 @@ def run(
             "clients": clients,
             "seconds": seconds,
             "workers": workers,
+            "rounds": rounds,
             "baseline": _describe(baseline) if baseline is not None else None,
         },
         "library": lib,
         "servers": servers,
         "targets": {"ratio_p50": 2.0, "requests_per_s": 1000, "p99_ms": 20.0},
     }
+
+
+def median_round(figures: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round whose requests/s is the median of the rounds' (the lower middle one of an even count)."""
+    ordered = sorted(figures, key=lambda f: f.get("requests_per_s") or 0.0)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def _describe(source: Path) -> str:
@@ -574,10 +596,21 @@ def render(result: dict[str, Any]) -> str:
             f"{cores} cores doing nothing else would top out near {ceiling} requests/s. "
             f"Burst: {burst['connections']} connections opened at once, one request each: slowest connect "
             f"{burst['connect_max_ms']} ms ({burst['connect_over_1s']} over 1 s), answers p50 "
-            f"{burst['answer_p50_ms']} ms, slowest {burst['answer_max_ms']} ms, {burst['errors']} errors.",
+            f"{burst['answer_p50_ms']} ms, slowest {burst['answer_max_ms']} ms, {burst['errors']} errors."
+            + _rounds_text(s, w["clients"]),
             "",
         ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _rounds_text(server: dict[str, Any], clients: int) -> str:
+    """The rounds of the many-clients phase, when there were several (the table shows their median)."""
+    rounds = server.get("rounds", {}).get("many", [])
+    if len(rounds) < 2:
+        return ""
+    rates = " / ".join(f"{r['requests_per_s']:,.0f}" for r in rounds)
+    cpu = " / ".join(str(r.get("server_cpu_ms_per_request", "–")) for r in rounds)
+    return f" {clients} clients, round by round: {rates} requests/s, server CPU {cpu} ms/request."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -599,6 +632,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="another checkout (its shared/ is imported by a second server) measured beside this one",
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="phases per tree, the trees taking turns (the median is shown)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "serve_load")
     args = parser.parse_args(argv)
     if args.quick:
@@ -612,6 +648,7 @@ def main(argv: list[str] | None = None) -> int:
         args.burst,
         workers,
         args.baseline.resolve() if args.baseline is not None else None,
+        max(1, args.rounds),
     )
     write_report(args.out, render(result), result)
     return 0

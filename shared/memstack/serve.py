@@ -1,8 +1,11 @@
 """``memstack serve``: the HTTP API of API Gateway on localhost, for development and end-to-end tests.
 
-A thin adapter: a stdlib ``ThreadingHTTPServer`` turns each plain HTTP request into an API Gateway REST proxy
-event and back (``memstack.api.http.handle_http``), so the routes, validation, error shape, body limit and
-auth check are the very code the Lambda functions run (docs/api.md).
+A thin adapter: each plain HTTP request becomes an API Gateway REST proxy event and back
+(``memstack.api.http.handle_http``), so the routes, validation, error shape, body limit and auth check are
+the very code the Lambda functions run (docs/api.md). Two servers do it with the same answers
+(``answer_before_body``, ``api_answer``): ``LocalServer``, a stdlib ``ThreadingHTTPServer`` with a thread per
+connection, for a ``Memory`` that waits on the network; and ``memstack.serve_loop.LoopServer``, every
+connection from one thread, for a ``Memory`` that computes in this process (``make_server`` chooses).
 
 * Backends: the embedded default (SQLite file + local/hash/openai embedder) or ``aws`` (DynamoDB, S3 and
   OpenSearch at the endpoints of the ``MEMSTACK_*`` settings: AWS itself, or moto and the OpenSearch test
@@ -29,10 +32,10 @@ auth check are the very code the Lambda functions run (docs/api.md).
 * Ctrl-C / SIGTERM: stop accepting, let requests in flight finish (up to ``SHUTDOWN_GRACE_SECONDS``),
   close the ``Memory``, exit 0.
 
-The resolver keeps the current request on its instance, so each request thread borrows a resolver of its own
-from a small pool (all over the one ``Memory``, whose adapters are thread-safe). One process answers on one
-core; ``memstack.serve_workers`` runs several of these servers as forked processes on one socket
-(``--workers``), each through ``make_server(..., listener=...)`` and ``serve_until_stopped``.
+The resolver keeps the current request on its instance, so each request borrows a resolver of its own from a
+small pool (all over the one ``Memory``, whose adapters are thread-safe). One process answers on one core;
+``memstack.serve_workers`` runs several of these servers as forked processes on one socket (``--workers``),
+each through ``make_server(..., listener=...)`` and ``serve_until_stopped``.
 """
 
 from __future__ import annotations
@@ -267,6 +270,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.connection.settimeout(self.server.config.read_timeout)
 
+    def handle_expect_100(self) -> bool:
+        """``100 Continue`` sent at once: the output is buffered (``wbufsize``), and a client that waits
+        for it before sending its body (curl does, for bodies over 1 KiB) would otherwise wait until the
+        body's read timeout answered 408."""
+        answered = super().handle_expect_100()
+        self.wfile.flush()
+        return answered
+
     def __getattr__(self, name: str) -> Any:
         """``do_<METHOD>`` for every method (OPTIONS, TRACE, anything): the resolver answers it (405 with
         ``Allow`` on a known path, 404 elsewhere) instead of the stdlib's HTML 501 page."""
@@ -311,7 +322,7 @@ class _Handler(BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         with self.server.in_flight():
             verb = "GET" if method == "HEAD" else method
-            status, headers, body = self._studio(verb, path) or self._answer(verb, path, query)
+            status, headers, body = self._respond(verb, path, query)
             if self.server.stopping:
                 self.close_connection = True
             try:
@@ -333,74 +344,22 @@ class _Handler(BaseHTTPRequestHandler):
                 _log.debug("client went away during the response: %s", type(exc).__name__)
         self.server.access(method, path, status, (time.perf_counter() - started) * 1000)
 
-    def _studio(self, method: str, path: str) -> tuple[int, list[tuple[str, str]], bytes] | None:
-        """Memstack Studio's answer (``/``, ``/studio/…``: ``memstack.studio``), or ``None`` for the API;
-        a body sent to a Studio path is never read, so that connection closes."""
-        from memstack.studio import studio_response
-
-        answer = studio_response(method, path)
-        if answer is not None and self.headers.get("Content-Length", "0") not in ("", "0"):
-            self.close_connection = True
-        return answer
-
-    def _answer(self, method: str, path: str, query: str) -> tuple[int, list[tuple[str, str]], bytes]:
-        from memstack.api.http import handle_http
-
-        if path in _PAGES:
-            return _page(method, path)
-
-        if self.headers.get("Transfer-Encoding", "").lower() not in ("", "identity"):
-            self.close_connection = True
-            return _error(411, "invalid_input", "send the body with a Content-Length", "content-length")
+    def _respond(self, verb: str, path: str, query: str) -> Answer:
+        early = answer_before_body(verb, path, self.headers.get, self._limit())
+        if isinstance(early, Early):
+            self.close_connection = self.close_connection or early.close
+            self._linger = early.linger
+            return early.answer
         try:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length < 0:
-                raise ValueError
-        except ValueError:
-            self.close_connection = True
-            return _error(400, "invalid_input", "Content-Length is not a number", "content-length")
-        limit = self._limit()
-        if length > limit:  # answered at once, the body unread; the connection cannot be reused
-            self.close_connection = self._linger = True
-            return _error(
-                413,
-                "payload_too_large",
-                f"the request body is larger than the limit of {limit} bytes",
-                "body",
-            )
-        try:
-            body = self._read_body(length) if length else None
+            body = self._read_body(early) if early else None
         except TimeoutError:
             self.close_connection = self._linger = True
-            return _error(
-                408,
-                "request_timeout",
-                f"the request body did not arrive within {self.server.config.read_timeout:g} s",
-                "body",
-            )
-        pairs = [(k, v) for k, v in self.headers.items() if k.lower() != CLAIMS_HEADER.lower()]
-        claims: Mapping[str, Any] | None = None
-        if self.server.config.auth == "jwt":
-            raw = self.headers.get(CLAIMS_HEADER)
-            if raw is not None:
-                try:
-                    parsed = json.loads(raw)
-                except ValueError:
-                    parsed = None
-                if not isinstance(parsed, dict):
-                    return _error(
-                        400, "invalid_input", f"{CLAIMS_HEADER} must be a JSON object", CLAIMS_HEADER.lower()
-                    )
-                claims = parsed
-        with self.server.answering(), self.server.pool.borrow() as app:
-            response = handle_http(app, method, path, query, pairs, body, claims=claims)
-        return response.status, response.headers, response.body
+            return late_body(self.server.config.read_timeout)
+        pairs = [(k, v) for k, v in self.headers.items() if k.lower() != _CLAIMS_LOWER]
+        return api_answer(self.server, verb, path, query, pairs, body, self.headers.get(CLAIMS_HEADER))
 
     def _limit(self) -> int:
-        from memstack.api.app import MAX_BODY_BYTES
-
-        configured = self.server.config.max_body_bytes
-        return configured if configured is not None else MAX_BODY_BYTES
+        return body_limit(self.server.config)
 
     def _read_body(self, length: int) -> bytes:
         """Exactly ``length`` bytes of body.
@@ -440,6 +399,117 @@ _STDLIB_CODES = {
     505: "invalid_input",
 }
 """Error codes for the statuses the stdlib's request parsing may answer (``send_error``)."""
+
+
+Answer = tuple[int, list[tuple[str, str]], bytes]
+"""An answer: status, headers (``Content-Length`` and ``Connection`` are the server's), body."""
+
+_CLAIMS_LOWER = CLAIMS_HEADER.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Early:
+    """An answer given before the request's body is read (``answer_before_body``).
+
+    Attributes:
+        answer: what to send.
+        close: the connection cannot be reused (a body was declared and is left unread).
+        linger: drain what the client still sends before closing (``LINGER_SECONDS``), so it reads the
+            answer rather than a reset.
+    """
+
+    answer: Answer
+    close: bool
+    linger: bool = False
+
+
+def body_limit(config: ServeConfig) -> int:
+    """The request body limit in bytes: ``config.max_body_bytes``, else the API's ``MAX_BODY_BYTES``."""
+    from memstack.api.app import MAX_BODY_BYTES
+
+    return config.max_body_bytes if config.max_body_bytes is not None else MAX_BODY_BYTES
+
+
+def answer_before_body(verb: str, path: str, header: Callable[[str], str | None], limit: int) -> Early | int:
+    """What a request gets before its body is read, or the number of body bytes to read.
+
+    Memstack Studio (``memstack.studio``) and the pages (``_PAGES``) answer at once (a body sent to them
+    is never read, so that connection closes); the body's framing is checked next: ``Transfer-Encoding``
+    other than ``identity`` is 411, a ``Content-Length`` that is not a number 400, one over ``limit`` 413
+    (the body unread: a lingering close). Every refusal closes the connection.
+
+    Args:
+        verb: the method (``GET`` for ``HEAD``).
+        path: the request path, without the query string.
+        header: a request header's value by name (case-insensitive), ``None`` when absent.
+        limit: the body limit in bytes (``body_limit``).
+
+    Returns:
+        An ``Early`` answer, or the body's length (0: no body).
+    """
+    from memstack.studio import studio_response
+
+    declared = header("Content-Length")
+    studio = studio_response(verb, path)
+    if studio is None and path in _PAGES:
+        studio = _page(verb, path)
+    if studio is not None:
+        return Early(studio, close=declared not in (None, "", "0"))
+    if (header("Transfer-Encoding") or "").lower() not in ("", "identity"):
+        return Early(
+            _error(411, "invalid_input", "send the body with a Content-Length", "content-length"), close=True
+        )
+    try:
+        length = int(declared or 0)
+        if length < 0:
+            raise ValueError
+    except ValueError:
+        return Early(
+            _error(400, "invalid_input", "Content-Length is not a number", "content-length"), close=True
+        )
+    if length > limit:  # answered at once, the body unread; the connection cannot be reused
+        message = f"the request body is larger than the limit of {limit} bytes"
+        return Early(_error(413, "payload_too_large", message, "body"), close=True, linger=True)
+    return length
+
+
+def late_body(read_timeout: float) -> Answer:
+    """The 408 answer to a body that did not arrive within the read timeout (seconds)."""
+    return _error(
+        408, "request_timeout", f"the request body did not arrive within {read_timeout:g} s", "body"
+    )
+
+
+def api_answer(
+    server: LocalServer,
+    verb: str,
+    path: str,
+    query: str,
+    pairs: list[tuple[str, str]],
+    body: bytes | None,
+    claims_header: str | None,
+) -> Answer:
+    """The API's answer (``memstack.api.http.handle_http``) on a resolver borrowed from ``server``'s pool,
+    inside ``server.answering()``.
+
+    Args:
+        pairs: the request headers (without ``X-Memstack-Claims``).
+        claims_header: the ``X-Memstack-Claims`` value (read in ``jwt`` mode only: a JSON object, else 400).
+    """
+    from memstack.api.http import handle_http
+
+    claims: Mapping[str, Any] | None = None
+    if server.config.auth == "jwt" and claims_header is not None:
+        try:
+            parsed = json.loads(claims_header)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            return _error(400, "invalid_input", f"{CLAIMS_HEADER} must be a JSON object", _CLAIMS_LOWER)
+        claims = parsed
+    with server.answering(), server.pool.borrow() as app:
+        response = handle_http(app, verb, path, query, pairs, body, claims=claims)
+    return response.status, response.headers, response.body
 
 
 _PAGES = {
@@ -516,11 +586,12 @@ def make_server(
 ) -> LocalServer:
     """A bound (not yet serving) ``LocalServer`` answering with ``memory``.
 
-    The server answers one request at a time (``LocalServer(serial=True)``) when ``memory`` computes in
-    this process (``bootstrap.computes_in_process``: SQLite and an offline embedder): its requests are CPU under
-    the GIL, and measured with 4 keep-alive clients, threads answering at once cost more CPU per request
-    than answering them in turn. A ``Memory`` that waits on the network (AWS, an OpenAI or Bedrock
-    embedder) keeps answering concurrently, each request on its connection's thread.
+    When ``memory`` computes in this process (``bootstrap.computes_in_process``: SQLite and an offline
+    embedder) its requests are CPU under the GIL, answered one at a time: the server is
+    ``memstack.serve_loop.LoopServer``, every connection served from one thread (measured with 4
+    keep-alive clients, threads answering at once, or taking turns on a lock, cost more CPU per request).
+    A ``Memory`` that waits on the network (AWS, an OpenAI or Bedrock embedder) gets ``LocalServer``, each
+    request on its connection's thread, answering concurrently.
 
     Args:
         listener: a socket already bound and listening (a worker of ``serve_workers``); ``None`` binds
@@ -538,13 +609,17 @@ def make_server(
     auth = AuthConfig(mode=config.auth, resource_claim=AuthConfig.from_settings().resource_claim)
     limit = config.max_body_bytes if config.max_body_bytes is not None else MAX_BODY_BYTES
     pool = _AppPool(lambda: create_app(memory, auth=auth, max_body_bytes=limit))
-    return LocalServer(
+    kind: Callable[..., LocalServer] = LocalServer
+    if computes_in_process(memory):
+        from memstack.serve_loop import LoopServer
+
+        kind = LoopServer
+    return kind(
         (config.host, config.port),
         pool,
         config,
         log if log is not None else sys.stderr,
         listener=listener,
-        serial=computes_in_process(memory),
         balance=balance,
     )
 

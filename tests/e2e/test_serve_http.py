@@ -16,6 +16,7 @@ import pytest
 
 from memstack import Memory
 from memstack.serve import LocalServer, ServeConfig, make_server
+from memstack.serve_loop import LoopServer
 
 READ_TIMEOUT = 0.5
 
@@ -33,11 +34,16 @@ class Raw:
         return data
 
 
-@pytest.fixture
-def server() -> Iterator[LocalServer]:
+@pytest.fixture(params=["loop", "threads"])
+def server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalServer]:
+    """The server ``make_server`` gives this CPU-bound ``Memory`` (``LoopServer``: one thread for every
+    connection), and the thread-per-connection ``LocalServer`` a network-bound one gets."""
     memory = Memory.local(":memory:", embedder="hash")
+    if request.param == "threads":
+        monkeypatch.setattr("memstack.bootstrap.computes_in_process", lambda _memory: False)
     config = ServeConfig(host="127.0.0.1", port=0, max_body_bytes=1000, read_timeout=READ_TIMEOUT)
     srv = make_server(memory, config, log=io.StringIO())
+    assert isinstance(srv, LoopServer) is (request.param == "loop")
     loop = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
     loop.start()
     yield srv
@@ -71,6 +77,31 @@ def read_answer(sock: socket.socket, *, head: bool = False) -> Raw:
             break
         rest += chunk
     return Raw(status, headers, rest[:length])
+
+
+def answers_until_closed(sock: socket.socket) -> list[Raw]:
+    """Every response the server sends until it closes the connection (answers to pipelined requests)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    answers = []
+    while data:
+        top, _, data = data.partition(b"\r\n\r\n")
+        lines = top.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        length = int(headers.get("content-length", "0"))
+        answers.append(Raw(int(lines[0].split(" ")[1]), headers, data[:length]))
+        data = data[length:]
+    return answers
+
+
+def refused(server: LocalServer, raw: bytes) -> Raw:
+    """The answer to ``raw``, checking that the server closes the connection after it."""
+    with connect(server) as sock:
+        sock.sendall(raw)
+        answer = read_answer(sock)
+        assert closed_by_server(sock), "a refused request closes its connection"
+    return answer
 
 
 def request(server: LocalServer, raw: bytes, *, head: bool = False) -> Raw:
@@ -228,15 +259,15 @@ def test_given_a_keep_alive_request_when_answered_then_head_and_body_leave_in_on
 ) -> None:
     writes: list[int] = []
     nodelay: list[int] = []
-    original = socket.SocketIO.write
+    original = socket.socket.send
 
-    def counting(self: socket.SocketIO, data: bytes) -> int | None:  # type: ignore[override]
+    def counting(self: socket.socket, data: bytes, flags: int = 0) -> int:
         if threading.current_thread() is not threading.main_thread():
             writes.append(len(data))
-            nodelay.append(self._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))  # type: ignore[attr-defined]
-        return original(self, data)
+            nodelay.append(self.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        return original(self, data, flags)
 
-    monkeypatch.setattr(socket.SocketIO, "write", counting)
+    monkeypatch.setattr(socket.socket, "send", counting)
     with connect(server) as sock:
         for _ in range(2):
             sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -244,3 +275,120 @@ def test_given_a_keep_alive_request_when_answered_then_head_and_body_leave_in_on
             assert answer.status == 200 and answer.body
     assert len(writes) == 2, writes  # one send per response: status line, headers and body together
     assert all(nodelay), "TCP_NODELAY is not set on the connection"
+
+
+# --- one connection, several requests; slow and stalled clients ---------------------------------------
+
+
+def test_given_two_requests_in_one_send_when_pipelined_then_both_are_answered_in_order(
+    server: LocalServer,
+) -> None:
+    with connect(server) as sock:
+        sock.sendall(
+            b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /v1/threads?resource_id=u HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        first, second = answers_until_closed(sock)
+    assert first.json()["status"] == "ok"
+    assert second.status == 200 and "threads" in second.json()
+
+
+def test_given_expect_100_continue_when_the_body_waits_then_100_comes_first_and_the_body_is_read(
+    server: LocalServer,
+) -> None:
+    body = json.dumps({"id": "t-expect"}).encode()
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST /v1/threads?resource_id=u HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Expect: 100-continue\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        )
+        interim = read_answer(sock, head=True)
+        sock.sendall(body)
+        answer = read_answer(sock)
+    assert interim.status == 100
+    assert answer.status == 201 and answer.json()["id"] == "t-expect"
+
+
+def test_given_http_1_0_without_keep_alive_then_the_answer_closes_the_connection(server: LocalServer) -> None:
+    with connect(server) as sock:
+        sock.sendall(b"GET /v1/health HTTP/1.0\r\n\r\n")
+        answer = read_answer(sock)
+        assert closed_by_server(sock)
+    assert answer.status == 200 and answer.headers["connection"] == "close"
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"GET /v1/" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", 414),
+        (b"GET /v1/health HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(101)) + b"\r\n", 431),
+    ],
+    ids=["long-line", "101-headers"],
+)
+def test_given_a_request_head_over_a_limit_then_the_answer_is_json_and_the_connection_closes(
+    server: LocalServer, raw: bytes, status: int
+) -> None:
+    answer = refused(server, raw)
+    assert answer.status == status
+    assert answer.headers["content-type"] == "application/json" and "error" in answer.json()
+
+
+@pytest.mark.parametrize("server", ["loop"], indirect=True)  # the stdlib answers these without a status line
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"GET /v1/health HTTP/2.0\r\n\r\n", 505),
+        (b"GET /v1/health\r\n\r\n", 400),
+        (b"GET  HTTP/1.1\r\n\r\n", 400),
+    ],
+    ids=["http-2", "no-version", "empty-target"],
+)
+def test_given_a_request_line_the_loop_cannot_read_then_a_json_error_with_its_status_line(
+    server: LocalServer, raw: bytes, status: int
+) -> None:
+    answer = refused(server, raw)
+    assert answer.status == status
+    assert answer.json()["error"]["code"] == "invalid_input"  # type: ignore[index]
+
+
+def test_given_a_client_sending_its_request_slowly_then_others_are_answered_meanwhile_and_it_too(
+    server: LocalServer,
+) -> None:
+    body = json.dumps({"id": "t-slow"}).encode()
+    head = (
+        b"POST /v1/threads?resource_id=u HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+    )
+    with connect(server) as slow:
+        slow.sendall(head[:20])
+        started = time.monotonic()
+        other = request(server, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert time.monotonic() - started < READ_TIMEOUT / 2  # not queued behind the slow client
+        for piece in (head[20:], body[:5], body[5:]):
+            time.sleep(READ_TIMEOUT / 4)  # each piece within the read timeout of the one before
+            slow.sendall(piece)
+        answer = read_answer(slow)
+    assert other.status == 200
+    assert answer.status == 201 and answer.json()["id"] == "t-slow"
+
+
+def test_given_a_client_that_does_not_read_its_answers_then_others_are_still_answered(
+    server: LocalServer,
+) -> None:
+    assert (
+        request(server, b"GET /openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").status == 200
+    )
+    host, port = server.server_address[:2]
+    stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # its answers fill the buffers at once
+    stalled.settimeout(5)
+    try:
+        stalled.connect((str(host), int(port)))
+        stalled.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n" * 40)
+        time.sleep(0.1)
+        started = time.monotonic()
+        other = request(server, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert time.monotonic() - started < READ_TIMEOUT / 2
+        assert other.status == 200
+    finally:
+        stalled.close()

@@ -7,16 +7,13 @@ move SQLite's planner)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlean
 import sqlite_vec
 
 from memstack import Memory
-from memstack.adapters.sqlite.db import SqliteDatabase
 
 RESOURCE_TABLES = (
     "threads",
@@ -40,21 +37,6 @@ look-up of one message's chunks on the unique ``(message_id, resource_id, chunk)
 
 ROWID_LOOKUP = "USING INTEGER PRIMARY KEY (rowid=?)"
 """A search of given rowids: as many steps as rowids, whatever the resource's or the file's size."""
-
-
-@pytest.fixture
-def traced(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every statement any connection of a ``SqliteDatabase`` runs, with its parameters expanded."""
-    statements: list[str] = []
-    original = SqliteDatabase._open
-
-    def opened(self: SqliteDatabase, *, writer: bool) -> Any:
-        conn = original(self, writer=writer)
-        conn.set_trace_callback(statements.append)
-        return conn
-
-    monkeypatch.setattr(SqliteDatabase, "_open", opened)
-    yield statements
 
 
 def words(n: int, salt: str) -> str:

@@ -280,3 +280,21 @@ def test_given_a_large_resource_when_the_int8_scan_keeps_candidates_then_they_ar
             # Two passes keep the per-row rule's rows (float32 may keep a hair more, never fewer).
             assert set(reference) <= set(kept), "a row the per-row bound needs was dropped"
             assert len(kept) <= len(reference) + 2
+
+
+def test_given_rows_with_many_ties_when_ranked_then_each_message_scores_by_its_best_row_ties_by_id() -> None:
+    rng = np.random.default_rng(11)
+    entry = _vectors(_rows(12, 400), 90, threshold=10_000)
+    for _ in range(300):
+        n = int(rng.integers(1, 400))
+        codes = rng.integers(0, 90, n).astype(np.int64)
+        scores = np.round(rng.normal(size=n), 1).astype(np.float32)  # one decimal: ties within and across
+        top_k = int(rng.integers(1, 40))
+        best: dict[int, float] = {}
+        for code, score in zip(codes.tolist(), scores.astype(np.float64).tolist(), strict=True):
+            best[code] = max(best.get(code, -np.inf), score)
+        expected = sorted(best.items(), key=lambda item: (-item[1], entry.names[item[0]]))[:top_k]
+        ranked = entry._ranked(codes, scores, top_k)
+        assert [(h.message_id, h.score) for h in ranked] == [
+            (entry.names[c], max(-1.0, min(1.0, s))) for c, s in expected
+        ]

@@ -59,6 +59,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -69,7 +70,7 @@ from memstack.adapters.search_text import keyword_text, query_terms
 from memstack.adapters.sqlite import keywords
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.posting_cache import DEFAULT_KEYWORD_CACHE_BYTES, PostingCache
-from memstack.adapters.sqlite.vector_cache import QUANTISED_MIN_ROWS, Added, VectorCache
+from memstack.adapters.sqlite.vector_cache import QUANTISED_MIN_ROWS, Added, ResourceVectors, VectorCache
 from memstack.errors import InvalidInput, Unavailable
 from memstack.filters import kind, validate_filter
 from memstack.model import check_id
@@ -570,33 +571,40 @@ class SqliteSearchIndex:
         with self._db.read() as conn:
             # Read once for both halves: the caches check their data against it in this snapshot.
             vector_hits = None
+            cached = None
             if query is not None:  # a vector search also checks the file's model, in the same statement
                 found, *facts = conn.execute(_GET_GENERATION_AND_MODEL, (resource_id,)).fetchone()
                 generation = 0 if found is None else int(found)
                 self._check_current(conn, (facts[0], facts[1]))
-                vector_hits = self._vector_search(
-                    conn, query, resource_id, generation, thread_id, checked, top_k
-                )
+                cached = self._cache.get(conn, resource_id, generation)
+                vector_hits = self._vector_search(conn, query, cached, resource_id, thread_id, checked, top_k)
             else:
                 row = conn.execute(_GET_GENERATION, (resource_id,)).fetchone()
                 generation = 0 if row is None else int(row[0])
             keyword_hits = None
             if terms is not None:
                 rowids, scores = self._postings.score(conn, resource_id, generation, terms)
-                keyword_hits = _keyword_search(conn, rowids, scores, resource_id, thread_id, checked, top_k)
+                # the chunks' messages from the vector cache when it holds this snapshot (no filter to test)
+                known = (
+                    None
+                    if cached is None or checked
+                    else partial(_held_chunks, cached, generation, thread_id)
+                )
+                keyword_hits = _keyword_search(
+                    conn, rowids, scores, resource_id, thread_id, checked, top_k, known=known
+                )
         return SearchResults(vector=vector_hits, keyword=keyword_hits)
 
     def _vector_search(
         self,
         conn: Any,
         query: _Floats,
+        cached: ResourceVectors | None,
         resource_id: str,
-        generation: int,
         thread_id: str | None,
         filter: dict[str, Any] | None,
         top_k: int,
     ) -> list[IndexHit]:
-        cached = self._cache.get(conn, resource_id, generation)
         if cached is None:
             sql, params = _vector_sql(query, resource_id, thread_id, filter, top_k)
             return [
@@ -807,6 +815,17 @@ def _vector_sql(
     return sql, p.values
 
 
+def _held_chunks(
+    cached: ResourceVectors, generation: int, thread_id: str | None, rowids: list[int]
+) -> list[tuple[int, str, str, int]] | None:
+    """``ResourceVectors.chunk_messages`` when the cached data is still at ``generation`` (a write of
+    this process may have moved it on since the search's snapshot), else ``None``."""
+    with cached.lock:
+        if cached.generation != generation:
+            return None
+        return cached.chunk_messages(rowids, thread_id)
+
+
 def _keyword_search(
     conn: Any,
     rowids: npt.NDArray[np.int64],
@@ -815,6 +834,8 @@ def _keyword_search(
     thread_id: str | None,
     filter: dict[str, Any] | None,
     top_k: int,
+    *,
+    known: Callable[[list[int]], list[tuple[int, str, str, int]] | None] | None = None,
 ) -> list[IndexHit]:
     """The ``top_k`` best messages by BM25 among the scope's chunks that pass ``filter``, given every
     matching chunk of the resource (``rowids`` with their ``scores``: ``keywords.score``'s result).
@@ -829,7 +850,9 @@ def _keyword_search(
 
     The look-up names ``+c.resource_id`` and ``+c.thread_id`` (not indexable): SQLite otherwise plans it on
     the ``(resource_id, thread_id)`` index and reads the whole resource (11.8 ms rather than 0.17 ms for a
-    batch in a 100k-chunk resource, measured).
+    batch in a 100k-chunk resource, measured). ``known`` answers that look-up from memory when it can
+    (``_held_chunks``: the vector cache holds every chunk's message, thread and seq), the same rows; when it
+    answers ``None`` the batch is read from the file.
     """
     p = _Params()
     batch_param = p.bind("")
@@ -845,9 +868,12 @@ def _keyword_search(
         listed, listed_scores, floor = _best_first(rowids, scores, count)
         while start < len(listed):  # each prefix extends the one before: chunks already visited are skipped
             batch = listed[start : start + size]
-            p.values[0] = json.dumps(batch)
             score_of = dict(zip(batch, listed_scores[start : start + size], strict=True))
-            for rowid, message_id, tid, seq in conn.execute(sql, p.values):
+            rows = None if known is None else known(batch)
+            if rows is None:
+                p.values[0] = json.dumps(batch)
+                rows = conn.execute(sql, p.values)
+            for rowid, message_id, tid, seq in rows:
                 found = score_of[rowid]
                 if message_id not in best or found > best[message_id][0]:
                     best[message_id] = (found, tid, seq)

@@ -309,6 +309,28 @@ class ResourceVectors:
         found: _Ints = index[rowids[index] == allowed].astype(np.int64)
         return found
 
+    def chunk_messages(
+        self, rowids: Sequence[int], thread_id: str | None
+    ) -> list[tuple[int, str, str, int]] | None:
+        """What the keyword search reads of these chunks in ``search_chunks``, from memory: the
+        ``(rowid, message_id, thread_id, seq)`` of each one (of ``thread_id``'s only, when given), in the
+        order asked; ``None`` when one of them is not held alive (the caller reads the file instead).
+        Call with ``lock`` held, on data at the generation of the snapshot the rowids come from."""
+        n = self.n
+        wanted = np.asarray(rowids, dtype=np.int64)
+        at = np.searchsorted(self.rowids[:n], wanted)
+        if len(wanted) and (int(at.max()) >= n or bool((self.rowids[at] != wanted).any())):
+            return None
+        names, threads, seqs, code_of = self.names, self.threads, self.seqs, self.code_of
+        found = []
+        for rowid, code in zip(rowids, self.codes[at].tolist(), strict=True):
+            name = names[code]
+            if code_of.get(name) != code:  # a dead row: its chunk is gone, yet the snapshot names it
+                return None
+            if thread_id is None or threads[code] == thread_id:
+                found.append((rowid, name, threads[code], seqs[code]))
+        return found
+
     def search(
         self,
         query: _Floats,
@@ -385,29 +407,46 @@ class ResourceVectors:
         return chosen if positions is None else positions[chosen]
 
     def _ranked(self, codes: _Ints, scores: npt.NDArray[Any], top_k: int) -> list[IndexHit]:
-        if len(scores) == 0:
+        """The ``top_k`` messages of these rows (``codes``, ``scores``), each scored by its best row, best
+        first and ties by message id.
+
+        One sort of the rows by score, walked down until ``top_k`` messages are met and the next row scores
+        below the last of them (every message tied with it is still met); only the first rows of the
+        order are taken out of numpy unless the walk needs more (a resource's rows are mostly other
+        messages' weaker chunks)."""
+        n = len(scores)
+        if n == 0:
             return []
-        unique, inverse = np.unique(codes, return_inverse=True)
-        best = np.full(len(unique), -np.inf, dtype=np.float64)
-        np.maximum.at(best, inverse, scores.astype(np.float64))
-        if len(best) > 4 * top_k:  # keep the top_k best, and everything tied with the last of them
-            cut = np.partition(best, len(best) - top_k)[len(best) - top_k]
-            kept = np.flatnonzero(best >= cut)
-        else:
-            kept = np.arange(len(best))
-        ranked = sorted(kept.tolist(), key=lambda i: (-float(best[i]), self.names[int(unique[i])]))[:top_k]
-        hits = []
-        for i in ranked:
-            code = int(unique[i])
-            hits.append(
-                IndexHit(
-                    message_id=self.names[code],
-                    thread_id=self.threads[code],
-                    score=max(-1.0, min(1.0, float(best[i]))),
-                    seq=self.seqs[code],
-                )
+        order = np.argsort(-scores, kind="stable")
+        best: dict[int, float] = {}
+        kth: float | None = None  # the top_k-th message's score, once met
+        done = 0
+        for count in (min(n, 4 * top_k + 16), n):
+            rows = order[done:count]
+            walked = zip(scores[rows].astype(np.float64).tolist(), codes[rows].tolist(), strict=True)
+            stopped = False
+            for value, code in walked:
+                if kth is not None and value < kth:
+                    stopped = True
+                    break
+                if code not in best:
+                    best[code] = value
+                    if len(best) == top_k:
+                        kth = value
+            if stopped or count == n:
+                break
+            done = count
+        names = self.names
+        ranked = sorted(best.items(), key=lambda item: (-item[1], names[item[0]]))[:top_k]
+        return [
+            IndexHit(
+                message_id=names[code],
+                thread_id=self.threads[code],
+                score=max(-1.0, min(1.0, value)),
+                seq=self.seqs[code],
             )
-        return hits
+            for code, value in ranked
+        ]
 
 
 def _message_floor(lows: _Floats, codes: _Ints, top_k: int, *, margin: float = 1 / 32) -> float:
