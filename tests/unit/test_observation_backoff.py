@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from memstack.adapters.testing import DEGENERATE, ChatCall, ScriptedChatModel
+from memstack.adapters.testing import DEGENERATE, ChatCall, RecordingScheduler, ScriptedChatModel
 from memstack.errors import Unavailable
 from memstack.model import utcnow
 from memstack.observation import scheduler as scheduler_module
-from memstack.observation.engine import REFLECTION_BACKOFF, TRUNCATE_TO_SHARE
+from memstack.observation.engine import REFLECTION_BACKOFF, TRUNCATE_TO_SHARE, ReflectorUnavailable
 from tests.observation_support import om_memory, save_sentences, sentence
 
 R, T = "res-1", "thread-1"
@@ -84,7 +84,7 @@ def test_a_reflector_answering_5xx_backs_off_while_observation_keeps_the_context
         # the Reflector was not called on every save: once, then after each backoff (2 min, then 4)
         assert chat.count("reflector") <= 3, chat.count("reflector")
         assert rec.last_error is not None and rec.last_error.startswith(
-            "ReflectionFailed: the Reflector could not run (Unavailable: OpenAI chat (m) failed"
+            "ReflectionFailed: the Reflector could not run (ReflectorUnavailable: OpenAI chat (m) failed"
         )
         # the model recovers: the next save after the backoff reflects and the failure is healed
         hook.down = False
@@ -238,3 +238,34 @@ def test_close_with_everything_finished_says_nothing() -> None:
         memory.close()
     assert [w for w in caught if issubclass(w.category, RuntimeWarning)] == []
     assert chat.count("observer") == 1
+
+
+def test_a_reflector_failure_recorded_by_the_state_machines_catch_backs_off_reflection_only() -> None:
+    """On AWS the Catch records the Reflect task's error by its class name: the Reflector's model failing
+    must be named apart from the Observer's (``ReflectorUnavailable``), or saves stop observing."""
+    hook = Failing("reflector", Unavailable("OpenAI chat (m) failed after 1 attempt(s): HTTP 500"))
+    chat = ScriptedChatModel(on_call=hook)
+    jobs = RecordingScheduler()
+    with om_memory(chat, scheduler=jobs, observational_memory=TIGHT) as memory:
+        clock = with_clock(memory)
+        for start in (1, 31):  # two Observe tasks: the log ends over the reflection threshold
+            save_sentences(memory, R, T, start, 30)
+            result = memory.observe(resource_id=R, thread_id=T)
+        assert result.should_reflect
+        with pytest.raises(ReflectorUnavailable) as failed:
+            memory.reflect(resource_id=R, thread_id=T)
+        assert isinstance(failed.value, Unavailable) and failed.value.status == 503
+        error = f"{type(failed.value).__name__}: {failed.value.message}"  # what the Catch records
+        memory.record_observation_failure(resource_id=R, thread_id=T, error=error)
+        rec = memory.get_observation_record(resource_id=R, thread_id=T)
+        assert rec is not None and not memory.observation.reflection_due(
+            memory.options.observational_memory, rec
+        )
+        save_sentences(memory, R, T, 61, 10)  # saves still schedule observation
+        assert jobs.jobs and jobs.jobs[-1].reason == "threshold"
+        # the Observer's failure, recorded the same way, stops them
+        memory.record_observation_failure(resource_id=R, thread_id=T, error="Unavailable: HTTP 500")
+        count = len(jobs.jobs)
+        clock.advance(timedelta(seconds=30))
+        save_sentences(memory, R, T, 71, 10)
+        assert len(jobs.jobs) == count

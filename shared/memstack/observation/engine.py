@@ -67,6 +67,7 @@ __all__ = [
     "ObserveResult",
     "ReflectResult",
     "ReflectionFailed",
+    "ReflectorUnavailable",
     "failure_text",
     "reflection_failure",
     "split_log",
@@ -117,6 +118,18 @@ class ReflectionFailed(ObservationFailed):
     code = "reflection_failed"
     retry_after: float | None = None
 
+
+class ReflectorUnavailable(Unavailable):
+    """The Reflector's model call failed or was throttled (HTTP 5xx/429, a timeout, an unreadable answer).
+    A kind of ``Unavailable`` (HTTP 503: callers and the state machine retry it), named apart because a
+    failure is recorded by its class name — on AWS by the state machine's Catch — and this one must back
+    off reflection only, not observation."""
+
+    code = "reflector_unavailable"
+
+
+REFLECTION_ERRORS = (ReflectionFailed.__name__, ReflectorUnavailable.__name__)
+"""The class names that mark a recorded failure (``last_error``) as the Reflector's stage."""
 
 REFLECTION_BACKOFF = timedelta(minutes=2)
 """After a failed background run of any kind (an unusable answer, an HTTP 5xx or 429, a timeout, a store
@@ -409,14 +422,19 @@ class ObservationEngine:
         )
 
     def _reflection_backing_off(self, record: ObservationRecord) -> bool:
-        return self._failed_reflecting(record) and self._in_backoff(record)
+        """Whether reflection waits: after a failure of either stage (an Observer failing means the
+        endpoint both usually share is failing; and a stage that fails must not hand every save to the
+        other one) until its backoff runs out; never for a turn's deadline (``DeadlineExceeded``)."""
+        if (record.last_error or "").startswith("DeadlineExceeded"):
+            return False
+        return self._in_backoff(record)
 
     def observer_backing_off(self, record: ObservationRecord) -> bool:
         """Whether saves must not call the Observer for this record now: its last failure was not a
         reflection's nor a turn's deadline (``DeadlineExceeded``: the run went on in the background) and
         its backoff has not run out (``REFLECTION_BACKOFF``)."""
         error = record.last_error or ""
-        if not record.failure_count or error.startswith((ReflectionFailed.__name__, "DeadlineExceeded")):
+        if not record.failure_count or error.startswith((*REFLECTION_ERRORS, "DeadlineExceeded")):
             return False
         return self._in_backoff(record)
 
@@ -1270,7 +1288,7 @@ class ObservationEngine:
 
     @staticmethod
     def _failed_reflecting(rec: ObservationRecord) -> bool:
-        return bool(rec.failure_count) and (rec.last_error or "").startswith(ReflectionFailed.__name__)
+        return bool(rec.failure_count) and (rec.last_error or "").startswith(REFLECTION_ERRORS)
 
     def _truncated(
         self, om: ObservationalMemoryOptions, rec: ObservationRecord, *, error: str | None = None
@@ -1393,7 +1411,12 @@ class ObservationEngine:
                     "content": prompts.reflector_task_prompt(rec.active_observations, level=level),
                 },
             ]
-            raw = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Reflector")
+            try:
+                raw = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Reflector")
+            except ReflectorUnavailable:
+                raise
+            except Unavailable as exc:
+                raise ReflectorUnavailable(exc.message, retry_after=exc.retry_after) from exc
             # the prompt's examples are not a reflection; the observations it carries may be repeated
             instructions = f"{system}\n\n{prompts.reflector_task_prompt('', level=level)}"
             text = without_prompt_text(parse_reflector_output(raw), instructions).observations.strip()
