@@ -128,33 +128,29 @@ def test_an_observer_answering_5xx_is_not_called_again_on_every_save() -> None:
         assert rec is not None and rec.failure_count == 0 and rec.observed_seq(T) >= 20
 
 
-def test_a_retry_after_longer_than_the_backoff_is_respected() -> None:
-    hook = Failing("observer", Unavailable("HTTP 429", retry_after=600))
+@pytest.mark.parametrize(
+    ("retry_after", "wait"),
+    [(600.0, timedelta(seconds=600)), (1.0, REFLECTION_BACKOFF)],
+    ids=["retry-after-longer", "retry-after-shorter"],
+)
+def test_the_backoff_is_the_longer_of_its_interval_and_the_retry_after(
+    retry_after: float, wait: timedelta
+) -> None:
+    hook = Failing("observer", Unavailable("HTTP 429", retry_after=retry_after))
     chat = ScriptedChatModel(on_call=hook)
     with om_memory(chat, observational_memory=TIGHT) as memory:
         clock = with_clock(memory)
         start = clock.now()
         save_sentences(memory, R, T, 1, 10)
         rec = memory.get_observation_record(resource_id=R, thread_id=T)
-        assert rec is not None and rec.retry_at == start + timedelta(seconds=600)
+        assert rec is not None and rec.retry_at == start + wait
         hook.down = False
-        clock.advance(timedelta(minutes=3))  # past the 2-minute interval, not past Retry-After
+        clock.advance(wait - timedelta(seconds=1))
         save_sentences(memory, R, T, 11, 1)
         assert chat.count("observer") == 1
-        clock.advance(timedelta(minutes=8))
+        clock.advance(timedelta(seconds=2))
         save_sentences(memory, R, T, 12, 1)
         assert chat.count("observer") == 2
-
-
-def test_a_short_retry_after_does_not_shorten_the_backoff() -> None:
-    hook = Failing("observer", Unavailable("HTTP 429", retry_after=1))
-    chat = ScriptedChatModel(on_call=hook)
-    with om_memory(chat, observational_memory=TIGHT) as memory:
-        clock = with_clock(memory)
-        start = clock.now()
-        save_sentences(memory, R, T, 1, 10)
-        rec = memory.get_observation_record(resource_id=R, thread_id=T)
-        assert rec is not None and rec.retry_at == start + REFLECTION_BACKOFF
 
 
 @pytest.mark.parametrize("failure", ["unusable", "http500"])
