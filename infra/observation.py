@@ -38,6 +38,7 @@ from infra.schedules import schedule
 
 RETRY_ERRORS = (
     "Unavailable",
+    "ReflectorUnavailable",
     "Throttled",
     "Conflict",
     "Lambda.TooManyRequestsException",
@@ -47,7 +48,9 @@ RETRY_ERRORS = (
     "Lambda.ClientExecutionTimeoutException",
 )
 """Errors worth retrying: the memory's own (a dependency failed or throttled, a lost write race — the class
-name of the handler's exception is the error name) and Lambda's transient service errors."""
+name of the handler's exception is the error name; ``ReflectorUnavailable`` is the Reflector's model
+failing, named apart so the Catch records it as the reflection's failure) and Lambda's transient service
+errors."""
 EXECUTION_TIMEOUT = Duration.minutes(15)
 SWEEP_IDLE_SECONDS = 300
 SWEEP_LIMIT = 100

@@ -110,10 +110,27 @@ def from_validation(kind: str, message: str, field: str | None) -> InvalidInput 
 
 
 class Unavailable(MemstackError):
-    """A dependency (store, index, embedder, model) failed or throttled; retry later (HTTP 503)."""
+    """A dependency (store, index, embedder, model) failed or throttled; retry later (HTTP 503).
+
+    Attributes:
+        retry_after: seconds the dependency asked the caller to wait (an HTTP ``Retry-After``), or
+            ``None`` when it said nothing. Background observation waits at least this long before
+            calling the model again (docs/observational-memory.md "Scheduling").
+    """
 
     code = "unavailable"
     status = 503
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, field=field, code=code)
+        self.retry_after = retry_after
 
 
 class MethodNotAllowed(InvalidInput):

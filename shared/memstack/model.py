@@ -517,7 +517,12 @@ class ObservationRecord(_Frozen):
             observation or reflection); ``None`` when nothing is due. Stores index it so a periodic sweep
             (``MemoryStore.list_observation_work``) finds threads that went idle with work pending.
         failure_count, last_error: consecutive failed background runs and the last one's error (class
-            and message, no conversation text); reset by the next success.
+            and message, no conversation text); reset by the next success. A failed reflection of any
+            kind is recorded as ``ReflectionFailed: …`` (the Reflector's stage backs off, observation
+            goes on); any other failure is the Observer's.
+        retry_at: when the backoff of the last failure ends (``None``: no failure, or one recorded before
+            this field existed, whose end is computed from ``pending_since``): saves make no model call
+            for the failed stage before it (docs/observational-memory.md "Scheduling").
         usage: model calls and tokens spent on this record (``ModelUsage``), kept across reflections.
         version: 0 until stored; each write adds one (compare-and-set, ``MemoryStore.put_observation_record``).
         created_at, updated_at: set by the store.
@@ -548,6 +553,7 @@ class ObservationRecord(_Frozen):
     pending_since: datetime | None = None
     failure_count: int = Field(0, ge=0)
     last_error: str | None = Field(None, max_length=MAX_ERROR_CHARS)
+    retry_at: datetime | None = None
     usage: ModelUsage = ModelUsage()
     version: int = Field(0, ge=0)
     created_at: datetime | None = None
@@ -582,7 +588,7 @@ class ObservationRecord(_Frozen):
                     raise ValueError(f"{name} must be valid text (it has a lone surrogate)") from None
         return self
 
-    @field_validator("pending_since")
+    @field_validator("pending_since", "retry_at")
     @classmethod
     def _aware_pending(cls, value: datetime | None) -> datetime | None:
         if value is None:

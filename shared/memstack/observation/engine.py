@@ -67,6 +67,9 @@ __all__ = [
     "ObserveResult",
     "ReflectResult",
     "ReflectionFailed",
+    "ReflectorUnavailable",
+    "failure_text",
+    "reflection_failure",
     "split_log",
     "thread_label",
 ]
@@ -104,16 +107,37 @@ class ObservationFailed(MemstackError):
 
 
 class ReflectionFailed(ObservationFailed):
-    """Every Reflector attempt of the ladder was empty or degenerate; the observations are unchanged.
-    Reflection is then not retried by saves for a while (``REFLECTION_BACKOFF``); the sweep retries."""
+    """Every Reflector attempt of the ladder was empty or degenerate, or the Reflector could not be run
+    (``reflection_failure``); the observations are unchanged. Reflection is then not retried by saves for
+    a while (``REFLECTION_BACKOFF``); the sweep retries.
+
+    Attributes:
+        retry_after: seconds the model asked to wait (its ``Retry-After``), or ``None``.
+    """
 
     code = "reflection_failed"
+    retry_after: float | None = None
 
+
+class ReflectorUnavailable(Unavailable):
+    """The Reflector's model call failed or was throttled (HTTP 5xx/429, a timeout, an unreadable answer).
+    A kind of ``Unavailable`` (HTTP 503: callers and the state machine retry it), named apart because a
+    failure is recorded by its class name — on AWS by the state machine's Catch — and this one must back
+    off reflection only, not observation."""
+
+    code = "reflector_unavailable"
+
+
+REFLECTION_ERRORS = (ReflectionFailed.__name__, ReflectorUnavailable.__name__)
+"""The class names that mark a recorded failure (``last_error``) as the Reflector's stage."""
 
 REFLECTION_BACKOFF = timedelta(minutes=2)
-"""After a failed reflection (or an unusable Observer answer), saves do not retry it for
-``REFLECTION_BACKOFF × 2^(failures − 1)``
-(at most ``MAX_REFLECTION_BACKOFF``): a model that keeps failing is not called on every turn."""
+"""After a failed background run of any kind (an unusable answer, an HTTP 5xx or 429, a timeout, a store
+failure), saves do not call the model for the failed stage (Observer or Reflector) again for
+``REFLECTION_BACKOFF × 2^(failures − 1)`` (at most ``MAX_REFLECTION_BACKOFF``), or for as long as the
+model's ``Retry-After`` asked when that is longer: a model that keeps failing is not called on every turn.
+A turn's deadline (``DeadlineExceeded``) is not a failure of the model and starts no backoff: the run goes
+on in the background."""
 
 MAX_REFLECTION_BACKOFF = timedelta(hours=1)
 
@@ -137,6 +161,24 @@ Reflector that cannot do the job right now."""
 MAX_OUTPUT_TOKENS = 32_000
 """Largest answer asked of the Observer or Reflector, whatever ``model_settings.max_output_tokens`` says
 (Mastra's 100,000): a longer answer could not fit the observation record (``MAX_OBSERVATION_RECORD_BYTES``)."""
+
+
+def failure_text(exc: BaseException) -> str:
+    """``"<ErrorClass>: <message>"`` for Memstack's own errors (their messages name ids and limits, never
+    conversation text), the class alone for anything else (whose message could quote anything)."""
+    name = type(exc).__name__
+    return f"{name}: {exc.message}" if isinstance(exc, MemstackError) and exc.message else name
+
+
+def reflection_failure(exc: Exception) -> ReflectionFailed:
+    """``exc``, raised while reflecting, as the ``ReflectionFailed`` it is recorded as: the Reflector's
+    stage backs off and observation goes on (a Reflector answering HTTP 500 must not stop the cursor).
+    The cause's ``retry_after`` (``Unavailable``) is kept."""
+    if isinstance(exc, ReflectionFailed):
+        return exc
+    failed = ReflectionFailed(f"the Reflector could not run ({failure_text(exc)})")
+    failed.retry_after = getattr(exc, "retry_after", None)
+    return failed
 
 
 def _complete(
@@ -380,19 +422,45 @@ class ObservationEngine:
         )
 
     def _reflection_backing_off(self, record: ObservationRecord) -> bool:
-        return self._backing_off(record, ReflectionFailed)
+        """Whether reflection waits: after a failure of either stage (an Observer failing means the
+        endpoint both usually share is failing; and a stage that fails must not hand every save to the
+        other one) until its backoff runs out; never for a turn's deadline (``DeadlineExceeded``)."""
+        if (record.last_error or "").startswith("DeadlineExceeded"):
+            return False
+        return self._in_backoff(record)
 
-    def _backing_off(self, record: ObservationRecord, failure: type[ObservationFailed]) -> bool:
-        """Whether the record's last failure was ``failure`` and its backoff (``REFLECTION_BACKOFF ×
-        2^(failures − 1)``, at most ``MAX_REFLECTION_BACKOFF``) has not run out."""
-        if not record.failure_count or not (record.last_error or "").startswith(failure.__name__):
+    def observer_backing_off(self, record: ObservationRecord) -> bool:
+        """Whether saves must not call the Observer for this record now: its last failure was not a
+        reflection's nor a turn's deadline (``DeadlineExceeded``: the run went on in the background) and
+        its backoff has not run out (``REFLECTION_BACKOFF``)."""
+        error = record.last_error or ""
+        if not record.failure_count or error.startswith((*REFLECTION_ERRORS, "DeadlineExceeded")):
             return False
+        return self._in_backoff(record)
+
+    def backoff_until(self, record: ObservationRecord) -> datetime | None:
+        """When the backoff of the record's last failure ends, or ``None`` without a failure: its
+        ``retry_at``, or for a record written before that field, ``pending_since`` plus
+        ``REFLECTION_BACKOFF × 2^(failures − 1)`` (at most ``MAX_REFLECTION_BACKOFF``)."""
+        if not record.failure_count:
+            return None
+        if record.retry_at is not None:
+            return record.retry_at
         if record.pending_since is None:
-            return False
-        wait: timedelta = min(
-            REFLECTION_BACKOFF * 2 ** min(record.failure_count - 1, 10), MAX_REFLECTION_BACKOFF
-        )
-        return bool(self.clock.now() < record.pending_since + wait)
+            return None
+        return record.pending_since + _backoff(record.failure_count)
+
+    def _in_backoff(self, record: ObservationRecord) -> bool:
+        until = self.backoff_until(record)
+        return until is not None and self.clock.now() < until
+
+    def _retry_at(self, failures: int, retry_after: float | None) -> datetime:
+        """The end of the backoff of the ``failures``-th failure in a row: the doubling interval, or the
+        model's ``Retry-After`` (seconds) when longer (capped at ``MAX_SWEEP_BACKOFF``)."""
+        wait = _backoff(failures)
+        if retry_after is not None and retry_after > wait.total_seconds():
+            wait = min(timedelta(seconds=retry_after), MAX_SWEEP_BACKOFF)
+        return self.clock.now() + wait
 
     def _sweep_backing_off(self, rec: ObservationRecord, idle_seconds: int) -> bool:
         """A record that keeps failing is retried by the sweep ever less often: ``idle × 2^(failures−1)``,
@@ -404,10 +472,11 @@ class ObservationEngine:
 
     def due(self, om: ObservationalMemoryOptions, rec: ObservationRecord, pending: int) -> str | None:
         """Why a background step is due now (``threshold``, ``buffer``, ``reflect``), or ``None``. After
-        an Observer answer that was unusable (``ObservationFailed``) saves do not observe again until its
-        backoff runs out (the sweep and ``context()`` above ``block_after`` still do)."""
+        a failed observation of any kind (``observer_backing_off``) saves do not observe again until its
+        backoff runs out (the sweep and ``context()`` above ``block_after`` still do); after a failed
+        reflection they observe but do not reflect (``reflection_due``)."""
         t = self.thresholds(om, rec)
-        if self._backing_off(rec, ObservationFailed):
+        if self.observer_backing_off(rec):
             return "reflect" if self.reflection_due(om, rec) else None
         if pending >= t.message_tokens:
             return "threshold"
@@ -625,12 +694,13 @@ class ObservationEngine:
         """The failure and due-time fields after a successful observation write: a recorded observation
         failure is healed; a failing reflection keeps its record (and backoff) until a reflection
         succeeds; with ``activate_after_idle`` and chunks left the record stays due for the sweep."""
-        if rec.failure_count and (rec.last_error or "").startswith(ReflectionFailed.__name__):
+        if self._failed_reflecting(rec):
             return {}
         idle = om.activate_after_idle is not None and chunks_left
         return {
             "failure_count": 0,
             "last_error": None,
+            "retry_at": None,
             "pending_since": (rec.pending_since or self.clock.now()) if idle else None,
         }
 
@@ -1149,18 +1219,26 @@ class ObservationEngine:
         return True, reflected, 0 if self._write(v.record, self._truncated(om, v.record)) else 1
 
     def _reflect_before_observing(self, opts: MemoryOptions, resource_id: str, thread_id: str) -> None:
-        """Reflect now (the step found the log over its threshold). A failed reflection is recorded (its
-        backoff starts) and the step goes on observing: ``reflect`` has already truncated the log if it
-        was past the point where it must not grow."""
+        """Reflect now (the step found the log over its threshold). A failed reflection of any kind (an
+        unusable answer, the Reflector's endpoint failing or throttling) is recorded as
+        ``ReflectionFailed`` (its backoff starts) and the step goes on observing: ``reflect`` has already
+        truncated the log if it was past the point where it must not grow, and the step cuts it there
+        otherwise (``_bound_log``)."""
         try:
             self.reflect(opts, resource_id, thread_id)
-        except ReflectionFailed as exc:
+        except NotFound:
+            raise
+        except MemstackError as exc:
+            failed = reflection_failure(exc)
             logger.warning(
-                "reflection before observing failed for thread %s",
+                "reflection before observing failed for thread %s (%s)",
                 thread_id,
+                type(exc).__name__,
                 extra={"thread_id": thread_id, "error": exc.code},
             )
-            self.record_failure(opts, resource_id, thread_id, f"{type(exc).__name__}: {exc.message}")
+            self.record_failure(
+                opts, resource_id, thread_id, failure_text(failed), retry_after=failed.retry_after
+            )
 
     def _cut_after_failure(
         self,
@@ -1210,7 +1288,7 @@ class ObservationEngine:
 
     @staticmethod
     def _failed_reflecting(rec: ObservationRecord) -> bool:
-        return bool(rec.failure_count) and (rec.last_error or "").startswith(ReflectionFailed.__name__)
+        return bool(rec.failure_count) and (rec.last_error or "").startswith(REFLECTION_ERRORS)
 
     def _truncated(
         self, om: ObservationalMemoryOptions, rec: ObservationRecord, *, error: str | None = None
@@ -1227,6 +1305,7 @@ class ObservationEngine:
                     "failure_count": rec.failure_count,
                     "last_error": rec.last_error,
                     "pending_since": rec.pending_since,
+                    "retry_at": rec.retry_at,
                 }
             )
         return done.model_copy(
@@ -1234,6 +1313,7 @@ class ObservationEngine:
                 "failure_count": rec.failure_count + 1,
                 "last_error": f"{error} (the log was truncated instead)"[:MAX_ERROR_CHARS],
                 "pending_since": self.clock.now(),
+                "retry_at": self._retry_at(rec.failure_count + 1, None),
             }
         )
 
@@ -1291,6 +1371,7 @@ class ObservationEngine:
                 "failure_count": 0,
                 "last_error": None,
                 "pending_since": None,
+                "retry_at": None,
             }
         )
 
@@ -1330,7 +1411,12 @@ class ObservationEngine:
                     "content": prompts.reflector_task_prompt(rec.active_observations, level=level),
                 },
             ]
-            raw = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Reflector")
+            try:
+                raw = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Reflector")
+            except ReflectorUnavailable:
+                raise
+            except Unavailable as exc:
+                raise ReflectorUnavailable(exc.message, retry_after=exc.retry_after) from exc
             # the prompt's examples are not a reflection; the observations it carries may be repeated
             instructions = f"{system}\n\n{prompts.reflector_task_prompt('', level=level)}"
             text = without_prompt_text(parse_reflector_output(raw), instructions).observations.strip()
@@ -1361,21 +1447,40 @@ class ObservationEngine:
 
     # failures and the sweep ----------------------------------------------------------------------
 
-    def record_failure(self, opts: MemoryOptions, resource_id: str, thread_id: str, error: str) -> None:
-        """Note a failed background run on the record (``failure_count``, ``last_error``) and mark it
-        due, so the sweep retries it (the Step Functions Catch path). Never touches observations.
+    def record_failure(
+        self,
+        opts: MemoryOptions,
+        resource_id: str,
+        thread_id: str,
+        error: str,
+        *,
+        retry_after: float | None = None,
+    ) -> None:
+        """Note a failed background run on the record (``failure_count``, ``last_error``, ``retry_at``:
+        the end of its backoff, ``REFLECTION_BACKOFF``) and mark it due, so the sweep retries it (the Step
+        Functions Catch path). The record's ``pending_message_tokens`` is recounted (the unobserved
+        messages of ``thread_id``), so a record that cannot observe still shows what waits. Never
+        touches observations.
+
+        Args:
+            error: ``"<ErrorClass>: <message>"`` (``failure_text``); ``ReflectionFailed…`` marks a
+                failed reflection, anything else a failed observation.
+            retry_after: seconds the model asked to wait (``Unavailable.retry_after``): the backoff lasts
+                at least that long.
 
         Raises:
             NotFound: thread scope and the thread is gone (nothing to retry). Unavailable: store failure.
         """
         om = opts.observational_memory
         for _ in range(MAX_WRITE_ATTEMPTS):
-            rec = self.get_record(om, resource_id, thread_id) or self._fresh(om, resource_id, thread_id)
+            rec, _, pending = self.view(om, resource_id, thread_id)
             new = rec.model_copy(
                 update={
                     "failure_count": rec.failure_count + 1,
                     "last_error": error[:MAX_ERROR_CHARS],
                     "pending_since": self.clock.now(),  # the last failure: backoffs and the sweep count from it
+                    "retry_at": self._retry_at(rec.failure_count + 1, retry_after),
+                    "pending_message_tokens": pending,
                 }
             )
             if self._write(rec, new):
@@ -1416,6 +1521,28 @@ class ObservationEngine:
                     f"observation record of resource {resource_id} kept changing while messages were "
                     "deleted; delete again"
                 )
+
+    def mark_due(self, opts: MemoryOptions, resource_id: str, thread_id: str) -> bool:
+        """Mark the record due (``pending_since``) unless it already is, so the sweep
+        (``list_observation_work``) finds work a closing process could not finish. No model call.
+
+        Returns:
+            Whether a record was written (``False``: already marked, or nothing is unobserved).
+
+        Raises:
+            NotFound: thread scope and the thread is gone. Unavailable: store failure.
+        """
+        om = opts.observational_memory
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            rec, tail, pending = self.view(om, resource_id, thread_id)
+            if rec.pending_since is not None or not (tail or rec.buffered_chunks):
+                return False
+            new = rec.model_copy(
+                update={"pending_since": self.clock.now(), "pending_message_tokens": pending}
+            )
+            if self._write(rec, new):
+                return True
+        return False
 
     def flush_usage(
         self, om: ObservationalMemoryOptions, resource_id: str, thread_id: str, *, force: bool = False
@@ -1546,6 +1673,12 @@ def _hashed_label(thread_id: str) -> str:
 def split_log(text: str) -> list[str]:
     """The observation log cut at its message-boundary lines (non-empty pieces, in order)."""
     return [p.strip() for p in _BOUNDARY_RE.split(text) if p.strip()]
+
+
+def _backoff(failures: int) -> timedelta:
+    """``REFLECTION_BACKOFF × 2^(failures − 1)``, at most ``MAX_REFLECTION_BACKOFF``."""
+    wait: timedelta = min(REFLECTION_BACKOFF * 2 ** min(max(failures, 1) - 1, 10), MAX_REFLECTION_BACKOFF)
+    return wait
 
 
 def _append(text: str, new: str, at: datetime) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from memstack import deadline
 from memstack.config import MemoryOptions
 from memstack.context import SystemMessage
-from memstack.errors import Conflict, MemstackError, Unavailable
+from memstack.errors import Conflict, MemstackError, NotFound, Unavailable
 from memstack.layers.base import (
     Contribution,
     LayerBase,
@@ -32,7 +32,13 @@ from memstack.observation.context import (
     observation_context,
     temporal_marker_message,
 )
-from memstack.observation.engine import ObservationEngine, thread_label, thread_labels
+from memstack.observation.engine import (
+    ObservationEngine,
+    failure_text,
+    reflection_failure,
+    thread_label,
+    thread_labels,
+)
 from memstack.observation.lifecycle import clone_cursor, cloned_record, shared_with_clone, without_thread
 from memstack.observation.recall_tool import tool_definition as recall_tool_definition
 from memstack.ports import Clock, MemoryStore
@@ -46,13 +52,6 @@ synchronously again (above ``block_after``)."""
 
 MAX_CLEANUP_ATTEMPTS = 10
 """Compare-and-set rounds a thread delete's record cleanup may lose before it gives up with ``Conflict``."""
-
-
-def failure_text(exc: BaseException) -> str:
-    """``"<ErrorClass>: <message>"`` for Memstack's own errors (their messages name ids and limits, never
-    conversation text), the class alone for anything else (whose message could quote anything)."""
-    name = type(exc).__name__
-    return f"{name}: {exc.message}" if isinstance(exc, MemstackError) and exc.message else name
 
 
 class DeadlineExceeded(Unavailable):
@@ -145,7 +144,13 @@ class ObservationalLayer(LayerBase):
                 extra={"thread_id": thread_id, "error": type(error).__name__},
             )
             try:
-                engine.record_failure(opts, resource_id, thread_id, failure_text(error))
+                engine.record_failure(
+                    opts,
+                    resource_id,
+                    thread_id,
+                    failure_text(error),
+                    retry_after=getattr(error, "retry_after", None),
+                )
             except Exception as again:
                 logger.warning("recording the failure failed (%s)", type(again).__name__)
         rec, tail, _ = engine.view(om, resource_id, thread_id)
@@ -192,7 +197,12 @@ class ObservationalLayer(LayerBase):
             latest is not None
             and latest.observation_tokens > engine.thresholds(om, latest).reflection_block_after
         ):
-            engine.reflect(opts, resource_id, thread_id)
+            try:
+                engine.reflect(opts, resource_id, thread_id)
+            except NotFound:
+                raise
+            except MemstackError as exc:  # recorded as the Reflector's: observation must go on
+                raise reflection_failure(exc) from exc
 
     def needs(self, turn: Turn, prepared: Any) -> Needs:
         if not isinstance(prepared, Observed):

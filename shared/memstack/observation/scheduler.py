@@ -21,6 +21,14 @@ logger = logging.getLogger(__name__)
 
 _STOP = object()
 
+CLOSE_TIMEOUT = 30.0
+"""How long ``InProcessScheduler.close`` (so ``Memory.close()`` and the end of a ``with`` block, and the
+stop of ``memstack serve``) waits for the background jobs still queued or running before it gives them up
+with a warning naming them."""
+
+MAX_NAMED_JOBS = 20
+"""Jobs a warning about unfinished work names one by one (the rest are counted)."""
+
 EXIT_DRAIN_SECONDS = 30.0
 """How long the interpreter's exit waits for the background jobs of a scheduler nobody closed (a script that
 ends without ``Memory.close()``): they finish in that time, or are reported abandoned."""
@@ -83,6 +91,7 @@ class InProcessScheduler:
         self._queue: queue.Queue[object] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._closed = False
+        self._current: ObservationJob | None = None
 
     def submit(self, job: ObservationJob) -> None:
         """Queue ``job`` (or run it now when ``synchronous``); a repeated key is ignored."""
@@ -119,21 +128,53 @@ class InProcessScheduler:
         threading.Thread(target=waiter, daemon=True).start()
         return done.wait(timeout)
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Finish queued jobs (up to ``timeout`` seconds) and stop the worker; later submits are dropped.
+    def close(self, timeout: float | None = None) -> list[ObservationJob]:
+        """Finish queued jobs (up to ``timeout`` seconds, default ``CLOSE_TIMEOUT``) and stop the worker;
+        later submits are dropped.
 
-        Closing again only waits for the worker: a second stop marker would never be taken off the queue,
-        and ``settled`` would then wait forever."""
+        When the time runs out first (a model that hangs), the jobs not yet started are taken off the
+        queue and, with the one still running, logged and warned about (``RuntimeWarning``: their count,
+        keys and thread ids — never text); the running one goes on in its daemon thread until the process
+        ends. Closing again only waits for the worker: a second stop marker would never be taken off the
+        queue, and ``settled`` would then wait forever.
+
+        Returns:
+            The jobs left unfinished (the running one first); empty when everything finished.
+        """
         with self._lock:
             first = not self._closed
             self._closed = True
             worker = self._worker
         _open.discard(self)
         if worker is None:
-            return
+            return []
         if first:
             self._queue.put(_STOP)
+        timeout = CLOSE_TIMEOUT if timeout is None else timeout
         worker.join(timeout)
+        if not worker.is_alive():
+            return []
+        left = self._take_queued()
+        running = self._current
+        if running is not None:
+            left.insert(0, running)
+        if left:
+            _warn_unfinished(left, timeout, running=running is not None)
+        return left
+
+    def _take_queued(self) -> list[ObservationJob]:
+        """Empty the queue of jobs not started (the stop marker goes back, for the worker to end on)."""
+        taken: list[ObservationJob] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            self._queue.task_done()
+            if isinstance(item, ObservationJob):
+                taken.append(item)
+        self._queue.put(_STOP)
+        return taken
 
     def _loop(self) -> None:
         while True:
@@ -142,8 +183,34 @@ class InProcessScheduler:
                 if job is _STOP:
                     return
                 assert isinstance(job, ObservationJob)
+                self._current = job
                 self._run(job)
             except Exception:  # run() records failures itself; this guards the worker
                 logger.exception("observation job crashed")
             finally:
+                self._current = None
                 self._queue.task_done()
+
+
+def _warn_unfinished(jobs: list[ObservationJob], timeout: float, *, running: bool) -> None:
+    """Say what a close left undone: a log record with the ids, and a ``RuntimeWarning`` (the library's
+    logger has only a ``NullHandler`` unless the host set logging up, and this must reach whoever closed)."""
+    named = ", ".join(f"{job.key} (thread {job.thread_id})" for job in jobs[:MAX_NAMED_JOBS])
+    more = f" and {len(jobs) - MAX_NAMED_JOBS} more" if len(jobs) > MAX_NAMED_JOBS else ""
+    text = (
+        f"memstack: close() waited {timeout:g} s and left {len(jobs)} background observation job(s) "
+        f"unfinished ({'1 running, ' if running else ''}{len(jobs) - running} not started): {named}{more}. "
+        "Their records are marked due: the thread's next save or a sweep (Memory.sweep_observations) "
+        "does the work"
+    )
+    logger.warning(
+        "close left background observation jobs unfinished",
+        extra={
+            "jobs": len(jobs),
+            "running": int(running),
+            "keys": [job.key for job in jobs[:MAX_NAMED_JOBS]],
+            "thread_ids": sorted({job.thread_id for job in jobs})[:MAX_NAMED_JOBS],
+            "timeout_s": timeout,
+        },
+    )
+    warnings.warn(text, RuntimeWarning, stacklevel=3)

@@ -8,14 +8,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memstack.errors import InvalidInput, MemstackError, NotFound
 from memstack.model import Message, ModelUsage, ObservationRecord, Thread, ToolResultPart, new_id
 from memstack.observability import traced
-from memstack.observation.engine import ObserveResult, ReflectResult
-from memstack.observation.layer import failure_text
+from memstack.observation.engine import ObserveResult, ReflectResult, failure_text, reflection_failure
 from memstack.observation.recall_tool import TOOL_NAME as RECALL
 from memstack.observation.recall_tool import run_recall
 from memstack.observation.requirements import needs_chat_model
@@ -58,6 +57,11 @@ class ResourceUsage:
 MAX_USAGE_THREADS = 1_000
 """Threads whose records one ``resource_usage`` sums (one record read each) at most."""
 
+SAVE_REASONS = frozenset({"threshold", "buffer", "reflect"})
+"""The ``reason`` of a job a save scheduled (``ObservationEngine.due``). Such a job checks, when it starts,
+whether its work is still due as the record then is: a job queued behind a failing call does not call the
+model again while the failure's backoff runs (nor redoes work an earlier job did)."""
+
 
 class Background:
     """Observation, reflection and titles over the core.
@@ -95,10 +99,30 @@ class Background:
         return scheduler.settled(timeout) if isinstance(scheduler, InProcessScheduler) else True
 
     def close(self) -> None:
-        """Finish in-process jobs, then write every thread's usage still pending (``flush_all_usage``)."""
+        """Finish in-process jobs (for at most ``InProcessScheduler.CLOSE_TIMEOUT`` seconds), then write
+        every thread's usage still pending (``flush_all_usage``). Jobs left unfinished are reported by the
+        scheduler (a warning with their count, keys and thread ids) and their records are marked due
+        (``pending_since``), so a sweep (``Memory.sweep_observations``) or the thread's next save does
+        the work."""
         if isinstance(self._scheduler, InProcessScheduler):
-            self._scheduler.close()
+            left = self._scheduler.close()
+            for job in left:
+                self._mark_due(job)
         flush_all_usage(self.core)
+
+    def _mark_due(self, job: ObservationJob) -> None:
+        """Mark the record of an abandoned job due for the sweep; a failure is logged, never raised (the
+        thread's next save schedules the work again anyway)."""
+        if not self.core.options.observational_memory.enabled:
+            return
+        try:
+            self.core.observation.mark_due(self.core.options, job.resource_id, job.thread_id)
+        except Exception as exc:
+            logger.warning(
+                "could not mark an abandoned observation job due (%s)",
+                type(exc).__name__,
+                extra={"resource_id": job.resource_id, "thread_id": job.thread_id, "key": job.key},
+            )
 
     def schedule(self, scope: Scope) -> ObservationJob | None:
         """See ``Memory.schedule_observation``."""
@@ -124,7 +148,8 @@ class Background:
         return job
 
     def observe(self, scope: Scope, *, reason: str, time_budget: float | None) -> ObserveResult:
-        """See ``Memory.observe``."""
+        """See ``Memory.observe``. A job a save scheduled (``SAVE_REASONS``, or a title job) observes only
+        if that is still due now (``_gate``)."""
         core = self.core
         opts = core.options
         core.require_chat_model(opts)
@@ -137,6 +162,9 @@ class Background:
             finally:  # no record write comes for this thread: its title's cost is written now
                 flush_usage(core, scope.resource_id, scope.thread, force=True)
         title = self._title(thread)
+        gated = self._gate(scope, reason)
+        if gated is not None:
+            return replace(gated, title=title)
         deadline = None if time_budget is None else time.monotonic() + max(0.0, time_budget)
         try:
             result = core.observation.step(
@@ -145,6 +173,37 @@ class Background:
         except NotFound:  # the thread was deleted meanwhile: nothing left to observe
             return ObserveResult(title=title)
         return ObserveResult(**{**result.to_dict(), "title": title or self._observer_title(thread, result)})
+
+    def _gate(self, scope: Scope, reason: str) -> ObserveResult | None:
+        """For a job a save scheduled (``SAVE_REASONS``, or a title job): ``None`` when observing is due
+        now as the record is (``ObservationEngine.due``: ``threshold`` or ``buffer``), else the result of
+        doing nothing (``should_reflect`` when only reflection is due). The check is the job's own, at its
+        start: a job queued while an earlier one was failing sees that failure's backoff."""
+        if reason not in SAVE_REASONS and not reason.startswith("title"):
+            return None
+        engine = self.core.observation
+        om = self.core.options.observational_memory
+        rec, pending, _ = engine.pending(om, scope.resource_id, scope.thread)
+        due = engine.due(om, rec, pending)
+        if due in ("threshold", "buffer"):
+            return None
+        if reason in SAVE_REASONS and due != "reflect":
+            logger.info(
+                "observation job not run: %s",
+                "the last failure's backoff runs" if rec.failure_count else "nothing is due any more",
+                extra={
+                    "resource_id": scope.resource_id,
+                    "thread_id": scope.thread,
+                    "reason": reason,
+                    "failure_count": rec.failure_count,
+                    "pending_tokens": pending,
+                },
+            )
+        return ObserveResult(
+            should_reflect=due == "reflect",
+            observation_tokens=rec.observation_tokens,
+            pending_tokens=pending,
+        )
 
     def _title(self, thread: Thread) -> str | None:
         """Title the thread if due; a failure never holds up observation (a later save retries it)."""
@@ -199,13 +258,13 @@ class Background:
         except NotFound:  # the thread was deleted meanwhile
             return ReflectResult()
 
-    def record_failure(self, scope: Scope, error: str) -> None:
-        """See ``Memory.record_observation_failure``."""
+    def record_failure(self, scope: Scope, error: str, *, retry_after: float | None = None) -> None:
+        """See ``Memory.record_observation_failure``; ``retry_after``: seconds the model asked to wait."""
         if not self.core.options.observational_memory.enabled:
             return
         try:
             self.core.observation.record_failure(
-                self.core.options, scope.resource_id, scope.thread, str(error)
+                self.core.options, scope.resource_id, scope.thread, str(error), retry_after=retry_after
             )
         except NotFound:
             return
@@ -236,12 +295,17 @@ class Background:
         return SweepResult(due=len(jobs), started=started, failed=failed)
 
     def run(self, job: ObservationJob) -> None:
-        """See ``Memory.run_observation_job``: observe, reflect if due; failures go on the record."""
+        """See ``Memory.run_observation_job``: observe, reflect if due; failures go on the record, a
+        failed reflection of any kind as ``ReflectionFailed`` (``reflection_failure``), so it backs off
+        reflection only and the next observations still run."""
         scope = Scope(job.resource_id, job.thread_id)
         try:
             result = self.observe(scope, reason=job.reason, time_budget=None)
             if result.should_reflect:
-                self.reflect(scope)
+                try:
+                    self.reflect(scope)
+                except MemstackError as exc:
+                    raise reflection_failure(exc) from exc
         except Exception as exc:
             logger.warning(
                 "background observation failed (%s) for thread %s",
@@ -250,7 +314,7 @@ class Background:
                 extra={"thread_id": job.thread_id, "error": type(exc).__name__, "reason": job.reason},
             )
             try:
-                self.record_failure(scope, failure_text(exc))
+                self.record_failure(scope, failure_text(exc), retry_after=getattr(exc, "retry_after", None))
             except Exception as again:
                 logger.warning("recording the failure failed (%s)", type(again).__name__)
 
@@ -275,10 +339,17 @@ class Background:
             cursor = page.next_cursor
 
     def record(self, scope: Scope) -> ObservationRecord | None:
-        """See ``Memory.get_observation_record``."""
-        return self.core.observation.get_record(
-            self.core.options.observational_memory, scope.resource_id, scope.thread
-        )
+        """See ``Memory.get_observation_record``: the stored record with ``pending_message_tokens``
+        counted now (the thread's messages after its cursor), not as of the record's last write — a
+        record whose Observer is failing or backing off is not rewritten by saves, and must not show
+        nothing pending."""
+        engine = self.core.observation
+        om = self.core.options.observational_memory
+        rec = engine.get_record(om, scope.resource_id, scope.thread)
+        if rec is None:
+            return None
+        _, _, pending = engine.view(om, scope.resource_id, scope.thread, record=rec)
+        return rec.model_copy(update={"pending_message_tokens": pending})
 
     def recall_tool(self, scope: Scope, tool_call: object, overrides: dict[str, Any] | None) -> Message:
         """See ``Memory.apply_recall_tool``."""

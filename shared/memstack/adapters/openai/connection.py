@@ -208,7 +208,8 @@ class OpenAIConnection:
                 break
             self._sleep(pause)
         raise Unavailable(
-            f"OpenAI {what} ({model}) at {self.base_url} failed after {made} attempt(s): {failure}"
+            f"OpenAI {what} ({model}) at {self.base_url} failed after {made} attempt(s): {failure}",
+            retry_after=wait,
         )
 
 
