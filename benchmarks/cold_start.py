@@ -15,7 +15,10 @@ the unzipped size of what each function runs.
   all on 127.0.0.1 in the benchmark's process. The first request builds the ``Memory`` (settings, clients:
   ``MEMSTACK_EMBEDDER=openai`` with the real SDK). Two configurations: ``openai-secret``, the deployment's
   default (``-c models=openai``: the key read from Secrets Manager, here moto's, on the first request), and
-  ``openai-key`` (``OPENAI_API_KEY`` in the environment). Medians of ``--request-runs``.
+  ``openai-key`` (``OPENAI_API_KEY`` in the environment). Medians of ``--request-runs``. Every probe but
+  one reads the bytecode an earlier run left, as a bundle with its ``.pyc`` (infra/bundling.py) is read on
+  Lambda; the ``no-bytecode`` regime (the deployment default) reads none and writes none, as a bundle
+  without bytecode runs on Lambda's read-only ``/var/task`` and ``/opt``: every module compiled on import.
 * Before/after in one run: ``--baseline REF`` (e.g. ``main``) measures the same probes on ``git archive REF``
   (its ``functions/`` and ``shared/``) beside the working tree, the two taking turns run by run (load from
   other work on a shared machine falls on both alike), and prints this tree's CPU over the baseline's.
@@ -129,7 +132,9 @@ class FirstRequest:
     """``openai-secret`` or ``openai-key`` (``CONFIGS``)."""
     code: str = "this tree"
     """Whose code: ``this tree`` or the ``--baseline`` ref."""
-    """``on-demand`` (init then the first request, in one cold start) or ``snap-start``: init with
+    """``regime``: ``on-demand`` (init then the first request, in one cold start), ``no-bytecode`` (the same
+    with no ``.pyc`` to read and none written, as a bundle without bytecode runs on Lambda's read-only file
+    system: every module compiled on import) or ``snap-start``: init with
     ``AWS_LAMBDA_INITIALIZATION_TYPE=snap-start`` (``memstack.snapstart.prime`` runs), which Lambda runs
     once per published version before its snapshot, then the first request as a restored environment runs
     it (the process's memory is the snapshot's; the restore itself happens in Lambda and is not here)."""
@@ -221,8 +226,8 @@ def import_times(function: str, runs: int, trees: list[tuple[str, Path]]) -> lis
 
 def first_requests(runs: int, baseline: tuple[str, Path] | None = None) -> list[FirstRequest]:
     """Each of ``REQUEST_FUNCTIONS`` in ``runs`` fresh interpreters in ``request_environment()``: every
-    configuration of ``CONFIGS`` on demand, the deployment's default under SnapStart, and with ``baseline``
-    (label, tree) the same on-demand runs on that tree's code."""
+    configuration of ``CONFIGS`` on demand, the deployment's default without bytecode and under SnapStart,
+    and with ``baseline`` (label, tree) the same on-demand and no-bytecode runs on that tree's code."""
     with request_environment() as configs:
         trees = [("this tree", ROOT)] + ([baseline] if baseline else [])
         out = [
@@ -230,6 +235,13 @@ def first_requests(runs: int, baseline: tuple[str, Path] | None = None) -> list[
             for config in CONFIGS
             for name in REQUEST_FUNCTIONS
             for r in _first_requests(name, configs[config], runs, "on-demand", config=config, trees=trees)
+        ]
+        out += [
+            r
+            for name in REQUEST_FUNCTIONS
+            for r in _first_requests(
+                name, configs[CONFIGS[0]], runs, "no-bytecode", config=CONFIGS[0], trees=trees
+            )
         ]
         out += [
             r
@@ -259,12 +271,21 @@ def _first_requests(
         code = _REQUEST_PROBE.format(
             function_dir=str(tree / "functions" / function), snap_start=snap_start, prelude=_prelude()
         )
-        tree_env = env | {"AWS_LAMBDA_INITIALIZATION_TYPE": regime, "PYTHONPATH": str(tree / "shared")}
+        initialization = "snap-start" if snap_start else "on-demand"
+        tree_env = env | {
+            "AWS_LAMBDA_INITIALIZATION_TYPE": initialization,
+            "PYTHONPATH": str(tree / "shared"),
+        }
         commands.append(([sys.executable, "-c", code, json.dumps(event)], tree_env))
     samples: list[list[dict[str, float]]] = [[] for _ in trees]
     for _ in range(runs):
         for k, (command, tree_env) in enumerate(commands):
-            out = subprocess.run(command, check=True, capture_output=True, text=True, env=tree_env, cwd=ROOT)
+            with tempfile.TemporaryDirectory(prefix="cold-start-pyc-") as empty:
+                if regime == "no-bytecode":  # an empty bytecode cache that nothing may write to
+                    tree_env = tree_env | {"PYTHONPYCACHEPREFIX": empty, "PYTHONDONTWRITEBYTECODE": "1"}
+                out = subprocess.run(
+                    command, check=True, capture_output=True, text=True, env=tree_env, cwd=ROOT
+                )
             samples[k].append(json.loads(out.stdout.strip().splitlines()[-1]))
 
     def median(k: int, key: str) -> float:

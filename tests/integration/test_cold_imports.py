@@ -151,7 +151,8 @@ botocore.session.Session.create_client = create_client
 botocore.loaders.Loader.list_available_services = list_available_services
 first = app.handler(event, None)
 assert first["statusCode"] == 200, first
-after_first = {{"modules": sorted(sys.modules), "clients": list(clients), "listings": list(listings)}}
+files = sorted({{str(getattr(m, "__file__", None) or "") for m in list(sys.modules.values())}} - {{""}})
+after_first = {{"modules": sorted(sys.modules), "files": files, "clients": list(clients), "listings": list(listings)}}
 second = app.handler(event, None)
 assert second["statusCode"] == 200, second
 print(json.dumps(after_first | {{"second_clients": clients[len(after_first["clients"]):]}}))
@@ -223,3 +224,14 @@ def test_given_a_cold_function_when_its_clients_are_made_then_botocore_lists_no_
         "a client's model was loaded through botocore's listing of every service "
         "(memstack.adapters.aws_loader.ServiceLoader)"
     )
+
+
+@pytest.mark.parametrize("function", ["api", "context"])
+def test_given_the_bundle_bytecode_when_a_first_context_request_runs_then_every_module_it_imports_has_bytecode(
+    function: str, first_requests: dict[str, dict[str, Any]]
+) -> None:
+    from infra.bundling import SOURCE_ONLY
+
+    left_out = [path for path in first_requests[function]["files"] if SOURCE_ONLY.search(path)]
+
+    assert not left_out, f"modules the first request imports are bundled without bytecode: {left_out[:5]}"
