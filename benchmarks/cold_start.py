@@ -345,9 +345,11 @@ def _tree_bytes(root: Path) -> tuple[int, int]:
 
 
 def _source_digest(root: Path) -> str:
+    """SHA-256 of the sources under ``root`` as a function bundles them: no bytecode, and no ``integrations``
+    (infra/bundling.py leaves the agent-framework integrations out of the functions)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        if path.suffix == ".pyc":
+        if path.suffix == ".pyc" or path.relative_to(root).parts[0] == "integrations":
             continue
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()

@@ -4,7 +4,12 @@
 In the same world as that benchmark (``tests.cold_world.request_environment``: DynamoDB, S3 and Secrets Manager on
 a moto server, the OpenSearch test double and an OpenAI-compatible embeddings endpoint, all on 127.0.0.1;
 the handler in a fresh interpreter behind the Lambda bundle's import guard), each function (``api``,
-``context``) is imported and sent the first request three times over, in three fresh interpreters:
+``context``) is imported and sent the first request in fresh interpreters, for four views:
+
+* named parts: the CPU of the steps a first request takes (building the ``Memory``: the OpenAI key from
+  Secrets Manager, the DynamoDB store, the OpenSearch index; the OpenAI client and the query's embedding;
+  ``Memory.context`` and recall), each timed on the thread it runs on (``time.thread_time``), medians of
+  ``--runs``;
 
 * plain: the CPU of the first request (``time.process_time``, every thread) and the modules it imports
   (``sys.modules`` before and after), counted per top-level package;
@@ -28,6 +33,7 @@ import argparse
 import json
 import os
 import pstats
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -58,6 +64,44 @@ first = app.handler(event, None)
 c1 = time.process_time()
 assert first["statusCode"] == 200, first
 print(json.dumps({{"first_cpu_ms": (c1 - c0) * 1000, "new_modules": sorted(set(sys.modules) - before)}}))
+"""
+
+_PARTS = """{prelude}
+import json, sys, threading, time
+sys.path.insert(0, {function_dir!r})
+event = json.loads(sys.argv[1])
+import app
+from memstack import bootstrap
+from memstack.adapters.openai import connection
+parts = {{}}
+def timed(owner, name, label):
+    real = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        started = time.thread_time()  # each part runs on one thread: its own CPU, not the waits
+        try:
+            return real(*args, **kwargs)
+        finally:
+            parts[label] = parts.get(label, 0.0) + (time.thread_time() - started) * 1000
+    setattr(owner, name, wrapper)
+timed(bootstrap, "build", "build the Memory (all of it)")
+timed(bootstrap, "openai_api_key", "the OpenAI key from Secrets Manager")
+timed(bootstrap, "_dynamodb_store", "the DynamoDB store")
+timed(bootstrap, "_opensearch_index", "the OpenSearch index")
+timed(bootstrap, "make_embedder", "the embedder (no connection)")
+timed(connection.OpenAIConnection, "client", "the OpenAI client (first embedding)")
+timed(connection.OpenAIConnection, "call", "the query's embedding, client included")
+_build = bootstrap.build
+def build(*args, **kwargs):
+    memory = _build(*args, **kwargs)
+    timed(type(memory), "context", "Memory.context, this thread")
+    timed(type(memory.recall_engine), "recall", "recall, its thread")
+    return memory
+bootstrap.build = build
+c0 = time.process_time()
+first = app.handler(event, None)
+parts["the first request (process CPU)"] = (time.process_time() - c0) * 1000
+assert first["statusCode"] == 200, first
+print(json.dumps(parts))
 """
 
 _PROFILED = """{prelude}
@@ -110,6 +154,9 @@ class Breakdown:
     """The request's CPU under cProfile, every thread added up (cProfile inflates it)."""
     cumulative: list[tuple[str, int, float, float]] = field(default_factory=list)
     """(function, calls, cumulative ms, share of ``profiled_cpu_ms``) by cumulative time."""
+    parts: dict[str, float] = field(default_factory=dict)
+    """Named parts of the request (CPU ms of the thread each runs on, medians of ``--runs``); they nest:
+    the build holds the key, the store, the index and the embedder; the embedding holds the client."""
 
 
 def _run_probe(template: str, function: str, env: dict[str, str], *extra: str, **fields: Any) -> Any:
@@ -181,8 +228,14 @@ def cumulative(stats: pstats.Stats, top: int) -> tuple[float, list[tuple[str, in
     ]
 
 
-def breakdown(function: str, config: str, env: dict[str, str], top: int, prof_out: Path) -> Breakdown:
-    """The three runs of the module docstring for one function."""
+def breakdown(
+    function: str, config: str, env: dict[str, str], top: int, prof_out: Path, runs: int = 5
+) -> Breakdown:
+    """The views of the module docstring for one function (the named parts' medians of ``runs``)."""
+    samples = [
+        json.loads(_run_probe(_PARTS, function, env).stdout.strip().splitlines()[-1]) for _ in range(runs)
+    ]
+    parts = {name: round(statistics.median(s.get(name, 0.0) for s in samples), 1) for name in samples[0]}
     plain = json.loads(_run_probe(_PLAIN, function, env).stdout.strip().splitlines()[-1])
     modules: dict[str, int] = {}
     for name in plain["new_modules"]:
@@ -209,6 +262,7 @@ def breakdown(function: str, config: str, env: dict[str, str], top: int, prof_ou
         import_total_ms=total,
         profiled_cpu_ms=profiled,
         cumulative=ranked,
+        parts=parts,
     )
 
 
@@ -229,6 +283,13 @@ def render(results: list[Breakdown]) -> str:
             "",
             f"First request: **{r.first_cpu_ms} ms of CPU**; it imports {r.new_modules} modules "
             f"(" + ", ".join(f"{name} {n}" for name, n in r.modules_by_package[:10]) + ").",
+            "",
+            "Named parts (CPU ms of the thread each runs on, medians; they nest as listed, and the import of "
+            "each SDK is inside the first part that needs it):",
+            "",
+            "| part | CPU ms |",
+            "|---|---|",
+            *[f"| {name} | {ms} |" for name, ms in r.parts.items()],
             "",
             f"Imports during the request (`-X importtime`, self ms summed per package, total {r.import_total_ms}"
             " ms; the tracing inflates them): "
@@ -253,13 +314,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--functions", nargs="+", default=list(REQUEST_FUNCTIONS), choices=REQUEST_FUNCTIONS)
     parser.add_argument("--config", default=CONFIGS[0], choices=CONFIGS)
     parser.add_argument("--top", type=int, default=40, help="functions listed by cumulative time")
+    parser.add_argument("--runs", type=int, default=5, help="fresh functions for the named parts (median)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "cold_start_profile"))
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with request_environment() as configs:
         results = [
-            breakdown(f, args.config, configs[args.config], args.top, out.with_name(f"{out.name}-{f}.prof"))
+            breakdown(
+                f,
+                args.config,
+                configs[args.config],
+                args.top,
+                out.with_name(f"{out.name}-{f}.prof"),
+                args.runs,
+            )
             for f in args.functions
         ]
     report = render(results)
