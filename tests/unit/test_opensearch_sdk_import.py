@@ -4,25 +4,7 @@ in a fresh interpreter, where ``opensearchpy`` is not imported yet)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(code: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin"},
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
+from tests.fresh_interpreter import run_fresh as run
 
 
 def test_given_the_finder_when_a_sigv4_client_is_built_then_the_dsl_and_async_helpers_are_not() -> None:
