@@ -447,13 +447,26 @@ def _side_by_side(imports: list[ImportTime], requests: list[FirstRequest]) -> li
                 f"| {imp.function} | – | {imp.cpu_median_ms} / {before.cpu_median_ms} "
                 f"({_ratio(imp.cpu_median_ms, before.cpu_median_ms)}) | – | – |"
             )
-    for r in requests:
-        b = base_requests.get((r.function, r.config, r.regime))
-        if r.code != "this tree" or b is None:
-            continue
+    deployed = [  # this tree's bundle carries bytecode; a baseline's bundle without it runs no-bytecode
+        (r, base_requests[(r.function, r.config, "no-bytecode")], f"{r.config}, as deployed: bytecode / none")
+        for r in requests
+        if r.code == "this tree"
+        and r.regime == "on-demand"
+        and (r.function, r.config, "no-bytecode") in base_requests
+    ]
+    pairs = [
+        (
+            r,
+            base_requests[(r.function, r.config, r.regime)],
+            r.config + ("" if r.regime == "on-demand" else f", {r.regime}"),
+        )
+        for r in requests
+        if r.code == "this tree" and (r.function, r.config, r.regime) in base_requests
+    ]
+    for r, b, config in pairs + deployed:
         total, total_before = r.import_cpu_ms + r.first_cpu_ms, b.import_cpu_ms + b.first_cpu_ms
         lines.append(
-            f"| {r.function} | {r.config} | {r.import_cpu_ms} / {b.import_cpu_ms} "
+            f"| {r.function} | {config} | {r.import_cpu_ms} / {b.import_cpu_ms} "
             f"({_ratio(r.import_cpu_ms, b.import_cpu_ms)}) | {r.first_cpu_ms} / {b.first_cpu_ms} "
             f"({_ratio(r.first_cpu_ms, b.first_cpu_ms)}) | {round(total, 1)} / {round(total_before, 1)} "
             f"({_ratio(total, total_before)}) |"
