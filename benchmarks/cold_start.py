@@ -15,7 +15,10 @@ the unzipped size of what each function runs.
   all on 127.0.0.1 in the benchmark's process. The first request builds the ``Memory`` (settings, clients:
   ``MEMSTACK_EMBEDDER=openai`` with the real SDK). Two configurations: ``openai-secret``, the deployment's
   default (``-c models=openai``: the key read from Secrets Manager, here moto's, on the first request), and
-  ``openai-key`` (``OPENAI_API_KEY`` in the environment). Medians of ``--request-runs``.
+  ``openai-key`` (``OPENAI_API_KEY`` in the environment). Medians of ``--request-runs``. Every probe but
+  one reads the bytecode an earlier run left, as a bundle with its ``.pyc`` (infra/bundling.py) is read on
+  Lambda; the ``no-bytecode`` regime (the deployment default) reads none and writes none, as a bundle
+  without bytecode runs on Lambda's read-only ``/var/task`` and ``/opt``: every module compiled on import.
 * Before/after in one run: ``--baseline REF`` (e.g. ``main``) measures the same probes on ``git archive REF``
   (its ``functions/`` and ``shared/``) beside the working tree, the two taking turns run by run (load from
   other work on a shared machine falls on both alike), and prints this tree's CPU over the baseline's.
@@ -46,16 +49,16 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # the OpenSearch double and the event builder live in tests/
+    sys.path.insert(0, str(ROOT))  # the request's world (moto, the OpenSearch double, events) lives in tests/
+
+from tests.cold_world import CONFIGS, context_event, function_env, request_environment  # noqa: E402
+
 FUNCTIONS = ("api", "context", "indexer", "observe", "reflect")
 CDK_OUT = ROOT / "cdk.out"
 LIBRARY = ROOT / "shared" / "memstack"
@@ -67,11 +70,6 @@ FIRST_REQUEST_TARGET_CPU_MS = 250.0
 BUNDLE_TARGET_MB = 60.0
 REQUEST_FUNCTIONS = ("api", "context")
 """The functions whose first request is measured (a context request through API Gateway's event)."""
-EMBEDDING_DIMENSIONS = 64
-CONFIGS = ("openai-secret", "openai-key")
-"""First-request configurations: the deployment's default (the OpenAI key in Secrets Manager) and a key in
-the environment."""
-SECRET_NAME = "memstack/cold-start-openai"
 
 _PROBE = """{prelude}
 import sys, time
@@ -134,7 +132,9 @@ class FirstRequest:
     """``openai-secret`` or ``openai-key`` (``CONFIGS``)."""
     code: str = "this tree"
     """Whose code: ``this tree`` or the ``--baseline`` ref."""
-    """``on-demand`` (init then the first request, in one cold start) or ``snap-start``: init with
+    """``regime``: ``on-demand`` (init then the first request, in one cold start), ``no-bytecode`` (the same
+    with no ``.pyc`` to read and none written, as a bundle without bytecode runs on Lambda's read-only file
+    system: every module compiled on import) or ``snap-start``: init with
     ``AWS_LAMBDA_INITIALIZATION_TYPE=snap-start`` (``memstack.snapstart.prime`` runs), which Lambda runs
     once per published version before its snapshot, then the first request as a restored environment runs
     it (the process's memory is the snapshot's; the restore itself happens in Lambda and is not here)."""
@@ -157,10 +157,7 @@ class BundleSize:
 
 
 def _env(tree: Path = ROOT) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("MEMSTACK_", "OPENAI_", "PYTHON", "AWS_"))
-    }
-    return env | {"PYTHONPATH": str(tree / "shared")}
+    return function_env(tree)
 
 
 def _prelude() -> str:
@@ -227,124 +224,33 @@ def import_times(function: str, runs: int, trees: list[tuple[str, Path]]) -> lis
     return out
 
 
-class _Embeddings(BaseHTTPRequestHandler):
-    """An OpenAI-compatible ``POST /embeddings`` on 127.0.0.1: deterministic unit vectors, so the functions run
-    their real OpenAI client without the network."""
-
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        data = []
-        for i, text in enumerate(texts):
-            seed = hashlib.sha256(str(text).encode()).digest()
-            vector = [(seed[k % 32] - 127.5) / 127.5 for k in range(EMBEDDING_DIMENSIONS)]
-            data.append({"object": "embedding", "index": i, "embedding": vector})
-        out = json.dumps(
-            {
-                "object": "list",
-                "data": data,
-                "model": body.get("model"),
-                "usage": {"prompt_tokens": 1, "total_tokens": 1},
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
-        pass
-
-
 def first_requests(runs: int, baseline: tuple[str, Path] | None = None) -> list[FirstRequest]:
-    """Each of ``REQUEST_FUNCTIONS`` in ``runs`` fresh interpreters against DynamoDB, S3 and Secrets Manager
-    on a moto server, the OpenSearch test double (Serverless mode) and a local OpenAI-compatible embeddings
-    endpoint, all on 127.0.0.1 in this process (their CPU is not the function's): every configuration of
-    ``CONFIGS`` on demand, the deployment's default under SnapStart, and with ``baseline`` (label, tree) the
-    same on-demand runs on that tree's code."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-    from tests.opensearch_double import OpenSearchDouble
-
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    embeddings = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
-    threading.Thread(target=embeddings.serve_forever, daemon=True).start()
-    try:
-        with OpenSearchDouble("serverless") as double:
-            host, port = moto.get_host_and_port()
-            moto_url = f"http://{host}:{port}"
-            env = _env() | {
-                "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_REGION": "us-east-1",
-                "AWS_ENDPOINT_URL_SECRETS_MANAGER": moto_url,
-                "MEMSTACK_BACKEND": "aws",
-                "MEMSTACK_TABLE": "memstack-cold",
-                "MEMSTACK_BUCKET": "memstack-cold-bodies",
-                "MEMSTACK_DYNAMODB_ENDPOINT_URL": moto_url,
-                "MEMSTACK_S3_ENDPOINT_URL": moto_url,
-                "MEMSTACK_OPENSEARCH_ENDPOINT": double.url,
-                "MEMSTACK_OPENSEARCH_SERVICE": "aoss",
-                "MEMSTACK_EMBEDDER": "openai",
-                "MEMSTACK_OPENAI_API_KEY": "sk-local",
-                "MEMSTACK_OPENAI_BASE_URL": f"http://127.0.0.1:{embeddings.server_address[1]}",
-                "MEMSTACK_EMBEDDING_DIMENSIONS": str(EMBEDDING_DIMENSIONS),
-            }
-            _seed(env)
-            secrets = boto3.client(
-                "secretsmanager",
-                region_name="us-east-1",
-                endpoint_url=moto_url,
-                aws_access_key_id="testing",
-                aws_secret_access_key="testing",
+    """Each of ``REQUEST_FUNCTIONS`` in ``runs`` fresh interpreters in ``request_environment()``: every
+    configuration of ``CONFIGS`` on demand, the deployment's default without bytecode and under SnapStart,
+    and with ``baseline`` (label, tree) the same on-demand and no-bytecode runs on that tree's code."""
+    with request_environment() as configs:
+        trees = [("this tree", ROOT)] + ([baseline] if baseline else [])
+        out = [
+            r
+            for config in CONFIGS
+            for name in REQUEST_FUNCTIONS
+            for r in _first_requests(name, configs[config], runs, "on-demand", config=config, trees=trees)
+        ]
+        out += [
+            r
+            for name in REQUEST_FUNCTIONS
+            for r in _first_requests(
+                name, configs[CONFIGS[0]], runs, "no-bytecode", config=CONFIGS[0], trees=trees
             )
-            arn = secrets.create_secret(Name=SECRET_NAME, SecretString="sk-local")["ARN"]
-            env["MEMSTACK_INDEXING"] = "stream"  # as deployed
-            configs = {"openai-key": env, "openai-secret": _without_key(env, arn)}
-            trees = [("this tree", ROOT)] + ([baseline] if baseline else [])
-            out = [
-                r
-                for config in CONFIGS
-                for name in REQUEST_FUNCTIONS
-                for r in _first_requests(name, configs[config], runs, "on-demand", config=config, trees=trees)
-            ]
-            out += [
-                r
-                for name in REQUEST_FUNCTIONS
-                for r in _first_requests(
-                    name, configs[CONFIGS[0]], runs, "snap-start", config=CONFIGS[0], trees=trees[:1]
-                )
-            ]
-            return out
-    finally:
-        embeddings.shutdown()
-        moto.stop()
-
-
-def _without_key(env: dict[str, str], secret_arn: str) -> dict[str, str]:
-    """``env`` as the stack sets it with ``-c models=openai``: no key, the secret's ARN instead."""
-    out = {k: v for k, v in env.items() if k != "MEMSTACK_OPENAI_API_KEY"}
-    return out | {"MEMSTACK_OPENAI_API_KEY_SECRET_ARN": secret_arn}
-
-
-def _seed(env: dict[str, str]) -> None:
-    """Create the table, bucket and index, and save a short conversation (in a subprocess, as a deploy and
-    earlier turns would)."""
-    script = (
-        "from memstack.bootstrap import build\n"
-        "m = build()\n"
-        "m.save_messages(thread_id='t-cold', resource_id='r-cold', messages=["
-        "{'role': 'user' if i % 2 == 0 else 'assistant', 'content': f'turn {i}: the garden needs water'}"
-        " for i in range(40)])\n"
-        "m.close()\n"
-    )
-    subprocess.run(
-        [sys.executable, "-c", script], check=True, env=env | {"MEMSTACK_CREATE_RESOURCES": "true"}, cwd=ROOT
-    )
+        ]
+        out += [
+            r
+            for name in REQUEST_FUNCTIONS
+            for r in _first_requests(
+                name, configs[CONFIGS[0]], runs, "snap-start", config=CONFIGS[0], trees=trees[:1]
+            )
+        ]
+        return out
 
 
 def _first_requests(
@@ -358,26 +264,28 @@ def _first_requests(
 ) -> list[FirstRequest]:
     """``runs`` fresh functions of each ``(label, tree)``, the trees taking turns run by run (load from
     other work on the machine falls on each alike); one ``FirstRequest`` (medians) per tree."""
-    from tests.integration.events import api_event
-
     snap_start = regime == "snap-start"
-    event = api_event(
-        "POST",
-        "/v1/threads/t-cold/context",
-        query={"resource_id": "r-cold"},
-        body={"message": "What did I say about the garden?"},
-    )
+    event = context_event()
     commands = []
     for _, tree in trees:
         code = _REQUEST_PROBE.format(
             function_dir=str(tree / "functions" / function), snap_start=snap_start, prelude=_prelude()
         )
-        tree_env = env | {"AWS_LAMBDA_INITIALIZATION_TYPE": regime, "PYTHONPATH": str(tree / "shared")}
+        initialization = "snap-start" if snap_start else "on-demand"
+        tree_env = env | {
+            "AWS_LAMBDA_INITIALIZATION_TYPE": initialization,
+            "PYTHONPATH": str(tree / "shared"),
+        }
         commands.append(([sys.executable, "-c", code, json.dumps(event)], tree_env))
     samples: list[list[dict[str, float]]] = [[] for _ in trees]
     for _ in range(runs):
         for k, (command, tree_env) in enumerate(commands):
-            out = subprocess.run(command, check=True, capture_output=True, text=True, env=tree_env, cwd=ROOT)
+            with tempfile.TemporaryDirectory(prefix="cold-start-pyc-") as empty:
+                if regime == "no-bytecode":  # an empty bytecode cache that nothing may write to
+                    tree_env = tree_env | {"PYTHONPYCACHEPREFIX": empty, "PYTHONDONTWRITEBYTECODE": "1"}
+                out = subprocess.run(
+                    command, check=True, capture_output=True, text=True, env=tree_env, cwd=ROOT
+                )
             samples[k].append(json.loads(out.stdout.strip().splitlines()[-1]))
 
     def median(k: int, key: str) -> float:
@@ -437,9 +345,11 @@ def _tree_bytes(root: Path) -> tuple[int, int]:
 
 
 def _source_digest(root: Path) -> str:
+    """SHA-256 of the sources under ``root`` as a function bundles them: no bytecode, and no ``integrations``
+    (infra/bundling.py leaves the agent-framework integrations out of the functions)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        if path.suffix == ".pyc":
+        if path.suffix == ".pyc" or path.relative_to(root).parts[0] == "integrations":
             continue
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
@@ -537,13 +447,26 @@ def _side_by_side(imports: list[ImportTime], requests: list[FirstRequest]) -> li
                 f"| {imp.function} | – | {imp.cpu_median_ms} / {before.cpu_median_ms} "
                 f"({_ratio(imp.cpu_median_ms, before.cpu_median_ms)}) | – | – |"
             )
-    for r in requests:
-        b = base_requests.get((r.function, r.config, r.regime))
-        if r.code != "this tree" or b is None:
-            continue
+    deployed = [  # this tree's bundle carries bytecode; a baseline's bundle without it runs no-bytecode
+        (r, base_requests[(r.function, r.config, "no-bytecode")], f"{r.config}, as deployed: bytecode / none")
+        for r in requests
+        if r.code == "this tree"
+        and r.regime == "on-demand"
+        and (r.function, r.config, "no-bytecode") in base_requests
+    ]
+    pairs = [
+        (
+            r,
+            base_requests[(r.function, r.config, r.regime)],
+            r.config + ("" if r.regime == "on-demand" else f", {r.regime}"),
+        )
+        for r in requests
+        if r.code == "this tree" and (r.function, r.config, r.regime) in base_requests
+    ]
+    for r, b, config in pairs + deployed:
         total, total_before = r.import_cpu_ms + r.first_cpu_ms, b.import_cpu_ms + b.first_cpu_ms
         lines.append(
-            f"| {r.function} | {r.config} | {r.import_cpu_ms} / {b.import_cpu_ms} "
+            f"| {r.function} | {config} | {r.import_cpu_ms} / {b.import_cpu_ms} "
             f"({_ratio(r.import_cpu_ms, b.import_cpu_ms)}) | {r.first_cpu_ms} / {b.first_cpu_ms} "
             f"({_ratio(r.first_cpu_ms, b.first_cpu_ms)}) | {round(total, 1)} / {round(total_before, 1)} "
             f"({_ratio(total, total_before)}) |"

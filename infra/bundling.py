@@ -10,6 +10,14 @@ Two kinds of asset:
 * **Each function's code** (``function_code``): the ``memstack`` package from ``shared/memstack`` and the
   function's own folder (``functions/<name>/`` with ``app.py``, handler ``app.handler``) — a few hundred KB.
 
+Both carry their modules' bytecode (``__pycache__/*.cpython-312.pyc``), compiled by a CPython 3.12 interpreter
+(``bytecode_python``) in PEP 552's ``unchecked-hash`` mode. Lambda's ``/var/task`` and ``/opt`` are
+read-only, so without it Python compiles every module it imports on every cold start and can cache none of
+it: measured on a ``context`` function (``benchmarks/cold_start.py``, regime ``no-bytecode``), its import
+took ~3.5x and its first request ~3.4x the CPU they take with the bytecode there (~560 and ~1,500 ms against
+~160 and ~445 ms). ``unchecked-hash`` pycs are used without comparing the source's timestamp, which the zip's
+two-second timestamps would not always match; importlib still names the source file in tracebacks.
+
 Asset hashes are computed from those inputs, so an unchanged asset is not uploaded again. With the CDK
 context ``aws:cdk:bundling-stacks=[]`` (tests, ``make synth``) bundling is skipped and the source folders are
 staged as they are.
@@ -17,8 +25,10 @@ staged as they are.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +58,21 @@ PLATFORM = "manylinux2014_aarch64"
 PYTHON_VERSION = "3.12"
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
+
+BYTECODE_PYTHON_ENV = "MEMSTACK_BYTECODE_PYTHON"
+"""The path of a CPython ``PYTHON_VERSION`` interpreter to compile the bundle's bytecode with; unset, one is
+looked for on ``PATH`` (``python3.12``) and among pyenv's versions."""
+
+SOURCE_ONLY = re.compile(
+    r"/(opensearchpy/_async|pydantic/v1)/"
+    r"|/openai/resources/(?!__init__\.py$|embeddings\.py$|chat/)"
+    r"|/openai/types/(?!chat/|shared/|shared_params/|[^/]+\.py$|responses/(__init__|function_tool_param)\.py$)"
+)
+"""Modules left without bytecode (``re.search`` on a file's path): trees no function imports — opensearch-py's
+asyncio client, pydantic's v1 API, the OpenAI SDK's resources and types of the endpoints Memstack never calls
+(all but embeddings and chat completions) — whose ``.pyc`` would add ~5 MB to every function for nothing; if
+one is ever imported, Python compiles it then (tests/integration/test_cold_imports.py checks that nothing a
+first context request imports is among them)."""
 
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache")
 
@@ -119,10 +144,74 @@ def drop_distributions(root: Path, names: tuple[str, ...] = EXCLUDED_DISTRIBUTIO
     return removed
 
 
-def dependencies_key(requirements: Path = REQUIREMENTS) -> str:
-    """SHA-256 over what decides the dependency folder: the requirements, the platform, the exclusions."""
+def dependencies_key(requirements: Path = REQUIREMENTS, *, bytecode: bool = True) -> str:
+    """SHA-256 over what decides the dependency folder: the requirements, the platform, the exclusions and
+    whether it holds bytecode."""
     platform = f"{PLATFORM}/{PYTHON_VERSION}/{','.join(EXCLUDED_DISTRIBUTIONS)}"
+    platform += f"/unchecked-hash-pyc/{SOURCE_ONLY.pattern}" if bytecode else "/source-only"
     return hashlib.sha256(requirements.read_bytes() + platform.encode()).hexdigest()
+
+
+def _python_version(python: str) -> str | None:
+    try:
+        out = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2], sys.implementation.name)"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    version, _, implementation = out.stdout.strip().partition(" ")
+    return version if out.returncode == 0 and implementation == "cpython" else None
+
+
+def bytecode_python() -> str | None:
+    """A CPython ``PYTHON_VERSION`` interpreter (the Lambda runtime's minor version: bytecode is specific to
+    it) to compile the bundle's modules with: ``MEMSTACK_BYTECODE_PYTHON``, else ``python3.12`` on ``PATH``,
+    else the newest pyenv ``3.12.*``; ``None`` when none of them runs as CPython 3.12. Looked for once per
+    process and ``MEMSTACK_BYTECODE_PYTHON`` value."""
+    return _find_bytecode_python(os.environ.get(BYTECODE_PYTHON_ENV))
+
+
+@functools.cache
+def _find_bytecode_python(named: str | None) -> str | None:
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    found = sorted(
+        pyenv.glob(f"{PYTHON_VERSION}.*/bin/python{PYTHON_VERSION}"),
+        key=lambda p: [int(x) if x.isdigit() else 0 for x in p.parent.parent.name.split(".")],
+        reverse=True,
+    )
+    for candidate in [named, shutil.which(f"python{PYTHON_VERSION}"), *map(str, found)]:
+        if candidate and _python_version(candidate) == PYTHON_VERSION:
+            return candidate
+    return None
+
+
+def compile_bytecode(folder: Path, python: str | None = None) -> bool:
+    """Write ``__pycache__/<module>.cpython-312.pyc`` beside every module under ``folder`` but
+    ``SOURCE_ONLY``'s, with ``python`` (default ``bytecode_python()``) in ``unchecked-hash`` mode (module
+    docstring).
+
+    Returns:
+        ``False``, after a warning on stderr, when no CPython ``PYTHON_VERSION`` is found: the bundle then
+        ships sources only and every cold start compiles what it imports.
+
+    Raises:
+        subprocess.CalledProcessError: a module of ``folder`` does not compile.
+    """
+    python = python or bytecode_python()
+    if python is None:
+        print(
+            f"warning: no CPython {PYTHON_VERSION} found (set {BYTECODE_PYTHON_ENV}): {folder.name} is bundled "
+            "without bytecode, so each cold start compiles every module it imports (~1 s of CPU more; "
+            'docs/deploy.md "Cold start")',
+            file=sys.stderr,
+        )
+        return False
+    flags = ["-q", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", "-x", SOURCE_ONLY.pattern]
+    subprocess.run([python, "-m", "compileall", *flags, str(folder)], check=True)
+    return True
 
 
 def dependencies(requirements: Path = REQUIREMENTS) -> Path:
@@ -132,7 +221,8 @@ def dependencies(requirements: Path = REQUIREMENTS) -> Path:
     Raises:
         subprocess.CalledProcessError: pip failed (e.g. a dependency without an aarch64 wheel).
     """
-    key = dependencies_key(requirements)[:16]
+    python = bytecode_python()
+    key = dependencies_key(requirements, bytecode=python is not None)[:16]
     done = CACHE / f"deps-{key}"
     if done.is_dir():
         return done
@@ -141,8 +231,9 @@ def dependencies(requirements: Path = REQUIREMENTS) -> Path:
     try:
         subprocess.run(pip_command(work, requirements), check=True)
         drop_distributions(work)
-        for junk in work.rglob("__pycache__"):
+        for junk in work.rglob("__pycache__"):  # pip's, of this interpreter's version
             shutil.rmtree(junk, ignore_errors=True)
+        compile_bytecode(work, python)
         os.replace(work, done)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
@@ -162,6 +253,7 @@ class PipBundling:
         out = Path(output_dir)
         shutil.copytree(LIBRARY, out / "memstack", dirs_exist_ok=True, ignore=_LIBRARY_IGNORED)
         shutil.copytree(self.function_dir, out, dirs_exist_ok=True, ignore=_IGNORED)
+        compile_bytecode(out)
         return True
 
 
@@ -180,13 +272,21 @@ def _never_pulled() -> DockerImage:
     return DockerImage.from_registry("public.ecr.aws/sam/build-python3.12")
 
 
+def code_hash(function_dir: Path) -> str:
+    """The asset hash of a function's code: its sources (``source_hash``) and whether the bundle holds their
+    bytecode, so a bundle that gains it is uploaded again."""
+    bytecode = f"unchecked-hash-pyc/{SOURCE_ONLY.pattern}" if bytecode_python() is not None else "source-only"
+    sources = source_hash(LIBRARY, function_dir)
+    return hashlib.sha256(f"{sources}/{PYTHON_VERSION}/{bytecode}".encode()).hexdigest()
+
+
 def function_code(function_dir: Path) -> lambda_.Code:
     """The Lambda code of the function in ``function_dir`` (``app.py`` there, handler ``app.handler``):
     ``memstack`` and the folder; give the function ``layers=[dependencies_layer(scope)]`` too."""
     return lambda_.Code.from_asset(
         str(function_dir),
         asset_hash_type=AssetHashType.CUSTOM,
-        asset_hash=source_hash(LIBRARY, function_dir),
+        asset_hash=code_hash(function_dir),
         bundling=BundlingOptions(image=_never_pulled(), local=PipBundling(function_dir)),
     )
 
@@ -207,7 +307,7 @@ def dependencies_layer(scope: Construct) -> lambda_.ILayerVersion:
         code=lambda_.Code.from_asset(
             str(LAYER_DIR),
             asset_hash_type=AssetHashType.CUSTOM,
-            asset_hash=dependencies_key(),
+            asset_hash=dependencies_key(bytecode=bytecode_python() is not None),
             bundling=BundlingOptions(image=_never_pulled(), local=LayerBundling()),
         ),
     )

@@ -417,17 +417,20 @@ def memory_from_env() -> Memory:
     """The process-wide ``Memory`` built from the environment on first use (Lambda handlers call this per
     request; the first call builds, later calls reuse it). Nothing connects at import time.
 
-    This is the deployed functions' composition root, so it is where the OpenAI SDK's type packages are set
-    to load on first use (``adapters.openai.sdk.install``: a cold start does not build the hundreds of
-    models the two endpoints never use). A library user's process is left as it is: the finder changes how
-    ``openai`` imports for everyone in the process (``dir(openai.types)``, for one), which only a function
-    that owns its process should decide."""
+    This is the deployed functions' composition root, so it is where the SDKs' re-exporting packages are
+    set to load on first use: the OpenAI SDK's type and helper packages (``adapters.openai.sdk.install``: a
+    cold start does not build the hundreds of models the two endpoints never use) and opensearch-py's query
+    DSL and asyncio helpers (``adapters.opensearch.sdk.install``). A library user's process is left as it
+    is: the finder changes how those packages import for everyone in the process (``dir(openai.types)``,
+    for one), which only a function that owns its process should decide."""
     global _memory
     with _memory_lock:
         if _memory is None:
-            from memstack.adapters.openai.sdk import install
+            from memstack.adapters.openai import sdk as openai_sdk
+            from memstack.adapters.opensearch import sdk as opensearch_sdk
 
-            install()
+            openai_sdk.install()
+            opensearch_sdk.install()
             _memory = build()
         return _memory
 

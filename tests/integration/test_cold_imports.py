@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +114,124 @@ def test_given_an_http_function_when_imported_then_its_body_models_wait_for_thei
     )
 
     assert built == "[]", "models built at import (pydantic defer_build)"
+
+
+NEVER_ON_THE_FIRST_CONTEXT_REQUEST = (
+    "boto3",
+    "s3transfer",
+    "tiktoken",
+    "openai.types.responses.response",
+    "openai.lib._parsing._completions",
+    "openai.types.chat.chat_completion",
+    "opensearchpy.helpers.document",
+    "opensearchpy.helpers.search",
+    "opensearchpy.helpers.actions",
+    "opensearchpy._async.client",
+)
+"""Modules a cold function's first context request does without: boto3 (clients come from one botocore
+session), the tokenizer (no budget, no ``count_tokens``), the OpenAI SDK's response and chat completion types
+with its structured-output parsing (``openai.lib``, deferred by ``adapters.openai.sdk``), and opensearch-py's
+query DSL and asyncio helpers (deferred by ``adapters.opensearch.sdk``)."""
+
+_FIRST_REQUESTS = """
+import json, sys
+sys.path.insert(0, {function_dir!r})
+event = json.loads(sys.argv[1])
+import app
+import botocore.loaders, botocore.session
+clients, listings = [], []
+_create, _list = botocore.session.Session.create_client, botocore.loaders.Loader.list_available_services
+def create_client(self, service_name, *args, **kwargs):
+    clients.append(service_name)
+    return _create(self, service_name, *args, **kwargs)
+def list_available_services(self, type_name):
+    listings.append(type_name)
+    return _list(self, type_name)
+botocore.session.Session.create_client = create_client
+botocore.loaders.Loader.list_available_services = list_available_services
+first = app.handler(event, None)
+assert first["statusCode"] == 200, first
+files = sorted({{str(getattr(m, "__file__", None) or "") for m in list(sys.modules.values())}} - {{""}})
+after_first = {{"modules": sorted(sys.modules), "files": files, "clients": list(clients), "listings": list(listings)}}
+second = app.handler(event, None)
+assert second["statusCode"] == 200, second
+print(json.dumps(after_first | {{"second_clients": clients[len(after_first["clients"]):]}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def cold_world() -> Iterator[dict[str, str]]:
+    """The deployment's default configuration (the OpenAI key read from Secrets Manager) in the cold-start
+    world of tests/cold_world.py (moto server, the OpenSearch double, a local embeddings endpoint)."""
+    from tests.cold_world import request_environment
+
+    with request_environment() as configs:
+        yield configs["openai-secret"]
+
+
+def first_context_request(function: str, env: dict[str, str]) -> dict[str, Any]:
+    """What a fresh function's first context request left behind (behind the Lambda bundle's import guard):
+    the modules imported, the botocore clients made and service listings loaded, and the clients the second
+    request made."""
+    from tests.cold_world import context_event
+
+    program = bundle_only_prelude() + _FIRST_REQUESTS.format(function_dir=str(ROOT / "functions" / function))
+    result = subprocess.run(
+        [sys.executable, "-c", program, json.dumps(context_event())],
+        capture_output=True,
+        text=True,
+        env=env | {"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"},
+        cwd=ROOT,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    out: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return out
+
+
+@pytest.fixture(scope="module")
+def first_requests(cold_world: dict[str, str]) -> dict[str, dict[str, Any]]:
+    return {function: first_context_request(function, cold_world) for function in ("api", "context")}
+
+
+@pytest.mark.parametrize("function", ["api", "context"])
+def test_given_a_cold_function_when_its_first_context_request_runs_then_it_imports_only_what_it_uses(
+    function: str, first_requests: dict[str, dict[str, Any]]
+) -> None:
+    modules = set(first_requests[function]["modules"])
+
+    found = sorted(name for name in NEVER_ON_THE_FIRST_CONTEXT_REQUEST if name in modules)
+    assert not found, f"the first context request of functions/{function} imports {found}"
+
+
+@pytest.mark.parametrize("function", ["api", "context"])
+def test_given_a_cold_function_when_it_serves_two_context_requests_then_it_makes_each_client_it_needs_once(
+    function: str, first_requests: dict[str, dict[str, Any]]
+) -> None:
+    run = first_requests[function]
+
+    assert sorted(run["clients"]) == ["dynamodb", "secretsmanager"], (
+        "a context request needs the key's secret and DynamoDB only (no S3, no Step Functions)"
+    )
+    assert run["second_clients"] == [], "the second request made clients again"
+
+
+@pytest.mark.parametrize("function", ["api", "context"])
+def test_given_a_cold_function_when_its_clients_are_made_then_botocore_lists_no_services(
+    function: str, first_requests: dict[str, dict[str, Any]]
+) -> None:
+    assert first_requests[function]["listings"] == [], (
+        "a client's model was loaded through botocore's listing of every service "
+        "(memstack.adapters.aws_loader.ServiceLoader)"
+    )
+
+
+@pytest.mark.parametrize("function", ["api", "context"])
+def test_given_the_bundle_bytecode_when_a_first_context_request_runs_then_every_module_it_imports_has_bytecode(
+    function: str, first_requests: dict[str, dict[str, Any]]
+) -> None:
+    from infra.bundling import SOURCE_ONLY
+
+    left_out = [path for path in first_requests[function]["files"] if SOURCE_ONLY.search(path)]
+
+    assert not left_out, f"modules the first request imports are bundled without bytecode: {left_out[:5]}"

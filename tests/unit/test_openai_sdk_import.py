@@ -4,25 +4,7 @@ imported yet)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(code: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin"},
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
+from tests.fresh_interpreter import run_fresh as run
 
 
 def test_given_the_finder_when_a_client_is_built_then_the_response_types_are_not() -> None:
@@ -106,3 +88,41 @@ def test_given_the_finder_when_the_embeddings_types_are_reached_then_the_types_p
     assert out == "False False CreateEmbeddingResponse", (
         "a plain re-export ran the whole openai.types __init__"
     )
+
+
+def test_given_the_finder_when_a_client_is_built_then_the_structured_output_helpers_are_not() -> None:
+    out = run(
+        """
+        import sys
+        from memstack.adapters.openai.connection import OpenAIConnection, default_sleep
+        from memstack.adapters.openai.sdk import install
+        install()
+        connection = OpenAIConnection(
+            api_key="k", base_url=None, timeout=5, max_retries=0, client=None, sleep=default_sleep
+        )
+        connection.client().embeddings
+        print(
+            "openai.lib._parsing._completions" in sys.modules,
+            "openai.types.chat.chat_completion" in sys.modules,
+        )
+        """
+    )
+    assert out == "False False", "openai.lib's __init__ (structured-output parsing) ran for embeddings"
+
+
+def test_given_the_finder_when_the_chat_endpoint_is_reached_then_its_parsing_helpers_load() -> None:
+    out = run(
+        """
+        from memstack.adapters.openai.sdk import install
+        install()
+        import openai
+        client = openai.OpenAI(api_key="k", max_retries=0)
+        client.chat.completions
+        from openai.lib import _parsing, pydantic_function_tool
+        from openai.lib._parsing._completions import type_to_response_format_param
+        assert _parsing.type_to_response_format_param is type_to_response_format_param
+        assert pydantic_function_tool.__module__ == "openai.lib._tools"
+        print("ok")
+        """
+    )
+    assert out == "ok"

@@ -6,7 +6,9 @@ fresh ``boto3.Session()`` per client parses them again and imports ``boto3`` its
 tens of milliseconds of CPU each on a Lambda cold start (``benchmarks/cold_start.py``). Clients are made
 from ``botocore`` directly: a boto3 client is a botocore client, so Stubber and moto behave the same.
 Creating clients from a shared session is not thread-safe, so it happens under a lock; the clients
-themselves are thread-safe. Nothing is imported or read until the first call.
+themselves are thread-safe. Nothing is imported or read until the first call. The session's data loader is
+``memstack.adapters.aws_loader.ServiceLoader``: botocore's, without the listing of every service that its
+loader does before loading one service's model (a third of the first client's creation).
 """
 
 from __future__ import annotations
@@ -21,13 +23,18 @@ _session: Any = None
 
 
 def session() -> Any:
-    """The process-wide ``botocore.session.Session`` (made on first use)."""
+    """The process-wide ``botocore.session.Session`` (made on first use, with the ``ServiceLoader``)."""
     global _session
     with _lock:
         if _session is None:
             import botocore.session
 
-            _session = botocore.session.get_session()
+            from memstack.adapters.aws_loader import create_loader
+
+            made = botocore.session.get_session()
+            # the data loader botocore would make, minus its listing of every service per client
+            made.register_component("data_loader", create_loader(made.get_config_variable("data_path")))
+            _session = made
         return _session
 
 

@@ -9,11 +9,18 @@ completions), which need a few dozen of them. Measured on openai 3.57 (CPU of a 
 ``__init__`` files alone. Since a plain re-export (``from .create_embedding_response import
 CreateEmbeddingResponse as CreateEmbeddingResponse``) now loads its own module alone, importing the SDK,
 building a client and reaching the embeddings types takes 170-180 ms against 240-360 ms (121 ``openai``
-modules against 292). ``benchmarks/cold_start.py`` shows the effect on a function's first request.
+modules against 292). ``openai._client`` also imports ``openai.lib._client_auth``, whose package
+``openai.lib`` runs ``from ._parsing import ...`` and ``from ._tools import ...``: the structured-output
+parsing helpers, which import the chat completion types (and ``openai.lib._parsing``'s own ``__init__``
+imports them again for the embeddings resource's ``openai.lib._parsing._embeddings``). Memstack never parses
+structured output, so ``openai.lib`` and its sub-packages are deferred too: the first request's
+``import openai`` then skips the chat completion types (``benchmarks/cold_start_profile.py``: 20-30 ms of
+the ~80 ms the SDK's import costs there). ``benchmarks/cold_start.py`` shows the effect on a function's
+first request.
 
 ``install`` (called by the deployed functions' composition root, ``bootstrap.memory_from_env``, before the
-SDK's first import; never in a library user's process) gives every *package* under ``openai.types`` a
-deferred ``__init__`` (``memstack.deferred_init``): its ``__init__.py`` runs on the first access to a name
+SDK's first import; never in a library user's process) gives every *package* under ``openai.types`` and
+``openai.lib`` a deferred ``__init__`` (``memstack.deferred_init``): its ``__init__.py`` runs on the first access to a name
 that is neither one of its sub-modules nor a plain re-export (``openai.types.Batch`` does;
 ``openai.types.CreateEmbeddingResponse`` loads ``openai.types.create_embedding_response`` alone). Every
 name stays reachable and means what it means eagerly; if ``openai`` was already imported (by the host
@@ -28,8 +35,8 @@ from memstack.deferred_init import defer, deferred_packages
 
 __all__ = ["LAZY_PACKAGES", "install"]
 
-LAZY_PACKAGES = "openai.types"
-"""The package (and its sub-packages) whose ``__init__`` runs on first use of a re-exported name."""
+LAZY_PACKAGES = ("openai.types", "openai.lib")
+"""The packages (each with its sub-packages) whose ``__init__`` runs on first use of a re-exported name."""
 
 
 def install() -> bool:
@@ -39,6 +46,6 @@ def install() -> bool:
     Returns:
         ``True`` if the deferral is in place for the SDK's first import (now or earlier).
     """
-    if "openai" in sys.modules and LAZY_PACKAGES not in deferred_packages():
+    if "openai" in sys.modules and not set(LAZY_PACKAGES) <= deferred_packages():
         return False
-    return defer(LAZY_PACKAGES, subpackages=True)
+    return all([defer(package, subpackages=True) for package in LAZY_PACKAGES])

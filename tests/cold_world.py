@@ -1,0 +1,157 @@
+"""The world of a cold function's first context request, on 127.0.0.1: DynamoDB, S3 and Secrets Manager on
+a moto server, the OpenSearch test double (Serverless mode) and an OpenAI-compatible embeddings endpoint, with
+a short conversation saved. ``benchmarks/cold_start.py`` measures the functions' first request in it, and
+tests/integration/test_cold_imports.py checks what that request imports and builds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EMBEDDING_DIMENSIONS = 64
+SECRET_NAME = "memstack/cold-start-openai"
+CONFIGS = ("openai-secret", "openai-key")
+"""The first request's configurations: the deployment's default (the OpenAI key in Secrets Manager, read by
+the first request) and a key in the environment."""
+
+
+def function_env(tree: Path = ROOT) -> dict[str, str]:
+    """This process's environment without Memstack's, OpenAI's, Python's and AWS's variables, with
+    ``PYTHONPATH`` on ``tree``'s ``shared/``: what a function's process starts from."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("MEMSTACK_", "OPENAI_", "PYTHON", "AWS_"))
+    }
+    return env | {"PYTHONPATH": str(tree / "shared")}
+
+
+class _Embeddings(BaseHTTPRequestHandler):
+    """An OpenAI-compatible ``POST /embeddings`` on 127.0.0.1: deterministic unit vectors, so the functions run
+    their real OpenAI client without the network."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = []
+        for i, text in enumerate(texts):
+            seed = hashlib.sha256(str(text).encode()).digest()
+            vector = [(seed[k % 32] - 127.5) / 127.5 for k in range(EMBEDDING_DIMENSIONS)]
+            data.append({"object": "embedding", "index": i, "embedding": vector})
+        out = json.dumps(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        pass
+
+
+@contextlib.contextmanager
+def request_environment() -> Iterator[dict[str, dict[str, str]]]:
+    """The first request's world, on 127.0.0.1 in this process (their CPU is not the function's):
+    DynamoDB, S3 and Secrets Manager on a moto server, the OpenSearch test double (Serverless mode) and an
+    OpenAI-compatible embeddings endpoint, with the thread ``t-cold`` of ``r-cold`` saved (``_seed``).
+
+    Yields:
+        The function's environment per configuration of ``CONFIGS``.
+    """
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from tests.opensearch_double import OpenSearchDouble
+
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    embeddings = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
+    threading.Thread(target=embeddings.serve_forever, daemon=True).start()
+    try:
+        with OpenSearchDouble("serverless") as double:
+            host, port = moto.get_host_and_port()
+            moto_url = f"http://{host}:{port}"
+            env = function_env() | {
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL_SECRETS_MANAGER": moto_url,
+                "MEMSTACK_BACKEND": "aws",
+                "MEMSTACK_TABLE": "memstack-cold",
+                "MEMSTACK_BUCKET": "memstack-cold-bodies",
+                "MEMSTACK_DYNAMODB_ENDPOINT_URL": moto_url,
+                "MEMSTACK_S3_ENDPOINT_URL": moto_url,
+                "MEMSTACK_OPENSEARCH_ENDPOINT": double.url,
+                "MEMSTACK_OPENSEARCH_SERVICE": "aoss",
+                "MEMSTACK_EMBEDDER": "openai",
+                "MEMSTACK_OPENAI_API_KEY": "sk-local",
+                "MEMSTACK_OPENAI_BASE_URL": f"http://127.0.0.1:{embeddings.server_address[1]}",
+                "MEMSTACK_EMBEDDING_DIMENSIONS": str(EMBEDDING_DIMENSIONS),
+            }
+            _seed(env)
+            secrets = boto3.client(
+                "secretsmanager",
+                region_name="us-east-1",
+                endpoint_url=moto_url,
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+            )
+            arn = secrets.create_secret(Name=SECRET_NAME, SecretString="sk-local")["ARN"]
+            env["MEMSTACK_INDEXING"] = "stream"  # as deployed
+            yield {"openai-key": env, "openai-secret": _without_key(env, arn)}
+    finally:
+        embeddings.shutdown()
+        moto.stop()
+
+
+def context_event() -> dict[str, Any]:
+    """The API Gateway event of the measured request: ``POST /v1/threads/t-cold/context`` (history and
+    hybrid recall over the seeded thread; ``count_tokens`` not set, as an agent's turn loop sends it)."""
+    from tests.integration.events import api_event
+
+    return api_event(
+        "POST",
+        "/v1/threads/t-cold/context",
+        query={"resource_id": "r-cold"},
+        body={"message": "What did I say about the garden?"},
+    )
+
+
+def _without_key(env: dict[str, str], secret_arn: str) -> dict[str, str]:
+    """``env`` as the stack sets it with ``-c models=openai``: no key, the secret's ARN instead."""
+    out = {k: v for k, v in env.items() if k != "MEMSTACK_OPENAI_API_KEY"}
+    return out | {"MEMSTACK_OPENAI_API_KEY_SECRET_ARN": secret_arn}
+
+
+def _seed(env: dict[str, str]) -> None:
+    """Create the table, bucket and index, and save a short conversation (in a subprocess, as a deploy and
+    earlier turns would)."""
+    script = (
+        "from memstack.bootstrap import build\n"
+        "m = build()\n"
+        "m.save_messages(thread_id='t-cold', resource_id='r-cold', messages=["
+        "{'role': 'user' if i % 2 == 0 else 'assistant', 'content': f'turn {i}: the garden needs water'}"
+        " for i in range(40)])\n"
+        "m.close()\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script], check=True, env=env | {"MEMSTACK_CREATE_RESOURCES": "true"}, cwd=ROOT
+    )
