@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import argparse
 import functools
-import pickle
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,120 +37,53 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import is_multi_session  # noqa: E402
+from benchmarks import fusion_lab  # noqa: E402
 from benchmarks.fusion_lab import Case, Lab, engine_ranker, evaluate  # noqa: E402
-from benchmarks.recall_quality import CachingEmbedder, dataset, store_conversation  # noqa: E402
+from benchmarks.recall_quality import CachingEmbedder  # noqa: E402
 
 from memstack.config import SemanticRecallOptions  # noqa: E402
-from memstack.dates import keyword_query  # noqa: E402
-from memstack.fusion import FusedHit, fuse  # noqa: E402
+from memstack.fusion import FusedHit  # noqa: E402
 from memstack.model import Message  # noqa: E402
-from memstack.ports import IndexEntry, IndexHit  # noqa: E402
-from memstack.recall.engine import entry_metadata, list_depth  # noqa: E402
+from memstack.ports import IndexHit  # noqa: E402
+from memstack.recall.engine import keyword_context, list_depth  # noqa: E402
 from memstack.text import searchable_text  # noqa: E402
 
 DEPTH = 64
-INDEX_VARIANTS = ("plain", "kw", "vec", "both")
-
-
-def contextual(message: Message, previous: Message | None) -> str:
-    """The message's searchable text preceded by its predecessor's (the turn it answers), when it has one."""
-    own = searchable_text(message)
-    if previous is None:
-        return own
-    before = searchable_text(previous)
-    return f"{before}\n{own}" if before else own
+INDEX_VARIANTS = ("none", "kw", "vec", "both")
+"""none: the message alone (the index before ADR 0014); kw: the previous message's text on the keyword side (what
+recall indexes); vec: on the vector side only; both: on both sides."""
 
 
 def collect(dataset_name: str, variant: str, cache: Path, depth: int = DEPTH) -> Lab:
     """The lab of one dataset with the index text ``variant`` (WordLlama, the default embedder)."""
-    from memstack import Memory, locomo
-    from memstack.bootstrap import make_embedder
-
-    cache.mkdir(parents=True, exist_ok=True)
-    pick = cache / f"{dataset_name}-{variant}-{depth}.pickle"
-    if pick.exists():
-        with pick.open("rb") as f:
-            lab: Lab = pickle.load(f)
-        return lab
-    ds = dataset(dataset_name)
-    conversations = locomo.load(ds.path)
-    embedder = CachingEmbedder(make_embedder("wordllama"))
-    cases: list[Case] = []
-    messages: dict[str, list[Message]] = {}
-    with tempfile.TemporaryDirectory(prefix="memstack-index-text-lab-") as tmp:
-        memory = Memory.local(Path(tmp) / "lab.db", embedder=embedder)  # type: ignore[arg-type]
-        engine = memory.recall_engine
-        for conv in conversations:
-            store_conversation(memory, conv)
-            msgs: list[Message] = []
-            for thread_id in conv.sessions:
-                thread_msgs = engine.store.list_messages(conv.resource_id, thread_id, limit=100_000)
-                msgs.extend(thread_msgs)
-                if variant != "plain":
-                    thread = engine.store.get_thread(conv.resource_id, thread_id)
-                    assert thread is not None
-                    reindex(engine, thread, thread_msgs, variant)
-            messages[conv.resource_id] = msgs
-            sys.stderr.write(f"  {dataset_name}/{variant}: stored {conv.resource_id}\n")
-            session_of = {t.message_id: th for th, turns in conv.sessions.items() for t in turns}
-            options = SemanticRecallOptions(now=conv.asked_at)
-            for q in conv.questions:
-                when = engine.time_range(q.text, options)
-                vector = engine.embed_query(q.text)
-                found = engine.index.search(
-                    conv.resource_id,
-                    top_k=depth,
-                    vector=vector if any(vector) else None,
-                    text=keyword_query(q.text, when),
-                )
-                cases.append(
-                    Case(
-                        conv.resource_id,
-                        q.text,
-                        q.category,
-                        q.evidence,
-                        is_multi_session(q.evidence, session_of),
-                        when,
-                        list(found.vector or []),
-                        list(found.keyword or []),
-                    )
-                )
-        memory.close()
-    lab = Lab(dataset_name, "wordllama", cases, messages)
-    pick.write_bytes(pickle.dumps(lab))
-    return lab
+    if variant not in INDEX_VARIANTS:
+        raise SystemExit(f"unknown index variant {variant} (one of {', '.join(INDEX_VARIANTS)})")
+    prepare = None if variant == "kw" else functools.partial(reindex, variant=variant)
+    return fusion_lab.collect(dataset_name, "wordllama", cache, depth, prepare=prepare, tag=variant)
 
 
-def reindex(engine: Any, thread: Any, msgs: list[Message], variant: str) -> None:
-    """Rewrite the thread's documents with contextual text on the variant's side(s)."""
-    ordered = sorted(msgs, key=lambda m: m.seq)
-    entries: list[IndexEntry] = []
-    texts: list[tuple[Message, str, str]] = []
-    previous: Message | None = None
-    for m in ordered:
-        own = searchable_text(m)
-        if own:
-            ctx = contextual(m, previous)
-            texts.append((m, ctx if variant in ("kw", "both") else own, ctx if variant in ("vec", "both") else own))
-        previous = m
-    vectors = engine.embed_documents([v for _, _, v in texts])
-    for (m, kw, _), vec in zip(texts, vectors, strict=True):
-        entries.append(
-            IndexEntry(
-                message_id=m.id,
-                chunk=0,
-                thread_id=thread.id,
-                resource_id=thread.resource_id,
-                role=m.role,
-                seq=m.seq,
-                created_at=m.created_at,
-                text=kw,
-                vector=vec,
-                metadata=entry_metadata(thread, m),
-            )
-        )
-    engine.index.upsert(entries)
+def reindex(engine: Any, resource_id: str, messages: list[Message], *, variant: str) -> None:
+    """Rewrite the resource's documents: the previous message's text on the variant's side(s) — the
+    keyword side as ``IndexEntry.context``, the vector side embedded before the message's own text."""
+    threads: dict[str, list[Message]] = {}
+    for m in sorted(messages, key=lambda m: m.seq):
+        threads.setdefault(m.thread_id, []).append(m)
+    for thread_id, ordered in threads.items():
+        thread = engine.store.get_thread(resource_id, thread_id)
+        rows: list[tuple[Message, str, str]] = []
+        for previous, m in zip([None, *ordered], ordered, strict=False):
+            own = searchable_text(m)
+            if own:
+                context = keyword_context(previous, SemanticRecallOptions())
+                embedded = f"{context}\n{own}" if context and variant in ("vec", "both") else own
+                rows.append((m, context if variant == "both" else "", embedded))
+        vectors = engine.embed_documents([e for _, _, e in rows])
+        entries = [
+            replace(entry, vector=vec)
+            for (m, context, _), vec in zip(rows, vectors, strict=True)
+            for entry in engine._entries(thread, [(m, [searchable_text(m)], context, "")])
+        ]
+        engine.index.upsert(entries)
 
 
 # second stage -------------------------------------------------------------------------------------------
@@ -187,7 +120,12 @@ class TokenRows:
 
 
 def maxsim_ranker(
-    rows: TokenRows, texts: dict[str, str], weight: float, case: Case, options: SemanticRecallOptions, want: int
+    rows: TokenRows,
+    texts: dict[str, str],
+    weight: float,
+    case: Case,
+    options: SemanticRecallOptions,
+    want: int,
 ) -> list[FusedHit]:
     """Fusion of the two lists and a third: the union re-scored by MaxSim of WordLlama token rows."""
     per_list = list_depth(options, want)
@@ -221,7 +159,14 @@ def _fuse3(
     scores = {mid: f.score + extra.get(mid, 0.0) for mid, f in by_id.items()}
     order = sorted(scores, key=lambda mid: (-scores[mid], mid))[:want]
     return [
-        FusedHit(mid, by_id[mid].thread_id, scores[mid], by_id[mid].vector_rank, by_id[mid].keyword_rank, by_id[mid].seq)
+        FusedHit(
+            mid,
+            by_id[mid].thread_id,
+            scores[mid],
+            by_id[mid].vector_rank,
+            by_id[mid].keyword_rank,
+            by_id[mid].seq,
+        )
         for mid in order
     ]
 
@@ -251,6 +196,26 @@ def rocchio_ranker(
     return _fuse3(v, k, third, weight, options, want)
 
 
+def second_stage(
+    name: str, texts: dict[str, str], embedder: CachingEmbedder, weight: float, rows: TokenRows | None
+) -> Any:
+    """The ranker of a ``--rerank`` name: ``none`` (recall's own), ``maxsim``, ``rocchio<N>``."""
+    if name == "none":
+        return engine_ranker
+    if name == "maxsim" and rows is not None:
+        return functools.partial(maxsim_ranker, rows, texts, weight)
+    if name.startswith("rocchio"):
+
+        def vec(mid: str) -> np.ndarray:
+            return np.asarray(embedder.embed_documents([texts[mid]])[0])
+
+        def qvec(text: str) -> np.ndarray:
+            return np.asarray(embedder.embed_query(text))
+
+        return functools.partial(rocchio_ranker, vec, qvec, int(name[len("rocchio") :] or 3), weight)
+    raise SystemExit(f"unknown rerank {name}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--datasets", default="locomo,longmemeval")
@@ -272,23 +237,9 @@ def main(argv: list[str] | None = None) -> int:
             for cand in (int(c) for c in args.candidates.split(",")):
                 for rerank in args.rerank.split(","):
                     options = SemanticRecallOptions(top_k=args.top_k, hybrid={"candidates": cand})
-                    if rerank == "none":
-                        ranker: Any = engine_ranker
-                    elif rerank == "maxsim":
+                    if rerank == "maxsim":
                         rows = rows or TokenRows()
-                        ranker = functools.partial(maxsim_ranker, rows, texts, args.weight)
-                    elif rerank.startswith("rocchio"):
-                        feedback = int(rerank[len("rocchio") :] or 3)
-
-                        def vec(mid: str) -> np.ndarray:
-                            return np.asarray(embedder.embed_documents([texts[mid]])[0])
-
-                        def qvec(text: str) -> np.ndarray:
-                            return np.asarray(embedder.embed_query(text))
-
-                        ranker = functools.partial(rocchio_ranker, vec, qvec, feedback, args.weight)
-                    else:
-                        raise SystemExit(f"unknown rerank {rerank}")
+                    ranker = second_stage(rerank, texts, embedder, args.weight, rows)
                     r = evaluate(lab, ranker, options)
                     print(
                         f"{ds:12s} index {variant:5s} cand {cand:2d} rerank {rerank:9s} w {args.weight:.2f} "
