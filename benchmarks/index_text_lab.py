@@ -50,7 +50,7 @@ from memstack.text import searchable_text  # noqa: E402
 
 DEPTH = 64
 INDEX_VARIANTS = ("none", "kw", "vec", "both")
-"""none: the message alone (the index before ADR 0014); kw: the previous message's text on the keyword side (what
+"""none: the message alone (the index before ADR 0015); kw: the previous message's text on the keyword side (what
 recall indexes); vec: on the vector side only; both: on both sides."""
 
 

@@ -422,7 +422,7 @@ class IndexEntry:
     ``metadata`` is what a recall ``filter`` matches: the thread's metadata at save time merged with the
     message's, plus ``role`` and ``thread_id``. ``context`` is text the keyword side indexes with the
     chunk but the vector does not embed: for a message's first chunk, the text of the message before it
-    in its thread (the turn it answers; docs/adr/0014-contextual-keyword-text.md), ``""`` for none.
+    in its thread (the turn it answers; docs/adr/0015-contextual-keyword-text.md), ``""`` for none.
     """
 
     message_id: str

@@ -1,4 +1,4 @@
-"""A message's keyword text carries the previous message's text (docs/adr/0014-contextual-keyword-text.md):
+"""A message's keyword text carries the previous message's text (docs/adr/0015-contextual-keyword-text.md):
 a reply is found by the words of the turn it answers, on the embedded default and on the AWS backend
 (DynamoDB under moto, OpenSearch on its double in both modes) with the same hits; an edit or a deletion of
 the previous message refreshes it, so no deleted text stays searchable; marks of the earlier index text read

@@ -54,7 +54,7 @@ def keyword_text(text: str, created_at: datetime, context: str = "") -> str:
     """What a chunk's keyword field holds: ``indexed_text(context)`` when there is context, then
     ``indexed_text(text)``, then its message's date in words and numbers (``memstack.dates.date_words``,
     e.g. ``"October 13 2023"``), so a query naming a date or a month matches that day's messages on every
-    backend, and a reply is found by the words of the turn it answers (docs/adr/0014).
+    backend, and a reply is found by the words of the turn it answers (docs/adr/0015).
 
     Args:
         text: the chunk's text.

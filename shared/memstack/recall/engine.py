@@ -62,7 +62,7 @@ INDEX_TEXT_VERSION = 2
 """The version of what ``index_messages`` writes for a message, part of every index mark's fingerprint, so
 marks made by another version read as stale (``Memory.index_health``) and ``memstack reindex`` rewrites
 them: 1 — the message's chunks; 2 — the first chunk's keyword side also carries the previous message's
-text (``keyword_context``; docs/adr/0014-contextual-keyword-text.md)."""
+text (``keyword_context``; docs/adr/0015-contextual-keyword-text.md)."""
 
 INDEX_EXCLUDED_THREAD_KEYS = frozenset({THREAD_METADATA_KEY, "clone"})
 """Thread metadata keys not copied into index entries: working memory and clone bookkeeping are not
