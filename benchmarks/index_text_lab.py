@@ -1,6 +1,6 @@
 """Experiments on what recall indexes and how it re-ranks, replayed like ``benchmarks/fusion_lab.py``.
 
-Three families (issue 17, docs/adr/0014-contextual-index-text-and-reranking.md):
+Three families (issue 17, docs/adr/0015-contextual-keyword-text.md):
 
 * **index text** (``--index``): each message indexed with its predecessor's text in the same thread, on the
   keyword side (``kw``), the vector side (``vec``) or both (``both``); ``plain`` is what recall indexes

@@ -83,7 +83,7 @@ def keyword_context(previous: Message | None, options: SemanticRecallOptions) ->
 
     A reply's words are often not the question's ("Yes, adoption agencies!" answers "What did you
     research?"), and a fact told over two turns has half its words in each; indexing the turn it follows
-    lets BM25 match both halves (docs/adr/0014: evidence recall at Mastra's budget 0.714 → 0.755 on LoCoMo
+    lets BM25 match both halves (docs/adr/0015: evidence recall at Mastra's budget 0.714 → 0.755 on LoCoMo
     dev, 0.792 → 0.865 on LongMemEval dev). The vector side embeds the message alone: the same context
     there helped LoCoMo and cost LongMemEval.
     """
