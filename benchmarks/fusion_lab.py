@@ -76,13 +76,28 @@ Ranker = Callable[[Case, SemanticRecallOptions, int], list[FusedHit]]
 """A variant's ranking: ``(case, options, how many hits) -> hits, best first``."""
 
 
-def collect(dataset_name: str, embedder_name: str, cache: Path, depth: int = DEPTH) -> Lab:
-    """The lab of one dataset and embedder, from ``cache`` when it holds one, else stored and searched."""
+Prepare = Callable[[Any, str, list[Message]], None]
+"""Run on each stored conversation before it is questioned: ``(recall engine, resource id, messages)``;
+``benchmarks/index_text_lab.py`` rewrites the index documents there."""
+
+
+def collect(
+    dataset_name: str,
+    embedder_name: str,
+    cache: Path,
+    depth: int = DEPTH,
+    *,
+    prepare: Prepare | None = None,
+    tag: str = "",
+) -> Lab:
+    """The lab of one dataset and embedder, from ``cache`` when it holds one, else stored and searched
+    (``prepare``, when given, runs on each stored conversation first; ``tag`` names its variant in the
+    cache)."""
     from memstack import Memory, locomo
     from memstack.bootstrap import make_embedder
 
     cache.mkdir(parents=True, exist_ok=True)
-    pick = cache / f"{dataset_name}-{embedder_name}-{depth}.pickle"
+    pick = cache / f"{dataset_name}-{embedder_name}{'-' + tag if tag else ''}-{depth}.pickle"
     if pick.exists():
         with pick.open("rb") as f:
             lab: Lab = _Unpickler(f).load()
@@ -103,6 +118,8 @@ def collect(dataset_name: str, embedder_name: str, cache: Path, depth: int = DEP
                 for thread_id in conv.sessions
                 for m in engine.store.list_messages(conv.resource_id, thread_id, limit=100_000)
             ]
+            if prepare is not None:
+                prepare(engine, conv.resource_id, messages[conv.resource_id])
             session_of = {t.message_id: th for th, turns in conv.sessions.items() for t in turns}
             options = SemanticRecallOptions(now=conv.asked_at)
             for q in conv.questions:

@@ -23,6 +23,7 @@ Usage: ``python benchmarks/recall_quality.py [--quick] [--datasets locomo,longme
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -615,6 +616,12 @@ def main(argv: list[str] | None = None) -> int:
         "--local-datasets", default=None, help="datasets the local e5 embedder runs on (default: all)"
     )
     parser.add_argument("--no-mastra", action="store_true")
+    parser.add_argument(
+        "--mastra-from",
+        type=Path,
+        default=None,
+        help="with --no-mastra: Mastra's rows from an earlier result JSON of the same data (noted in the report)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "recall_quality")
     args = parser.parse_args(argv)
     names = [str(args.data)] if args.data else [n for n in args.datasets.split(",") if n]
@@ -628,10 +635,33 @@ def main(argv: list[str] | None = None) -> int:
         quick=args.quick,
         local_datasets=args.local_datasets.split(",") if args.local_datasets else None,
     )
+    if args.mastra_from is not None:
+        splice_mastra(result, json.loads(args.mastra_from.read_text()), top_ks)
     png = plot(result, args.out.with_suffix(".png"))
     result["plot"] = png.name if png else None
     write_report(args.out, render(result), result)
     return 0
+
+
+def splice_mastra(result: dict[str, Any], earlier: dict[str, Any], top_ks: Sequence[int]) -> None:
+    """Put Mastra's configurations of ``earlier`` (a result of this script) beside ``result``'s, per dataset
+    of the same data file, recomputing the ratios, and say so in the notes: Mastra's figures do not depend
+    on Memstack's code, and its peer takes most of a run's time on a 2-core machine."""
+    theirs = {ds["data"]: ds for ds in earlier["datasets"]}
+    stamp = earlier.get("machine", {}).get("date", "an earlier run")
+    for ds in result["datasets"]:
+        old = theirs.get(ds["data"])
+        if old is None:
+            continue
+        mastra = [c for c in old["configs"] if c["system"] != "memstack"]
+        ds["configs"] = [c for c in ds["configs"] if c["system"] == "memstack"] + mastra
+        ds["ratios"] = ratios(ds["configs"], top_ks)
+        ds["mastra_per_conversation"] = old.get("mastra_per_conversation", [])
+        ds["notes"].append(
+            f"Mastra 1.x rows: from the run of {stamp} on the same data (`--mastra-from`); Mastra's side does "
+            "not depend on Memstack's code."
+        )
+    result["notes"] = [n for n in result["notes"] if n != "Mastra 1.x: not run (--no-mastra)."]
 
 
 if __name__ == "__main__":

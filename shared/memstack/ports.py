@@ -420,7 +420,9 @@ class IndexEntry:
     """One indexed chunk of a message: its text for keyword search and its vector.
 
     ``metadata`` is what a recall ``filter`` matches: the thread's metadata at save time merged with the
-    message's, plus ``role`` and ``thread_id``.
+    message's, plus ``role`` and ``thread_id``. ``context`` is text the keyword side indexes with the
+    chunk but the vector does not embed: for a message's first chunk, the text of the message before it
+    in its thread (the turn it answers; docs/adr/0015-contextual-keyword-text.md), ``""`` for none.
     """
 
     message_id: str
@@ -433,6 +435,7 @@ class IndexEntry:
     text: str
     vector: Vector
     metadata: dict[str, Any] = field(default_factory=dict)
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True)

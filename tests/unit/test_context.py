@@ -114,14 +114,15 @@ def test_given_another_resource_when_context_then_nothing_recalled(memory: Memor
 
 
 def test_given_message_range_when_recalled_then_neighbours_come_along(memory: Memory) -> None:
-    say(memory, "old", "before", "my cat is named Pixel", "after", "unrelated later")
+    # "after …" indexes the hit's words too (recall.engine.keyword_context); its own words make it rank below
+    say(memory, "old", "before", "my cat is named Pixel", "after that we went home", "unrelated later")
     ctx = memory.context(
         thread_id="t",
         resource_id="r",
         message="cat named?",
         options={"semantic_recall": {"mode": "keyword", "top_k": 1}},
     )
-    assert [m.text for m in ctx.recalled] == ["before", "my cat is named Pixel", "after"]
+    assert [m.text for m in ctx.recalled] == ["before", "my cat is named Pixel", "after that we went home"]
     wide = memory.context(
         thread_id="t",
         resource_id="r",
@@ -130,7 +131,11 @@ def test_given_message_range_when_recalled_then_neighbours_come_along(memory: Me
             "semantic_recall": {"mode": "keyword", "top_k": 1, "message_range": {"before": 0, "after": 2}}
         },
     )
-    assert [m.text for m in wide.recalled] == ["my cat is named Pixel", "after", "unrelated later"]
+    assert [m.text for m in wide.recalled] == [
+        "my cat is named Pixel",
+        "after that we went home",
+        "unrelated later",
+    ]
 
 
 def test_given_a_filter_whose_nearest_neighbours_fail_it_when_recalling_then_only_matching_hits_fill_the_budget(

@@ -38,16 +38,19 @@ class OneHotEmbedder:
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     with open_backend(request.param, tmp_path, OneHotEmbedder()) as opened:
-        opened.memory.save_messages(
-            thread_id=T,
-            resource_id=R,
-            messages=[f"{word} is the log entry number {i}" for i, word in enumerate(WORDS)],
-        )
+        # one thread each: a message's keyword text carries the previous message of its thread
+        # (recall.engine.keyword_context), and these entries must share no word but the common ones
+        for i, word in enumerate(WORDS):
+            opened.memory.save_messages(
+                thread_id=f"log{i}", resource_id=R, messages=[f"{word} is the log entry number {i}"]
+            )
         yield opened
 
 
 def hybrid(**extra: Any) -> dict[str, Any]:
-    return {"semantic_recall": {"mode": "hybrid", "top_k": 4, "message_range": 0, "scope": "thread", **extra}}
+    return {
+        "semantic_recall": {"mode": "hybrid", "top_k": 4, "message_range": 0, "scope": "resource", **extra}
+    }
 
 
 def texts(backend: Backend, query: str, options: dict[str, Any]) -> list[str]:

@@ -17,8 +17,8 @@ MAX_TOP_K = 10_000
 
 @dataclass(frozen=True, slots=True)
 class CheckedEntry:
-    """An ``IndexEntry``'s fields once checked: ids, ``chunk`` and ``seq`` ≥ 0, a non-empty role, text,
-    ``created_at`` as aware UTC, metadata as a JSON-safe object. The vector is checked by the adapter,
+    """An ``IndexEntry``'s fields once checked: ids, ``chunk`` and ``seq`` ≥ 0, a non-empty role, text and
+    context strings, ``created_at`` as aware UTC, metadata as a JSON-safe object. The vector is checked by the adapter,
     which knows its dimension and its number type."""
 
     resource_id: str
@@ -30,6 +30,7 @@ class CheckedEntry:
     created_at: datetime
     text: str
     metadata: dict[str, Any]
+    context: str = ""
 
 
 def check_int(value: object, path: str, *, minimum: int) -> int:
@@ -55,13 +56,24 @@ def check_entry(entry: IndexEntry, path: str) -> CheckedEntry:
         raise InvalidInput(f"{path}.role must be a non-empty string", field=f"{path}.role")
     if not isinstance(entry.text, str):
         raise InvalidInput(f"{path}.text must be a string", field=f"{path}.text")
+    if not isinstance(entry.context, str):
+        raise InvalidInput(f"{path}.context must be a string", field=f"{path}.context")
     if not isinstance(entry.created_at, datetime):
         raise InvalidInput(f"{path}.created_at must be a datetime", field=f"{path}.created_at")
     created = entry.created_at
     created = created.replace(tzinfo=UTC) if created.tzinfo is None else created.astimezone(UTC)
     metadata = check_metadata(entry.metadata, f"{path}.metadata")
     return CheckedEntry(
-        resource_id, thread_id, message_id, chunk, entry.role, seq, created, entry.text, metadata
+        resource_id,
+        thread_id,
+        message_id,
+        chunk,
+        entry.role,
+        seq,
+        created,
+        entry.text,
+        metadata,
+        entry.context,
     )
 
 

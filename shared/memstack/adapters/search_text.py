@@ -50,16 +50,19 @@ def indexed_text(text: str) -> str:
     return _UNIGRAM.sub(r" \1 ", text)
 
 
-def keyword_text(text: str, created_at: datetime) -> str:
-    """What a chunk's keyword field holds: ``indexed_text(text)`` followed by its message's date in words
-    and numbers (``memstack.dates.date_words``, e.g. ``"October 13 2023"``), so a query naming a date or
-    a month matches that day's messages on every backend.
+def keyword_text(text: str, created_at: datetime, context: str = "") -> str:
+    """What a chunk's keyword field holds: ``indexed_text(context)`` when there is context, then
+    ``indexed_text(text)``, then its message's date in words and numbers (``memstack.dates.date_words``,
+    e.g. ``"October 13 2023"``), so a query naming a date or a month matches that day's messages on every
+    backend, and a reply is found by the words of the turn it answers (docs/adr/0015).
 
     Args:
         text: the chunk's text.
         created_at: its message's ``created_at`` (aware; the date is taken in UTC).
+        context: ``IndexEntry.context``: the previous message's text for a first chunk, else ``""``.
     """
-    return f"{indexed_text(text)}\n{date_words(created_at)}"
+    before = f"{indexed_text(context)}\n" if context else ""
+    return f"{before}{indexed_text(text)}\n{date_words(created_at)}"
 
 
 def query_terms(text: str) -> list[str]:

@@ -233,7 +233,8 @@ def index_health(core: Core, scope: Scope, *, limit: int = 10_000) -> IndexHealt
     """Compare every message of the resource (up to ``limit``) with its index mark.
 
     A message's mark (``MemoryStore.get_index_state``) is the fingerprint of what was indexed for it:
-    embedder, chunks, order and metadata (``SemanticRecall.planned_mark``). Reads threads by creation,
+    embedder, chunks, the previous message's text, order, metadata and the index text's version
+    (``SemanticRecall.planned_mark``). Reads threads by creation,
     their messages by ``seq`` in pages of 500, one index-state read per page; writes nothing.
 
     Args:
@@ -254,6 +255,7 @@ def index_health(core: Core, scope: Scope, *, limit: int = 10_000) -> IndexHealt
         # counts as read unless that one message is all that was read of it
         counts["threads"] += 1
         before = counts["messages"]
+        previous: Message | None = None  # a message's keyword context is the one before it
         for page in _message_pages(core, thread, limit + 1 - counts["messages"]):
             room = limit - counts["messages"]
             if room == 0:
@@ -261,7 +263,8 @@ def index_health(core: Core, scope: Scope, *, limit: int = 10_000) -> IndexHealt
                 return _health(core, rid, counts, samples, complete=False)
             states = core.store.get_index_state(rid, [m.id for m in page])
             for message in page[:room]:
-                plan = core.recall.planned_mark(thread, message, options)
+                plan = core.recall.planned_mark(thread, message, options, previous)
+                previous = message
                 state = _state(states.get(message.id), plan.fingerprint, plan.chunks)
                 counts[state] += 1
                 counts["messages"] += 1

@@ -212,6 +212,7 @@ class Messages:
         """See ``Memory.delete_messages``."""
         check_batch(message_ids, "message_ids", empty_ok=False)
         ids = check_ids(message_ids)
+        after = self._following(scope.resource_id, ids)
         self.core.index.delete_messages(scope.resource_id, ids)
         deleted = self.core.store.delete_messages(scope.resource_id, ids)
         if deleted:
@@ -220,7 +221,51 @@ class Messages:
             event = MessagesDeleted(scope, self.core.options, tuple(deleted))
             for layer in self.core.layers:
                 layer.on_messages_deleted(event)
+        if after:
+            self._refresh_context(scope.resource_id, after)
         return len(deleted)
+
+    def _following(self, resource_id: str, ids: list[str]) -> dict[str, list[str]]:
+        """Thread id → the ids of the messages right after these messages that are not deleted with them:
+        their keyword text holds a deleted message's text (``recall.engine.keyword_context``). Empty with
+        semantic recall off."""
+        if not self.core.options.semantic_recall.enabled:
+            return {}
+        doomed = self.core.store.get_messages(resource_id, ids)
+        if not doomed:
+            return {}
+        windows = [MessageWindow(m.thread_id, m.seq, 0, 1) for m in doomed]
+        gone = {m.id for m in doomed}
+        after: dict[str, list[str]] = {}
+        read = self.core.store.message_windows(resource_id, windows)
+        for m, nxt in zip(read, read[1:], strict=False):
+            if m.id in gone and nxt.id not in gone and nxt.thread_id == m.thread_id:
+                after.setdefault(m.thread_id, []).append(nxt.id)
+        return after
+
+    def _refresh_context(self, resource_id: str, after: dict[str, list[str]]) -> None:
+        """Index again (``once``) the messages that followed deleted ones, so no deleted text stays
+        searchable through its successor. A failure is logged, not raised: the messages are deleted, and
+        ``Memory.index_health`` reports the successors stale until ``memstack reindex`` mends them."""
+        recall = self.core.options.semantic_recall
+        for thread_id, message_ids in after.items():
+            thread = self.core.store.get_thread(resource_id, thread_id)
+            if thread is None:
+                continue
+            try:
+                found = [
+                    m
+                    for m in self.core.store.get_messages(resource_id, message_ids)
+                    if m.thread_id == thread_id
+                ]
+                self.core.recall.index_messages(thread, found, recall, once=True)
+            except Exception as exc:
+                logger.warning(
+                    "could not re-index %d message(s) after a deletion (%s); index_health reports them stale",
+                    len(message_ids),
+                    type(exc).__name__,
+                    extra={"thread_id": thread_id, "count": len(message_ids), "error": type(exc).__name__},
+                )
 
 
 def _log_skipped(what: str, exc: Exception, resource_id: str, thread_id: str, count: int) -> None:

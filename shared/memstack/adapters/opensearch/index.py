@@ -316,7 +316,7 @@ class OpenSearchIndex:
             "role": e.role,
             "seq": e.seq,
             "created_at": e.created_at.isoformat(),
-            "text": keyword_text(e.text, e.created_at),
+            "text": keyword_text(e.text, e.created_at, e.context),
         }
         if any(vector):
             doc[VECTOR_FIELD] = vector

@@ -436,7 +436,7 @@ class SqliteSearchIndex:
             created_at=e.created_at.isoformat(),
             metadata=json.dumps(e.metadata, ensure_ascii=False, separators=(",", ":")),
             vector=self._vector(entry.vector, f"{path}.vector", allow_zero=True),
-            analysed=keywords.Analysed.of(fts_text(e.text, e.created_at)),
+            analysed=keywords.Analysed.of(fts_text(e.text, e.created_at, e.context)),
         )
 
     def _vector(self, vector: object, path: str, *, allow_zero: bool = False) -> _Floats:
@@ -1039,7 +1039,8 @@ def _value_test(predicate: str) -> Callable[[str], str]:
 # ------------------------------------------------------------------------------------------ text handling
 
 
-def fts_text(text: str, created_at: datetime) -> str:
-    """The text as handed to the keyword analyser: CJK characters spaced apart, emoji spelled as words, the
-    message's date in words at the end (``memstack.adapters.search_text.keyword_text``)."""
-    return keyword_text(text, created_at)
+def fts_text(text: str, created_at: datetime, context: str = "") -> str:
+    """The text as handed to the keyword analyser: the entry's context (the previous message's text) first,
+    CJK characters spaced apart, emoji spelled as words, the message's date in words at the end
+    (``memstack.adapters.search_text.keyword_text``)."""
+    return keyword_text(text, created_at, context)
