@@ -25,6 +25,9 @@ class                      status  ``code``
 
 from __future__ import annotations
 
+import copy
+from typing import Self
+
 
 class MemstackError(Exception):
     """Base class of every error Memstack raises on purpose.
@@ -51,6 +54,15 @@ class MemstackError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} (field: {self.field})" if self.field else self.message
+
+    def restated(self, message: str) -> Self:
+        """A copy of this error with another message, every other attribute kept (``field``, ``code``, a
+        subclass's own such as ``Unavailable.retry_after``): for a caller that adds what it knows, e.g. which
+        messages a failed save had already stored."""
+        restated = copy.copy(self)
+        restated.message = message
+        restated.args = (message,)
+        return restated
 
     def to_dict(self) -> dict[str, str]:
         """The error as the API's JSON body: ``{"code", "message", "field"?}``."""

@@ -160,7 +160,7 @@ class FailingFollowUp(LayerBase):
     name = "failing"
 
     def after_save(self, thread: Thread, options: Any, saved: Sequence[Message]) -> None:
-        raise Unavailable("the scheduler is down")
+        raise Unavailable("the scheduler is down", retry_after=7.0)
 
 
 def test_given_a_follow_up_that_fails_after_the_store_committed_then_the_error_names_the_stored_ids(
@@ -173,6 +173,8 @@ def test_given_a_follow_up_that_fails_after_the_store_committed_then_the_error_n
 
     assert err.value.saved_ids == ["m-1"]
     assert "m-1" in err.value.message and "again with these ids is safe" in err.value.message
+    assert err.value.retry_after == 7.0, "the dependency's Retry-After survives the restated message"
+    assert str(err.value) == err.value.message and err.value.args == (err.value.message,)
 
 
 # --- item 2: deadlines --------------------------------------------------------------------------------

@@ -108,11 +108,9 @@ def _named_stored(exc: MemstackError, saved: Sequence[Message]) -> MemstackError
     """``exc`` with the stored batch's ids in ``saved_ids`` and its message saying the batch was stored."""
     ids = [m.id for m in saved]
     shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-    named = type(exc)(
+    named = exc.restated(
         f"{exc.message}; the messages were stored ({shown}): saving them again with these ids is safe "
-        "(an existing id updates in place)",
-        field=exc.field,
-        code=exc.code,
+        "(an existing id updates in place)"
     )
     named.saved_ids = ids
     return named

@@ -1343,11 +1343,9 @@ def _partial(exc: MemstackError, saved: list[Message], unsaved: list[str]) -> Me
     saved ids are a prefix of the batch: its transactions are written in order)."""
     saved_ids = list(dict.fromkeys(m.id for m in saved))
     unsaved_ids = [i for i in dict.fromkeys(unsaved) if i not in set(saved_ids)]
-    named = type(exc)(
+    named = exc.restated(
         f"{exc.message}; saved {len(saved_ids)} messages ({_id_span(saved_ids)}), not saved "
-        f"{len(unsaved_ids)} ({_id_span(unsaved_ids)}); saving the same batch again completes it",
-        field=exc.field,
-        code=exc.code,
+        f"{len(unsaved_ids)} ({_id_span(unsaved_ids)}); saving the same batch again completes it"
     )
     named.saved_ids, named.unsaved_ids = saved_ids, unsaved_ids
     return named
