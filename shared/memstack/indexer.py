@@ -8,7 +8,9 @@ calls :func:`handle_stream_event`; a save never waits on embedding (DESIGN.md "A
   ``index_saved`` reads the messages from the store, so a record older than the message's current state
   (a later edit, a delete) indexes the current state or nothing.
 * Removed messages (deletes, TTL expiry) are removed from the index, before the saves of the same batch, so
-  a message deleted and saved again within one batch ends up indexed.
+  a message deleted and saved again within one batch ends up indexed. The message now following each is
+  indexed again (its keyword text held the removed one's, ADR 0015): a TTL expiry has no ``delete_messages``
+  call to do it.
 * After a thread's saved messages are indexed, background observation is scheduled for it
   (``Memory.schedule_observation``) when observational memory or title generation is on — also when
   semantic recall is off and nothing was indexed. The engine decides whether anything is due and submits
@@ -101,7 +103,11 @@ def _remove(memory: Memory, resource_id: str, group: list[MessageChange], failed
     for start in range(0, len(group), _CHUNK):
         part = group[start : start + _CHUNK]
         try:
-            memory.index_removed(resource_id=resource_id, message_ids=[c.message_id for c in part])
+            memory.index_removed(
+                resource_id=resource_id,
+                message_ids=[c.message_id for c in part],
+                positions=[(c.thread_id, c.seq) for c in part],
+            )
         except Exception as exc:
             failed += [c.sequence_number for c in part]
             _log_failure("remove", exc, resource_id, None, len(part))

@@ -127,6 +127,39 @@ def test_given_a_deleted_thread_when_its_remove_records_are_handled_then_the_ind
     assert len(remaining) == 1
 
 
+def test_given_a_message_expired_by_ttl_when_its_remove_record_is_handled_then_its_words_find_nothing(
+    aws: tuple[Memory, OpenSearchDouble, Any],
+) -> None:
+    """DynamoDB's TTL deletes the item and nothing else: the REMOVE record is all the indexer hears. The
+    message after it carried the expired text in its keyword text (ADR 0015) and is indexed again."""
+    memory, double, stream = aws
+    handler = load_handler()
+    saved = memory.save_messages(
+        thread_id="t1", resource_id="r1", messages=["the walrus story", "a trumpet reply", "a glacier note"]
+    )
+    assert handler(stream.next_event(), None) == {"batchItemFailures": []}
+    keyword = {"semantic_recall": {"mode": "keyword", "top_k": 5, "message_range": 0, "scope": "resource"}}
+
+    def hits(query: str) -> list[str]:
+        return [
+            h.message_id
+            for h in memory.recall(thread_id="t1", resource_id="r1", query=query, options=keyword).hits
+        ]
+
+    assert hits("walrus") == [saved[0].id, saved[1].id]  # the reply is found by the turn it answers
+    memory.store.delete_messages("r1", [saved[0].id])  # what the TTL sweep does: the item, nothing more
+
+    event = stream.next_event()
+    assert [
+        r["eventName"] for r in event["Records"] if r["dynamodb"]["Keys"]["sk"]["S"].startswith("M#")
+    ] == ["REMOVE"]
+    assert handler(event, None) == {"batchItemFailures": []}
+
+    assert hits("walrus") == [], "the expired message's words do not stay in its successor's keyword text"
+    assert hits("trumpet")[0] == saved[1].id
+    assert sorted(docs(double, memory)) == sorted([saved[1].id, saved[2].id])
+
+
 def test_given_opensearch_failing_when_handled_then_only_that_threads_records_are_reported(
     aws: tuple[Memory, OpenSearchDouble, Any],
 ) -> None:

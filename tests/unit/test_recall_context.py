@@ -129,6 +129,57 @@ def test_given_the_previous_message_deleted_when_searching_its_words_then_nothin
     assert (health.indexed, health.stale) == (len(CHAT) - 2, 0)
 
 
+WORDS = ["walrus", "trumpet", "glacier", "lantern", "saffron", "harbour"]
+"""One word per message of a thread, found in no other message's own text."""
+
+
+@pytest.mark.parametrize(
+    "removed", [{0}, {2}, {5}, {1, 2}, {0, 1, 2}, {1, 3}, {3, 4, 5}, {0, 5}, {0, 2, 4}], ids=str
+)
+def test_given_messages_removed_from_the_store_when_the_index_is_told_then_their_words_find_nothing(
+    backend: Backend, removed: set[int]
+) -> None:
+    """A TTL expiry (or any removal the index hears of after the store, e.g. a stream's REMOVE records) has
+    no ``delete_messages`` call: ``index_removed`` with the messages' places re-indexes what now follows
+    each, so no removed text stays searchable through a successor's keyword text."""
+    memory = backend.memory
+    saved = memory.save_messages(thread_id=T, resource_id=R, messages=[f"the {word} story" for word in WORDS])
+    gone = [saved[i] for i in sorted(removed)]
+    backend.store.delete_messages(R, [m.id for m in gone])  # the store alone, as DynamoDB's TTL does
+
+    memory.index_removed(
+        resource_id=R, message_ids=[m.id for m in gone], positions=[(m.thread_id, m.seq) for m in gone]
+    )
+
+    for i, word in enumerate(WORDS):
+        hits = found(memory, word)
+        if i in removed:
+            assert hits == [], f"{word} (removed message {i}) after removing {sorted(removed)}"
+        else:
+            assert f"the {word} story" in hits, f"{word} (message {i}) after removing {sorted(removed)}"
+    health = memory.index_health(resource_id=R)
+    assert (health.indexed, health.stale) == (len(WORDS) - len(removed), 0)
+
+
+def test_given_positions_that_are_not_places_when_told_then_invalid_input_naming_them(
+    tmp_path: Path,
+) -> None:
+    from memstack.errors import InvalidInput
+
+    with Memory.local(tmp_path / "m.db", embedder="hash", background="inline") as memory:
+        for bad, field in (
+            ([("t1", -1)], "positions[0].seq"),
+            ([("t1", True)], "positions[0].seq"),
+            ([("t1", "3")], "positions[0].seq"),
+            ([("t1",)], "positions[0]"),
+            (["t1"], "positions[0]"),
+            ([("", 2)], "positions[0].thread_id"),
+        ):
+            with pytest.raises(InvalidInput) as caught:
+                memory.index_removed(resource_id=R, message_ids=["m1"], positions=bad)  # type: ignore[arg-type]
+            assert caught.value.field == field
+
+
 def test_given_marks_of_the_earlier_index_text_when_checked_then_stale_and_reindex_mends_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

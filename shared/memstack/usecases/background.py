@@ -413,9 +413,23 @@ class BackgroundWork:
         could not be indexed; the others were)."""
         return self._messages.reconcile_index(check_limit(limit, "limit", MAX_RECONCILE))
 
-    def index_removed(self, *, resource_id: str, message_ids: Sequence[str]) -> None:
-        """Remove deleted messages from the index (a stream indexer's REMOVE records; idempotent)."""
-        self._messages.index_removed(Scope.resource(resource_id), message_ids)
+    def index_removed(
+        self,
+        *,
+        resource_id: str,
+        message_ids: Sequence[str],
+        positions: Sequence[tuple[str, int]] = (),
+    ) -> None:
+        """Remove messages deleted from the store from the index (a stream indexer's REMOVE records, a delete
+        or a TTL expiry; idempotent).
+
+        ``positions`` are the removed messages' ``(thread_id, seq)`` where the caller knows them (a stream
+        record's key): the message now following each is indexed again, so no removed text stays
+        searchable through its successor's keyword text (ADR 0015), as ``delete_messages`` does inline.
+        Raises ``InvalidInput``/``PayloadTooLarge`` (more than ``MAX_BATCH`` ids or positions), ``Unavailable``
+        (the index or store failed; retrying is safe). A failure to re-index a successor is logged, and
+        ``index_health`` reports it stale."""
+        self._messages.index_removed(Scope.resource(resource_id), message_ids, positions)
 
     def settled(self, timeout: float | None = None) -> bool:
         """Wait for in-process background work to finish; ``False`` if ``timeout`` seconds passed first."""

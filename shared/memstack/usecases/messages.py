@@ -154,11 +154,39 @@ class Messages:
             )
         return written
 
-    def index_removed(self, scope: Scope, message_ids: Sequence[str]) -> None:
+    def index_removed(
+        self, scope: Scope, message_ids: Sequence[str], positions: Sequence[tuple[str, int]] = ()
+    ) -> None:
         """See ``Memory.index_removed``."""
         ids = check_ids(message_ids)
+        places = check_positions(positions)
         if ids:
             self.core.index.delete_messages(scope.resource_id, ids)
+        after = self._following_removed(scope.resource_id, places, set(ids))
+        if after:
+            self._refresh_context(scope.resource_id, after)
+
+    def _following_removed(
+        self, resource_id: str, places: list[tuple[str, int]], gone: set[str]
+    ) -> dict[str, list[str]]:
+        """Thread id → the ids of the messages that now follow messages removed from the store (their
+        ``(thread_id, seq)`` in ``places``): the first message still stored after each, whose keyword text
+        may hold a removed message's text (``recall.engine.keyword_context``). One read per run of
+        consecutive removed ``seq``s; empty with semantic recall off."""
+        if not self.core.options.semantic_recall.enabled or not places:
+            return {}
+        by_thread: dict[str, set[int]] = {}
+        for thread_id, seq in places:
+            by_thread.setdefault(thread_id, set()).add(seq)
+        after: dict[str, list[str]] = {}
+        for thread_id, seqs in by_thread.items():
+            for seq in sorted(seqs):
+                if seq + 1 in seqs:  # removed too: the run's last message finds what follows the run
+                    continue
+                nxt = self.core.store.list_messages(resource_id, thread_id, limit=1, after_seq=seq)
+                if nxt and nxt[0].id not in gone and nxt[0].id not in after.get(thread_id, ()):
+                    after.setdefault(thread_id, []).append(nxt[0].id)
+        return after
 
     def listing(
         self,
@@ -282,6 +310,22 @@ def check_ids(message_ids: Sequence[str]) -> list[str]:
     """Message ids, each checked (field ``message_ids[n]``), at most ``MAX_BATCH``."""
     check_batch(message_ids, "message_ids")
     return [check_id(i, f"message_ids[{n}]") for n, i in enumerate(message_ids)]
+
+
+def check_positions(positions: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """``(thread_id, seq)`` pairs, each checked (field ``positions[n]``), at most ``MAX_BATCH``."""
+    check_batch(positions, "positions")
+    checked: list[tuple[str, int]] = []
+    for n, place in enumerate(positions):
+        if not isinstance(place, list | tuple) or len(place) != 2:
+            raise InvalidInput(f"positions[{n}] must be a (thread_id, seq) pair", field=f"positions[{n}]")
+        thread_id, seq = place
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
+            raise InvalidInput(
+                f"positions[{n}].seq must be an integer from 0 to {MAX_SEQ}", field=f"positions[{n}].seq"
+            )
+        checked.append((check_id(thread_id, f"positions[{n}].thread_id"), seq))
+    return checked
 
 
 def _check_batch_rules(parsed: list[Message]) -> None:

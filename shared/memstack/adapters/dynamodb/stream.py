@@ -19,7 +19,8 @@ from memstack.adapters.dynamodb.items import MESSAGE_PREFIX, THREAD_PREFIX, pars
 class MessageChange:
     """A message item written (``saved``: INSERT or MODIFY) or deleted (``removed``: REMOVE, also by TTL).
 
-    ``sequence_number`` is the stream record's, the identifier Lambda expects in ``batchItemFailures``.
+    ``seq`` is the message's place in its thread (the item's sort key); ``sequence_number`` is the stream
+    record's, the identifier Lambda expects in ``batchItemFailures``.
     """
 
     kind: Literal["saved", "removed"]
@@ -27,6 +28,7 @@ class MessageChange:
     thread_id: str
     message_id: str
     sequence_number: str
+    seq: int
 
 
 def message_change(record: Mapping[str, Any]) -> MessageChange | None:
@@ -46,11 +48,14 @@ def message_change(record: Mapping[str, Any]) -> MessageChange | None:
     )
     message_id = _string(image.get("id"))
     sequence = str(data.get("SequenceNumber") or "")
-    if not (message_id and resource_id and thread_id and sequence):
+    seq = sk[len(MESSAGE_PREFIX) :]
+    if not (message_id and resource_id and thread_id and sequence and seq.isdecimal()):
         return None
     if _string(image.get("resource_id")) not in ("", resource_id):
         return None  # an image that contradicts its key: not an item this store wrote
-    return MessageChange("removed" if removed else "saved", resource_id, thread_id, message_id, sequence)
+    return MessageChange(
+        "removed" if removed else "saved", resource_id, thread_id, message_id, sequence, int(seq)
+    )
 
 
 def _string(value: Any) -> str:
