@@ -225,6 +225,51 @@ def test_close_names_the_jobs_it_leaves_and_the_sweep_finishes_them(
             assert rec is not None and rec.observed_seq(thread) == 10, thread
 
 
+def test_a_script_that_ends_without_close_leaves_its_unfinished_jobs_due_for_the_sweep(
+    tmp_path: Path,
+) -> None:
+    """The interpreter's exit hook (``_drain_at_exit``) waits for a scheduler nobody closed, then gives its
+    jobs up as a close() that runs out of time does: named in a warning, their records marked due."""
+    path = str(tmp_path / "om.db")
+    started, release = threading.Event(), threading.Event()
+
+    def hang(call: ChatCall) -> None:
+        if call.kind == "observer":
+            started.set()
+            release.wait(60)
+            raise Unavailable("the model hung")
+
+    threads = ["a", "b", "c"]
+    memory = om_memory(
+        ScriptedChatModel(on_call=hang), background="thread", path=path, observational_memory=TIGHT
+    )
+    try:
+        for thread in threads:
+            memory.save_messages(
+                thread_id=thread, resource_id=R, messages=[sentence(i) for i in range(1, 11)]
+            )
+        assert started.wait(30)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            scheduler_module._drain_at_exit(timeout=0.5)  # what atexit runs when the script ends
+    finally:
+        release.set()
+    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(said) == 2, said
+    assert "still queued at exit" in said[0]
+    assert "the interpreter's exit waited" in said[1] and "marked due" in said[1]
+    assert all(f"(thread {thread})" in said[1] for thread in threads)
+
+    chat = ScriptedChatModel()
+    with om_memory(chat, path=path, observational_memory=TIGHT) as again:
+        result = again.sweep_observations(idle_seconds=0)
+        assert result.started == len(threads)
+        assert again.settled(60)
+        for thread in threads:
+            rec = again.get_observation_record(resource_id=R, thread_id=thread)
+            assert rec is not None and rec.observed_seq(thread) == 10, thread
+
+
 def test_close_with_everything_finished_says_nothing() -> None:
     chat = ScriptedChatModel()
     memory = om_memory(chat, background="thread", observational_memory=TIGHT)

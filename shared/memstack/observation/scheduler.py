@@ -39,9 +39,11 @@ _open: weakref.WeakSet[InProcessScheduler] = weakref.WeakSet()
 
 def _drain_at_exit(timeout: float | None = None) -> None:
     """At interpreter exit, before daemon threads stop: wait (at most ``timeout`` seconds in all, default
-    ``EXIT_DRAIN_SECONDS``) for the jobs of every scheduler nobody closed, warning that it does so, and
-    warn again about any job still not done: work is never dropped without a word."""
-    budget = time.monotonic() + (EXIT_DRAIN_SECONDS if timeout is None else timeout)
+    ``EXIT_DRAIN_SECONDS``) for the jobs of every scheduler nobody closed, warning that it does so; the jobs
+    still not done are named in a second warning and handed to the scheduler's ``abandoned`` (``Memory``
+    marks their records due for the sweep): work is never dropped without a word."""
+    started = time.monotonic()
+    budget = started + (EXIT_DRAIN_SECONDS if timeout is None else timeout)
     for scheduler in list(_open):
         waiting = scheduler.unfinished
         if not waiting:
@@ -56,12 +58,10 @@ def _drain_at_exit(timeout: float | None = None) -> None:
             stacklevel=1,
         )
         if not scheduler.settled(max(0.0, budget - time.monotonic())):
-            warnings.warn(
-                f"memstack: {scheduler.unfinished} background observation job(s) abandoned at exit; a "
-                "later save or the sweep observes those messages",
-                RuntimeWarning,
-                stacklevel=1,
-            )
+            # the owner marks the records due, as after a close() that runs out of time, so the sweep
+            # finds them whether or not the thread is saved again
+            waited = time.monotonic() - started
+            scheduler.give_up(scheduler.stop(0.0, by="the interpreter's exit", waited=waited))
 
 
 atexit.register(_drain_at_exit)
@@ -78,12 +78,21 @@ class InProcessScheduler:
         run: does one job.
         synchronous: run each job inside ``submit`` (tests, simulations, one-shot scripts).
         max_keys: how many recent keys to remember for de-duplication.
+        abandoned: called with each job the interpreter's exit gives up (a script that ended without
+            ``Memory.close()``, its jobs not done within ``EXIT_DRAIN_SECONDS``); ``Memory`` marks the job's
+            record due for the sweep. A ``close()`` returns what it gave up to its caller instead.
     """
 
     def __init__(
-        self, run: Callable[[ObservationJob], None], *, synchronous: bool = False, max_keys: int = 10_000
+        self,
+        run: Callable[[ObservationJob], None],
+        *,
+        synchronous: bool = False,
+        max_keys: int = 10_000,
+        abandoned: Callable[[ObservationJob], None] | None = None,
     ) -> None:
         self._run = run
+        self._abandoned = abandoned
         self.synchronous = synchronous
         self._max_keys = max_keys
         self._seen: OrderedDict[str, None] = OrderedDict()
@@ -141,6 +150,13 @@ class InProcessScheduler:
         Returns:
             The jobs left unfinished (the running one first); empty when everything finished.
         """
+        return self.stop(CLOSE_TIMEOUT if timeout is None else timeout)
+
+    def stop(
+        self, timeout: float, *, by: str = "close()", waited: float | None = None
+    ) -> list[ObservationJob]:
+        """``close`` with its timeout given; ``by`` and ``waited`` (seconds, default ``timeout``) are what the
+        warning about unfinished jobs says stopped the scheduler and how long it waited."""
         with self._lock:
             first = not self._closed
             self._closed = True
@@ -150,7 +166,6 @@ class InProcessScheduler:
             return []
         if first:
             self._queue.put(_STOP)
-        timeout = CLOSE_TIMEOUT if timeout is None else timeout
         worker.join(timeout)
         if not worker.is_alive():
             return []
@@ -159,8 +174,22 @@ class InProcessScheduler:
         if running is not None:
             left.insert(0, running)
         if left:
-            _warn_unfinished(left, timeout, running=running is not None)
+            handed = by == "close()" or self._abandoned is not None
+            _warn_unfinished(
+                left, timeout if waited is None else waited, running=running is not None, by=by, handed=handed
+            )
         return left
+
+    def give_up(self, jobs: list[ObservationJob]) -> None:
+        """Hand jobs given up at exit to ``abandoned`` (when set); a failure is logged, never raised (the
+        interpreter is ending, and the thread's next save schedules the work again anyway)."""
+        if self._abandoned is None:
+            return
+        for job in jobs:
+            try:
+                self._abandoned(job)
+            except Exception:
+                logger.exception("could not hand over an abandoned observation job", extra={"key": job.key})
 
     def _take_queued(self) -> list[ObservationJob]:
         """Empty the queue of jobs not started (the stop marker goes back, for the worker to end on)."""
@@ -192,16 +221,24 @@ class InProcessScheduler:
                 self._queue.task_done()
 
 
-def _warn_unfinished(jobs: list[ObservationJob], timeout: float, *, running: bool) -> None:
-    """Say what a close left undone: a log record with the ids, and a ``RuntimeWarning`` (the library's
-    logger has only a ``NullHandler`` unless the host set logging up, and this must reach whoever closed)."""
+def _warn_unfinished(
+    jobs: list[ObservationJob], timeout: float, *, running: bool, by: str, handed: bool
+) -> None:
+    """Say what a close (``by``) left undone: a log record with the ids, and a ``RuntimeWarning`` (the
+    library's logger has only a ``NullHandler`` unless the host set logging up, and this must reach whoever
+    closed). ``handed``: the jobs go to an owner that marks their records due."""
     named = ", ".join(f"{job.key} (thread {job.thread_id})" for job in jobs[:MAX_NAMED_JOBS])
     more = f" and {len(jobs) - MAX_NAMED_JOBS} more" if len(jobs) > MAX_NAMED_JOBS else ""
-    text = (
-        f"memstack: close() waited {timeout:g} s and left {len(jobs)} background observation job(s) "
-        f"unfinished ({'1 running, ' if running else ''}{len(jobs) - running} not started): {named}{more}. "
+    after = (
         "Their records are marked due: the thread's next save or a sweep (Memory.sweep_observations) "
         "does the work"
+        if handed
+        else "The thread's next save schedules the work again"
+    )
+    text = (
+        f"memstack: {by} waited {timeout:g} s and left {len(jobs)} background observation job(s) "
+        f"unfinished ({'1 running, ' if running else ''}{len(jobs) - running} not started): {named}{more}. "
+        + after
     )
     logger.warning(
         "close left background observation jobs unfinished",

@@ -90,7 +90,9 @@ class Background:
         """The scheduler (made on first use unless one was given)."""
         with self._lock:
             if self._scheduler is None:
-                self._scheduler = InProcessScheduler(self._run, synchronous=self._inline)
+                self._scheduler = InProcessScheduler(
+                    self._run, synchronous=self._inline, abandoned=self._mark_due
+                )
             return self._scheduler
 
     def settled(self, timeout: float | None) -> bool:
