@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -181,11 +182,12 @@ def test_jobs_queued_behind_a_failing_call_check_the_backoff_when_they_start(fai
         assert rec is not None and rec.failure_count == 1
 
 
-def test_close_names_the_jobs_it_leaves_and_the_sweep_finishes_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(scheduler_module, "CLOSE_TIMEOUT", 0.5, raising=False)
-    path = str(tmp_path / "om.db")
+THREADS = ["a", "b", "c"]
+
+
+def stop_with_a_hung_observer(path: str, stop: Callable[[Any], None]) -> list[str]:
+    """Three threads' jobs queued behind an Observer call that hangs, then ``stop(memory)`` (a close, or the
+    exit hook); returns the ``RuntimeWarning`` texts it gave. The hung call ends (failing) afterwards."""
     started, release = threading.Event(), threading.Event()
 
     def hang(call: ChatCall) -> None:
@@ -194,35 +196,46 @@ def test_close_names_the_jobs_it_leaves_and_the_sweep_finishes_them(
             release.wait(60)
             raise Unavailable("the model hung")
 
-    threads = ["a", "b", "c"]
     memory = om_memory(
         ScriptedChatModel(on_call=hang), background="thread", path=path, observational_memory=TIGHT
     )
     try:
-        for thread in threads:  # one save each: one job each
+        for thread in THREADS:  # one save each: one job each
             memory.save_messages(
                 thread_id=thread, resource_id=R, messages=[sentence(i) for i in range(1, 11)]
             )
         assert started.wait(30)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            memory.close()
+            stop(memory)
     finally:
         release.set()
-    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert len(said) == 1, said
-    assert "left 3 background observation job(s) unfinished (1 running, 2 not started)" in said[0]
-    assert all(f"(thread {thread})" in said[0] for thread in threads)
-    assert sentence(1) not in said[0] and "hiking" not in said[0]
+    return [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
 
-    chat = ScriptedChatModel()
-    with om_memory(chat, path=path, observational_memory=TIGHT) as again:
+
+def assert_the_sweep_finishes_them(path: str) -> None:
+    with om_memory(ScriptedChatModel(), path=path, observational_memory=TIGHT) as again:
         result = again.sweep_observations(idle_seconds=0)
-        assert result.started == len(threads)
+        assert result.started == len(THREADS)
         assert again.settled(60)
-        for thread in threads:
+        for thread in THREADS:
             rec = again.get_observation_record(resource_id=R, thread_id=thread)
             assert rec is not None and rec.observed_seq(thread) == 10, thread
+
+
+def test_close_names_the_jobs_it_leaves_and_the_sweep_finishes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scheduler_module, "CLOSE_TIMEOUT", 0.5, raising=False)
+    path = str(tmp_path / "om.db")
+
+    said = stop_with_a_hung_observer(path, lambda memory: memory.close())
+
+    assert len(said) == 1, said
+    assert "left 3 background observation job(s) unfinished (1 running, 2 not started)" in said[0]
+    assert all(f"(thread {thread})" in said[0] for thread in THREADS)
+    assert sentence(1) not in said[0] and "hiking" not in said[0]
+    assert_the_sweep_finishes_them(path)
 
 
 def test_a_script_that_ends_without_close_leaves_its_unfinished_jobs_due_for_the_sweep(
@@ -231,43 +244,15 @@ def test_a_script_that_ends_without_close_leaves_its_unfinished_jobs_due_for_the
     """The interpreter's exit hook (``_drain_at_exit``) waits for a scheduler nobody closed, then gives its
     jobs up as a close() that runs out of time does: named in a warning, their records marked due."""
     path = str(tmp_path / "om.db")
-    started, release = threading.Event(), threading.Event()
 
-    def hang(call: ChatCall) -> None:
-        if call.kind == "observer":
-            started.set()
-            release.wait(60)
-            raise Unavailable("the model hung")
+    # what atexit runs when a script ends without closing its Memory
+    said = stop_with_a_hung_observer(path, lambda _: scheduler_module._drain_at_exit(timeout=0.5))
 
-    threads = ["a", "b", "c"]
-    memory = om_memory(
-        ScriptedChatModel(on_call=hang), background="thread", path=path, observational_memory=TIGHT
-    )
-    try:
-        for thread in threads:
-            memory.save_messages(
-                thread_id=thread, resource_id=R, messages=[sentence(i) for i in range(1, 11)]
-            )
-        assert started.wait(30)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            scheduler_module._drain_at_exit(timeout=0.5)  # what atexit runs when the script ends
-    finally:
-        release.set()
-    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert len(said) == 2, said
     assert "still queued at exit" in said[0]
     assert "the interpreter's exit waited" in said[1] and "marked due" in said[1]
-    assert all(f"(thread {thread})" in said[1] for thread in threads)
-
-    chat = ScriptedChatModel()
-    with om_memory(chat, path=path, observational_memory=TIGHT) as again:
-        result = again.sweep_observations(idle_seconds=0)
-        assert result.started == len(threads)
-        assert again.settled(60)
-        for thread in threads:
-            rec = again.get_observation_record(resource_id=R, thread_id=thread)
-            assert rec is not None and rec.observed_seq(thread) == 10, thread
+    assert all(f"(thread {thread})" in said[1] for thread in THREADS)
+    assert_the_sweep_finishes_them(path)
 
 
 def test_close_with_everything_finished_says_nothing() -> None:
