@@ -459,6 +459,10 @@ class SearchResults:
     keyword: list[IndexHit] | None
 
 
+MAX_TOP_K = 10_000
+"""Largest ``top_k`` a ``SearchIndex.search`` accepts; recall never asks for more, whatever its options."""
+
+
 @runtime_checkable
 class SearchIndex(Protocol):
     """Vector and keyword (BM25) search over message chunks, filtered inside the search.
@@ -518,7 +522,7 @@ class SearchIndex(Protocol):
     ) -> SearchResults:
         """Search the resource (or one of its threads) by vector, by keywords, or both in one call.
 
-        Each list holds up to ``top_k`` distinct messages, best first, all matching ``filter``
+        Each list holds up to ``top_k`` (1..``MAX_TOP_K``) distinct messages, best first, all matching ``filter``
         (a validated metadata filter, see ``memstack.filters``) — the filter applies inside the
         search, so a filtered query still returns up to ``top_k`` hits.
         """

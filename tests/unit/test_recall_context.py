@@ -215,3 +215,19 @@ def test_keyword_context_is_the_last_chunk_of_the_previous_messages_text() -> No
     assert keyword_context(None, options) == ""
     assert keyword_text("reply", at, "question") == "question\nreply\nMay 1 2024"
     assert keyword_text("reply", at) == "reply\nMay 1 2024"
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "keyword"])
+def test_given_top_k_and_message_range_at_their_limits_when_recalling_then_the_hits_come_back(
+    backend: Backend, mode: str
+) -> None:
+    memory = backend.memory
+    save_chat(memory)
+    limits = {"semantic_recall": {"mode": mode, "top_k": 100, "message_range": 50, "scope": "resource"}}
+
+    found = memory.recall(thread_id="elsewhere", resource_id=R, query="adoption agencies", options=limits)
+    context = memory.context(
+        thread_id="elsewhere", resource_id=R, message="adoption agencies", options=limits
+    )
+
+    assert found.hits and len(context.recalled) == len(CHAT)

@@ -152,3 +152,28 @@ def test_given_the_best_match_is_a_short_message_when_recall_asks_top_k_1_range_
         assert [m.id for m in found.messages] == [saved[0].id]
         context = memory.context(thread_id="q", resource_id="r", message="love garden", options=options)
         assert [m.id for m in context.recalled] == [saved[0].id]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "keyword"])
+def test_every_valid_option_asks_an_index_search_for_at_most_its_limit(mode: str) -> None:
+    """``top_k`` and ``message_range`` each within their limits can make a budget past what an index
+    search returns (100 × (50 + 1 + 50) = 10,100): recall asks for at most ``ports.MAX_TOP_K``."""
+    from memstack.ports import MAX_TOP_K
+    from memstack.recall.engine import list_depth
+    from memstack.recall.window import candidate_count
+
+    for top_k, before, after, candidates in itertools.product(
+        (1, 4, 99, 100), (0, 1, 50), (0, 1, 50), (1, 20)
+    ):
+        options = SemanticRecallOptions.model_validate(
+            {
+                "mode": mode,
+                "top_k": top_k,
+                "message_range": {"before": before, "after": after},
+                "hybrid": {"candidates": candidates},
+            }
+        )
+        want = candidate_count(options)
+        assert 1 <= want <= MAX_TOP_K and 1 <= list_depth(options, want) <= MAX_TOP_K, options
+        if message_budget(options) <= MAX_TOP_K:
+            assert want == message_budget(options)

@@ -9,10 +9,8 @@ from typing import Any
 
 from memstack.errors import InvalidInput
 from memstack.model import check_id, check_metadata
+from memstack.ports import MAX_TOP_K as MAX_TOP_K  # the port's limit, checked here for every adapter
 from memstack.ports import IndexEntry
-
-MAX_TOP_K = 10_000
-"""Largest ``top_k`` a search accepts."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from memstack.errors import Unavailable
 from memstack.fusion import FusedHit, fuse, keyword_relevance
 from memstack.model import Message, Resource, Thread
 from memstack.ports import (
+    MAX_TOP_K,
     Clock,
     Embedder,
     IndexEntry,
@@ -645,10 +646,10 @@ def list_depth(options: SemanticRecallOptions, limit: int) -> int:
     """How many hits recall asks each retriever for: in ``hybrid`` mode ``top_k × hybrid.candidates`` (at
     least ``limit``), else ``limit``. The length follows ``options.top_k``, not ``limit``: asking for more
     hits must not change how the best ones rank (neighbour support and spread weighting read every
-    candidate of the lists)."""
+    candidate of the lists). At most ``ports.MAX_TOP_K``, what an index search returns."""
     if options.mode == "hybrid":
-        return max(options.top_k * options.hybrid.candidates, limit)
-    return limit
+        return min(max(options.top_k * options.hybrid.candidates, limit), MAX_TOP_K)
+    return min(limit, MAX_TOP_K)
 
 
 def rank_hits(

@@ -30,6 +30,7 @@ from memstack.config import SemanticRecallOptions
 from memstack.dates import TimeRange
 from memstack.fusion import FusedHit
 from memstack.model import Message, TextPart
+from memstack.ports import MAX_TOP_K
 
 SHORT_REPLY_WORDS = 4
 """A hit of at most this many words (text parts, whitespace-separated) is a short reply: its window
@@ -46,8 +47,10 @@ def message_budget(options: SemanticRecallOptions) -> int:
 
 def candidate_count(options: SemanticRecallOptions) -> int:
     """How many hits recall ranks before choosing windows: as many as could fit the budget if every
-    window collapsed to its hit (``message_budget``), so overlapping windows never leave it unused."""
-    return message_budget(options)
+    window collapsed to its hit (``message_budget``), so overlapping windows never leave it unused — at
+    most what an index search returns (``ports.MAX_TOP_K``: ``top_k`` 100 with ``message_range`` 50 is a
+    budget of 10,100)."""
+    return min(message_budget(options), MAX_TOP_K)
 
 
 def fetch_span(options: SemanticRecallOptions) -> tuple[int, int]:
