@@ -111,6 +111,48 @@ def test_given_working_memory_set_when_got_then_the_same_document_at_each_scope(
     )
 
 
+@pytest.mark.parametrize("source", ["file", "stdin"])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"\xff\xfe# Alice", None),  # UTF-16's byte-order mark: not UTF-8
+        (b"# Alice\n- caf\xe9", None),  # Latin-1
+        (b"# Alice\n- \xed\xa0\x80", None),  # an encoded surrogate
+        (b"\xef\xbb\xbf# Alice\r\n- sails", "# Alice\n- sails"),  # UTF-8 with a BOM and CRLF
+    ],
+)
+def test_given_a_document_file_when_setting_working_memory_then_utf8_is_read_and_anything_else_exit_2(
+    db: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    source: str,
+    raw: bytes,
+    expected: str | None,
+) -> None:
+    """A file and standard input give the same answer: the document, or exit 2 naming ``--file``."""
+    import io
+
+    path = tmp_path / "doc.md"
+    path.write_bytes(raw)
+    if source == "stdin":
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(raw)))
+    name = str(path) if source == "file" else "-"
+
+    code, _, err = run(
+        capsys, "working-memory", "set", "--resource", "alice", "--db", str(db), *LOCAL, "--file", name
+    )
+
+    if expected is None:
+        assert code == 2 and "is not UTF-8 text" in err and "Traceback" not in err
+    else:
+        assert code == 0
+        got = run(capsys, "working-memory", "get", "--resource", "alice", "--db", str(db), *LOCAL, "--json")[
+            1
+        ]
+        assert json.loads(got) == {"working_memory": expected}
+
+
 def test_given_thread_scope_without_a_thread_when_getting_working_memory_then_exit_2_naming_it(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

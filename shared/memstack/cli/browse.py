@@ -191,18 +191,7 @@ def run_wm_get(args: argparse.Namespace) -> int:
 def run_wm_set(args: argparse.Namespace) -> int:
     """``memstack working-memory set``."""
     thread = _wm_thread(args)
-    if args.text is not None:
-        document = args.text
-    elif args.file == "-":
-        document = sys.stdin.read()
-    else:
-        try:
-            with open(args.file, encoding="utf-8") as f:
-                document = f.read()
-        except OSError as exc:
-            raise InvalidInput(
-                f"cannot read --file {args.file}: {exc.strerror or exc}", field="file"
-            ) from None
+    document = args.text if args.text is not None else _read_document(args.file)
     with open_target(args) as target:
         target.update_working_memory(
             resource_id=args.resource, thread_id=thread, working_memory=document, options=_wm_options(args)
@@ -213,6 +202,27 @@ def run_wm_set(args: argparse.Namespace) -> int:
         owner = thread if args.scope == "thread" else args.resource
         print(f"working memory of {args.scope} {owner!r} updated")
     return 0
+
+
+def _read_document(name: str) -> str:
+    """The UTF-8 text of file ``name`` (``-``: standard input), read as bytes and decoded strictly, so a file
+    and a pipe give the same answer (newlines and a byte-order mark as text mode reads them). Raises ``InvalidInput`` (field ``file``): unreadable, or not UTF-8."""
+    shown = "standard input" if name == "-" else name
+    try:
+        if name == "-":
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(name, "rb") as f:
+                raw = f.read()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read --file {shown}: {exc.strerror or exc}", field="file") from None
+    try:
+        text = raw.decode("utf-8-sig")  # an editor's byte-order mark is not part of the document
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"--file {shown} is not UTF-8 text (an invalid byte at offset {exc.start})", field="file"
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # newlines as text mode reads them
 
 
 def run_observations(args: argparse.Namespace) -> int:
