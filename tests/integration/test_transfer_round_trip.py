@@ -209,6 +209,80 @@ def test_given_a_bad_file_when_importing_then_invalid_input_naming_the_line_and_
         assert target.memory.list_threads(resource_id="user-a").threads == ()
 
 
+def _edited(kind: str, change: object) -> object:
+    """A mangle that applies ``change`` (a function of the record's dict) to the first record of ``kind``."""
+    import json
+
+    def mangle(lines: list[str]) -> list[str]:
+        out, done = [], False
+        for line in lines:
+            record = json.loads(line)
+            if not done and record["type"] == kind:
+                change(record)  # type: ignore[operator]
+                line, done = json.dumps(record), True
+            out.append(line)
+        return out
+
+    return mangle
+
+
+WORDS = " ".join(f"w{i}" for i in range(2_500))
+"""Working memory within the character limit (13,889 of 16,000) and over its target's default
+``max_tokens`` of 2,000 (6,500 tokens)."""
+
+
+@pytest.mark.parametrize(
+    ("mangle", "reason"),
+    [
+        (_edited("message", lambda r: r.update(parts=[])), "parts must be a non-empty list"),
+        (_edited("message", lambda r: r.update(parts=[{"type": "text", "text": ""}])), "has no content"),
+        (_edited("message", lambda r: r.update(parts=[{"type": "text", "text": "x"}] * 1001)), "1000 parts"),
+        (
+            _edited("message", lambda r: r.update(parts=[{"type": "text", "text": "x" * 1_000_001}])),
+            "limit of 1000000 characters",
+        ),
+        (_edited("message", lambda r: r.update(role="system")), "system messages are not stored"),
+        (_edited("message", lambda r: r.update(metadata={"k": "\ud800"})), "metadata"),
+        (_edited("thread", lambda r: r.update(title="t" * 1001)), "limit of 1000 characters"),
+        (_edited("thread", lambda r: r.update(metadata={"bad key": 1})), "metadata keys start with a letter"),
+        (_edited("resource", lambda r: r.update(working_memory="w" * 20_000)), "limit of 16000 characters"),
+        (_edited("resource", lambda r: r.update(working_memory="# \ud800")), "working_memory"),
+        (_edited("resource", lambda r: r.update(working_memory=WORDS)), "working_memory.max_tokens"),
+        (
+            _edited("thread", lambda r: r["metadata"].update(working_memory=WORDS)),
+            "working_memory.max_tokens",
+        ),
+    ],
+    ids=[
+        "no-parts",
+        "no-content",
+        "too-many-parts",
+        "message-too-long",
+        "system-role",
+        "message-metadata-surrogate",
+        "title-too-long",
+        "thread-metadata-key",
+        "working-memory-too-long",
+        "working-memory-surrogate",
+        "working-memory-over-max-tokens",
+        "thread-working-memory-over-max-tokens",
+    ],
+)
+def test_given_a_record_that_no_write_path_accepts_when_importing_then_refused_by_line_and_nothing_written(
+    tmp_path: Path, source: Memory, mangle: object, reason: str
+) -> None:
+    """An import applies the rules of the paths that write what it restores (``save_messages``,
+    ``create_thread``, ``update_working_memory``), with the target's options where they set a limit."""
+    lines = export(source, tmp_path / "a.jsonl")
+    (tmp_path / "bad.jsonl").write_text("\n".join(mangle(lines)) + "\n")  # type: ignore[operator]
+    with open_backend("sqlite", tmp_path / "target") as target:  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput) as err:
+            import_jsonl(target.memory, tmp_path / "bad.jsonl")
+        assert reason in err.value.message and err.value.message.startswith("line ")
+        assert err.value.field == "line"
+        assert target.memory.store.list_resource_ids(limit=10).ids == ()
+
+
 def _second_thread_reusing_m1(lines: list[str]) -> list[str]:
     """A thread ``trip2`` of user-a whose one message reuses the id ``m1`` of thread ``trip``."""
     other = lines[9].replace('"id":"t1","resource_id":"user-b"', '"id":"trip2","resource_id":"user-a"')

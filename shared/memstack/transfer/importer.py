@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from memstack.errors import Conflict
+from memstack.errors import Conflict, MemstackError
 from memstack.model import Message, ObservationRecord, Resource, Thread, same_record
 from memstack.transfer.progress import NoProgress, Progress
 from memstack.transfer.records import COUNT_KEYS, COUNTED, Record, bad_line, check_header, parse
@@ -246,6 +246,7 @@ def _present(memory: Memory, checked: CheckedFile) -> set[int]:
     present: set[int] = set()
     for record in checked.records:
         value = record.value
+        _within_target_limits(memory, record)
         stored: object
         if isinstance(value, Thread):
             stored = store.get_thread(value.resource_id, value.id)
@@ -264,6 +265,26 @@ def _present(memory: Memory, checked: CheckedFile) -> set[int]:
             )
         present.add(record.line)
     return present
+
+
+def _within_target_limits(memory: Memory, record: Record) -> None:
+    """Working memory within the limits of the target's options, as every other path that writes it:
+    a resource's document (``working_memory.max_tokens``) and a thread's ``metadata.working_memory``
+    (``WorkingMemoryActions.check_seed``: the schema in JSON mode, then the limits).
+
+    Raises:
+        InvalidInput: naming the record's line (``line N: …``); nothing is written.
+    """
+    from memstack.working_memory.service import check_size
+
+    value = record.value
+    try:
+        if isinstance(value, Thread):
+            memory.working_memory.check_seed(memory.options, value.metadata)
+        elif isinstance(value, Resource) and value.working_memory is not None:
+            check_size(value.working_memory, memory.tokenizer, memory.options.working_memory.max_tokens)
+    except MemstackError as exc:
+        raise bad_line(record.line, f"{record.kind}: {exc.message}") from None
 
 
 class _Writer:

@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from memstack.errors import InvalidInput
-from memstack.model import Message, ObservationRecord, Resource, Thread
+from memstack.errors import InvalidInput, MemstackError
+from memstack.model import Message, ObservationRecord, Resource, Thread, check_metadata
 
 FORMAT = "memstack-export"
 """The header's ``format``."""
@@ -95,11 +95,44 @@ def parse(line_number: int, text: str) -> Record:
         known = ", ".join(["header", *KINDS, "end"])
         raise bad_line(line_number, f"unknown record type {kind!r} (known: {known})")
     try:
-        return Record(line_number, kind, model.model_validate(data))
+        value = model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or kind
         raise bad_line(line_number, f"{kind}: {where}: {first['msg']}") from None
+    try:
+        check_content(value)
+    except MemstackError as exc:
+        raise bad_line(line_number, f"{kind}: {exc.message}") from None
+    return Record(line_number, kind, value)
+
+
+def check_content(value: BaseModel) -> None:
+    """The rules every write path applies to what a record holds, beyond its model's types: a message as
+    ``save_messages`` takes it (``inputs.coerce_message``: parts, sizes, content, metadata, author; never
+    the ``system`` role), a thread's title and metadata as ``create_thread`` takes them, a resource's
+    metadata and working memory's text and character limit (``working_memory.service``). Limits that
+    depend on the target's options (``working_memory.max_tokens``) are checked by the import against it.
+
+    Raises:
+        InvalidInput, PayloadTooLarge: naming the field.
+    """
+    from memstack.inputs import coerce_message
+    from memstack.usecases.checks import check_thread_metadata, check_title
+    from memstack.working_memory.service import check_chars
+
+    if isinstance(value, Message):
+        if value.role == "system":  # never stored: context() takes them as instructions
+            raise InvalidInput("role: system messages are not stored", field="message.role")
+        data = value.model_dump(exclude={"seq"})
+        coerce_message(data, thread_id=value.thread_id, resource_id=value.resource_id, now=value.created_at)
+    elif isinstance(value, Thread):
+        check_title(value.title)
+        check_thread_metadata(value.metadata)
+    elif isinstance(value, Resource):
+        check_metadata(value.metadata, "metadata")
+        if value.working_memory is not None:
+            check_chars(value.working_memory)
 
 
 def check_header(record: Record) -> None:

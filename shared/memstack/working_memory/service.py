@@ -116,18 +116,24 @@ def check_size(document: str, tokenizer: Tokenizer, max_tokens: int) -> None:
         PayloadTooLarge: over ``MAX_WORKING_MEMORY_CHARS`` characters or over ``max_tokens`` tokens.
         InvalidInput: not valid text (a lone surrogate, e.g. from a JSON ``\\ud800`` escape).
     """
-    check_text(document, "working_memory")
-    if len(document) > MAX_WORKING_MEMORY_CHARS:
-        raise PayloadTooLarge(
-            f"working_memory has {len(document)} characters, over the limit of {MAX_WORKING_MEMORY_CHARS} "
-            "characters",
-            field="working_memory",
-        )
+    check_chars(document)
     tokens = tokenizer.count(document)
     if tokens > max_tokens:
         raise PayloadTooLarge(
             f"working_memory has {tokens} tokens, over the limit of {max_tokens} tokens "
             "(working_memory.max_tokens)",
+            field="working_memory",
+        )
+
+
+def check_chars(document: str) -> None:
+    """The option-free half of ``check_size``: valid text of at most ``MAX_WORKING_MEMORY_CHARS``
+    characters. Raises ``InvalidInput`` (a lone surrogate), ``PayloadTooLarge`` (too long)."""
+    check_text(document, "working_memory")
+    if len(document) > MAX_WORKING_MEMORY_CHARS:
+        raise PayloadTooLarge(
+            f"working_memory has {len(document)} characters, over the limit of {MAX_WORKING_MEMORY_CHARS} "
+            "characters",
             field="working_memory",
         )
 
