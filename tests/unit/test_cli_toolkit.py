@@ -273,6 +273,15 @@ def test_given_one_resource_and_another_embedder_when_reindexing_then_exit_2_say
 ) -> None:
     code, _, err = run(capsys, "reindex", "--resource", "alice", "--db", str(db), "--embedder", "local")
     assert code == 2 and "without --resource" in err
+    assert "run the same command again" not in err, "a refused reindex would be refused again"
+
+
+def test_given_a_resource_that_does_not_exist_when_reindexing_then_exit_2_without_a_resume_hint(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "reindex", "--resource", "nobody", "--db", str(db), *LOCAL)
+    assert code == 2 and "'nobody' not found" in err
+    assert "run the same command again" not in err
 
 
 def test_given_version_when_asked_then_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:

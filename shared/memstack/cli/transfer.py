@@ -25,7 +25,7 @@ from memstack.cli.common import (
     stoppable,
 )
 from memstack.cli.progress import ProgressBar
-from memstack.errors import InvalidInput
+from memstack.errors import InvalidInput, MemstackError
 
 
 def add_parsers(sub: Any) -> None:
@@ -154,8 +154,11 @@ def run_reindex(args: argparse.Namespace) -> int:
     with stoppable(), memory, ProgressBar("reindex", quiet=args.quiet) as bar:
         try:
             report = reindex(memory, selection, progress=bar)
-        except (KeyboardInterrupt, Exception):
-            say("memstack reindex: not finished; run the same command again to resume")
+        except (KeyboardInterrupt, Exception) as exc:
+            # the same command resumes an interrupted or failed run; a refused one (a resource that does not
+            # exist, another embedder for one resource) would be refused again
+            if not (isinstance(exc, MemstackError) and exc.status < 500):
+                say("memstack reindex: not finished; run the same command again to resume")
             raise
     _report(
         args,
