@@ -233,6 +233,28 @@ def test_given_export_then_import_into_a_new_database_when_exported_again_then_t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl", "copy.db", "memory.db"]
 
 
+def test_given_deleted_messages_when_exporting_then_the_summary_counts_what_the_file_holds(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Memory.local(db, embedder="hash") as memory:
+        first = memory.list_messages(resource_id="alice", thread_id="trip").messages[0]
+        memory.delete_messages(resource_id="alice", message_ids=[first.id])
+    out_file = tmp_path / "a.jsonl"
+
+    code, out, err = run(capsys, "export", "--db", str(db), *LOCAL, "-o", str(out_file), "--json")
+
+    held = [json.loads(line)["type"] for line in out_file.read_text().splitlines()]
+    assert code == 0 and held.count("message") == 2
+    assert json.loads(out)["counts"] == {
+        "resources": 0,
+        "threads": 2,
+        "messages": 2,
+        "observation_records": held.count("observation_record"),
+    }
+    code, _, err = run(capsys, "export", "--db", str(db), *LOCAL, "-o", str(out_file))
+    assert "exported 0 resources, 2 threads, 2 messages" in err
+
+
 def test_given_a_bad_file_when_importing_then_exit_2_naming_the_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,6 +8,7 @@ HTTP API does not offer, so ``--url`` does not apply; on AWS they run with the d
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -98,11 +99,11 @@ def run_export(args: argparse.Namespace) -> int:
     with stoppable(), open_store(args) as store, ProgressBar("export", quiet=args.quiet) as bar:
         try:
             out = partial.open("w", encoding="utf-8") if partial else sys.stdout
-            lines = 0
+            lines, last = 0, ""
             try:
                 for line in export_jsonl(store, selection, progress=bar):
                     out.write(line + "\n")
-                    lines += 1
+                    lines, last = lines + 1, line
             finally:
                 if partial:
                     out.close()
@@ -112,8 +113,21 @@ def run_export(args: argparse.Namespace) -> int:
             if partial:
                 partial.unlink(missing_ok=True)
     if target:
-        _report(args, {"file": str(target), "lines": lines}, f"exported {lines} lines to {target}")
+        # the end record's counts: what the file holds (the progress bar's total is the threads' last_seq
+        # summed, an upper bound while deleted messages leave gaps)
+        counts: dict[str, int] = json.loads(last)["counts"]
+        held = _counted(counts)
+        _report(
+            args,
+            {"file": str(target), "lines": lines, "counts": counts},
+            f"exported {held} ({lines} lines) to {target}",
+        )
     return 0
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """``{"threads": 1, "messages": 30}`` → ``1 thread, 30 messages`` (the export file's count keys)."""
+    return ", ".join(f"{n} {k.replace('_', ' ')[: -1 if n == 1 else None]}" for k, n in counts.items())
 
 
 def run_import(args: argparse.Namespace) -> int:
@@ -131,10 +145,10 @@ def run_import(args: argparse.Namespace) -> int:
         ProgressBar("import", quiet=args.quiet) as bar,
     ):
         report = import_jsonl(memory, path, progress=bar, checked=checked)
-    written = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in report.counts.items())
+    written = _counted(report.counts)
     text = f"imported {written}; indexed {report.chunks_indexed} chunks"
     if any(report.unchanged.values()):
-        same = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in report.unchanged.items() if n)
+        same = _counted({k: n for k, n in report.unchanged.items() if n})
         text += f"; already present and left as they were: {same}"
     _report(
         args,
