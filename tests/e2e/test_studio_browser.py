@@ -255,6 +255,40 @@ def test_given_a_message_when_its_context_is_shown_then_layers_tokens_and_reques
     assert json.loads(page.locator("[data-testid=context-request]").inner_text()) == expected["bedrock"]
 
 
+def test_given_results_of_one_thread_when_another_is_chosen_then_no_view_shows_them(
+    page: Any, url: str
+) -> None:
+    """A recall and an assembled context belong to their thread: choosing another thread (in the Threads
+    view, or by the address) leaves the recall and context views empty until they run for it."""
+    open_studio(page, url, view="recall", thread=TRIP)
+    page.fill("[data-testid=recall-query]", "weather in Oslo")
+    page.click("#recall-form button[type=submit]")
+    page.wait_for_selector("[data-testid=recall-hits] tbody tr")
+    page.click("nav button[data-view=context]")
+    page.fill("[data-testid=context-message]", "When do we fly?")
+    page.click("#context-form button[type=submit]")
+    page.wait_for_selector("[data-testid=context-layers] tbody tr")
+
+    page.click("nav button[data-view=threads]")
+    page.locator(f"tr[data-thread='{HIKES}'] a").click()
+    page.click("nav button[data-view=context]")
+
+    assert page.locator("#current-thread").inner_text() == f"thread: {HIKES}"
+    assert cells(page, "[data-testid=context-layers]") == []
+    assert page.locator("[data-testid=context-request]").inner_text() == ""
+    assert page.locator("[data-testid=context-total]").inner_text() == ""
+    page.click("nav button[data-view=recall]")
+    assert cells(page, "[data-testid=recall-hits]") == []
+    assert page.locator("#recall-summary").inner_text() == ""
+
+    page.fill("[data-testid=recall-query]", "weather in Oslo")  # and by the address
+    page.click("#recall-form button[type=submit]")
+    page.wait_for_selector("[data-testid=recall-hits] tbody tr")
+    page.evaluate(f"location.hash = 'resource={RESOURCE}&thread={TRIP}&view=recall'")
+    page.wait_for_function(f"document.querySelector('#current-thread').textContent === 'thread: {TRIP}'")
+    assert cells(page, "[data-testid=recall-hits]") == []
+
+
 def test_given_a_message_saved_without_indexing_then_index_health_names_it(
     page: Any, url: str, api: httpx.Client
 ) -> None:

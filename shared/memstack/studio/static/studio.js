@@ -164,10 +164,22 @@ function show(view) {
 function chooseThread(threadId, view) {
   if (threadId !== state.thread) {
     state.thread = threadId;
-    state.messages = [];
-    state.messagesCursor = null;
+    forgetThread();
   }
   show(view || "messages");
+}
+
+// Everything loaded or computed for one thread (its messages, a recall, an assembled context) is dropped
+// when the thread or resource changes, so no view shows another thread's results under this one's name.
+function forgetThread() {
+  state.messages = [];
+  state.messagesCursor = null;
+  state.inspected = null;
+  $("[data-testid=context-layers] tbody").replaceChildren();
+  $("#context-total").textContent = "";
+  renderRequest();
+  $("[data-testid=recall-hits] tbody").replaceChildren();
+  $("#recall-summary").textContent = "";
 }
 
 // --- threads --------------------------------------------------------------------------------------
@@ -552,7 +564,7 @@ function start() {
     event.preventDefault();
     state.resource = $("#resource").value.trim();
     state.thread = "";
-    state.messages = [];
+    forgetThread();
     show("threads");
   });
   for (const button of document.querySelectorAll("nav button")) {
@@ -577,8 +589,11 @@ function start() {
   });
   $("#context-provider").addEventListener("change", renderRequest);
   window.addEventListener("hashchange", () => {
-    state.messages = [];
-    show(readHash());
+    const before = [state.resource, state.thread];
+    const view = readHash();
+    if (before[0] !== state.resource || before[1] !== state.thread) forgetThread();
+    else state.messages = [];
+    show(view);
   });
   show(readHash());
 }
