@@ -70,6 +70,7 @@ from memstack.adapters.search_text import keyword_text, query_terms
 from memstack.adapters.sqlite import keywords
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.posting_cache import DEFAULT_KEYWORD_CACHE_BYTES, PostingCache
+from memstack.adapters.sqlite.selection import count_th_largest
 from memstack.adapters.sqlite.vector_cache import QUANTISED_MIN_ROWS, Added, ResourceVectors, VectorCache
 from memstack.errors import InvalidInput, Unavailable
 from memstack.filters import kind, validate_filter
@@ -896,12 +897,11 @@ def _best_first(
 ) -> tuple[list[int], list[float], float]:
     """The ``count`` best chunks (every chunk with ``None``) and any tying with the last, ordered by score
     (descending) then rowid, and the floor every chunk left out scores strictly below (``0.0``: none left
-    out). A partition, then a sort of what it kept: O(n) rather than a sort of every match."""
-    n = len(scores)
+    out). A selection (``selection.count_th_largest``: a sampled threshold, then a partition of what passes
+    it), then a sort of what it kept: O(n) with one comparison per match rather than a sort of them all."""
     floor = 0.0
-    if count is not None and count < n:
-        floor = float(np.partition(scores, n - count)[n - count])
-        kept = np.flatnonzero(scores >= floor)
+    if count is not None and count < len(scores):
+        floor, kept = count_th_largest(scores, count)
         rowids, scores = rowids[kept], scores[kept]
     order = np.lexsort((rowids, -scores))
     listed: list[int] = rowids[order].tolist()
