@@ -619,7 +619,8 @@ def score_postings(
         sums = np.bincount(everything - low, weights=weights_in_order, minlength=span).astype(
             np.float64, copy=False
         )
-        present = np.flatnonzero(sums)
+        # nonzero of a bool mask: ~7x faster than of the float64 sums themselves (measured, ADR 0016)
+        present = np.flatnonzero(sums != 0)
         return (present + low).astype(np.int64), sums[present]
     unique, inverse = np.unique(everything, return_inverse=True)
     totals: _Floats = np.bincount(inverse, weights=weights_in_order).astype(np.float64)
