@@ -96,6 +96,10 @@ class Recorded:
     params: dict[str, str]
     headers: dict[str, str]
     body: Any
+    raw: bytes = b""
+    """The body's bytes as received (what a SigV4 payload hash covers)."""
+    target: str = ""
+    """The request line's target as received: the path and query string, still encoded."""
 
 
 # -------------------------------------------------------------------------------------------- analysis
@@ -873,7 +877,9 @@ class _Handler(BaseHTTPRequestHandler):
                 body = json.loads(text)
         state = self.state
         with state.lock:
-            state.requests.append(Recorded(method, path, params, dict(self.headers.items()), body))
+            state.requests.append(
+                Recorded(method, path, params, dict(self.headers.items()), body, raw=raw, target=self.path)
+            )
             delay = state.delays.pop(0) if state.delays else 0.0
         if delay:
             time.sleep(delay)

@@ -127,11 +127,16 @@ NEVER_ON_THE_FIRST_CONTEXT_REQUEST = (
     "opensearchpy.helpers.search",
     "opensearchpy.helpers.actions",
     "opensearchpy._async.client",
+    "opensearchpy.connection.http_requests",
+    "opensearchpy.helpers.signer",
+    "requests",
 )
 """Modules a cold function's first context request does without: boto3 (clients come from one botocore
 session), the tokenizer (no budget, no ``count_tokens``), the OpenAI SDK's response and chat completion types
 with its structured-output parsing (``openai.lib``, deferred by ``adapters.openai.sdk``), and opensearch-py's
-query DSL and asyncio helpers (deferred by ``adapters.opensearch.sdk``)."""
+query DSL and asyncio helpers (deferred by ``adapters.opensearch.sdk``), and ``requests`` with opensearch-py's
+connection and signer built on it (the adapter signs for ``Urllib3HttpConnection`` itself,
+``adapters.opensearch.client.SigV4Headers``)."""
 
 _FIRST_REQUESTS = """
 import json, sys

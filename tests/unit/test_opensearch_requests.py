@@ -3,6 +3,7 @@ from the real opensearch-py client: index creation, searches, bulk writes, delet
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import subprocess
 import sys
@@ -592,12 +593,50 @@ def test_given_sigv4_when_a_request_is_sent_then_it_is_signed_for_the_service(
         assert "X-Amz-Date" in request.headers
 
 
+def test_given_sigv4_when_requests_with_bodies_are_sent_then_each_signature_covers_the_bytes_received(
+    serverless: OpenSearchDouble, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "token")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    client = make_client(serverless.url, service="aoss", region="eu-west-1", max_retries=0)
+    index = OpenSearchIndex(client, dimension=4, model_id="hash-4", service="aoss")
+    index.search("r1", top_k=3, vector=[1.0, 0.0, 0.0, 0.0], text="garden water")
+
+    signer = SigV4Auth(Credentials("AKIDEXAMPLE", "secret", "token"), "aoss", "eu-west-1")
+    with_bodies = [r for r in serverless.requests if r.raw]
+    assert with_bodies, "no request with a body was sent"
+    for request in serverless.requests:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        assert headers["x-amz-content-sha256"] == hashlib.sha256(request.raw).hexdigest()
+        assert headers["x-amz-security-token"] == "token"
+        check = AWSRequest(
+            method=request.method,
+            url=serverless.url.rstrip("/") + request.target,
+            data=request.raw,
+            headers={
+                k: headers[k] for k in ("host", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token")
+            },
+        )
+        check.context["timestamp"] = headers["x-amz-date"]
+        expected = signer.signature(signer.string_to_sign(check, signer.canonical_request(check)), check)
+        assert headers["authorization"].endswith(f"Signature={expected}"), (
+            f"{request.method} {request.target}"
+        )
+
+
 def test_given_basic_auth_when_a_request_is_sent_then_it_carries_the_user(managed: OpenSearchDouble) -> None:
     client = make_client(managed.url, service="none", username="admin", password="pw", max_retries=0)
 
     client.indices.exists(index=NAME)
 
-    assert managed.requests[0].headers["Authorization"] == "Basic YWRtaW46cHc="
+    headers = {k.lower(): v for k, v in managed.requests[0].headers.items()}  # HTTP names: any case
+    assert headers["authorization"] == "Basic YWRtaW46cHc="
 
 
 def test_given_a_bad_service_when_making_a_client_then_invalid_input() -> None:

@@ -9,10 +9,14 @@ Auth modes (``service``):
 * ``es`` — managed OpenSearch Service domain, SigV4 with service name ``es``.
 * ``none`` — a self-run cluster (or the test double): HTTP basic auth when ``username`` is given, else none.
 
-SigV4 uses ``RequestsHttpConnection`` with ``RequestsAWSV4SignerAuth`` (opensearch-py's current name for
-``AWSV4SignerAuth``): the signer runs as a ``requests`` auth hook on the final, serialised request, so the
-payload hash covers the exact bytes sent. Credentials come from botocore's default chain (Lambda role, env,
-profile) and are refreshed by botocore; the signer freezes them per request.
+The connection is opensearch-py's ``Urllib3HttpConnection`` (``urllib3`` is botocore's transport, imported by
+every function anyway), not ``RequestsHttpConnection``: ``requests`` and its dependencies cost a cold
+function's first request ~19 ms of CPU for nothing the adapter needs (``benchmarks/cold_start.py``). SigV4
+is :class:`SigV4Headers`, the connection's callable ``http_auth``: it is called with the method, the full URL
+and the final body bytes (after compression) and returns the headers to send, so the payload hash covers the
+exact bytes sent, as opensearch-py's ``Urllib3AWSV4SignerAuth`` does — which is not used because its module
+imports ``requests`` at the top. Credentials come from botocore's default chain (Lambda role, env, profile)
+and are refreshed by botocore; the signer freezes them per request.
 
 Timeouts and retries: the client's own timeout (:data:`DEFAULT_TIMEOUT_SECONDS`) covers start-up
 requests; the adapter passes a per-request ``request_timeout`` to searches
@@ -87,7 +91,10 @@ def make_client(
     """
     from urllib.parse import urlparse
 
-    from opensearchpy import OpenSearch, RequestsHttpConnection
+    # by their modules: in a function (``sdk.install``) ``opensearchpy.connection``'s ``__init__``, which
+    # imports ``requests`` for ``RequestsHttpConnection``, then stays unrun
+    from opensearchpy.client import OpenSearch
+    from opensearchpy.connection.http_urllib3 import Urllib3HttpConnection
 
     _quiet_library_logger()
     if service not in ("es", "aoss", "none"):
@@ -112,7 +119,7 @@ def make_client(
         http_auth=auth,
         use_ssl=use_ssl,
         verify_certs=use_ssl,
-        connection_class=RequestsHttpConnection,
+        connection_class=Urllib3HttpConnection,
         timeout=timeout,
         max_retries=max_retries,
         retry_on_timeout=False,
@@ -129,9 +136,41 @@ def _quiet_library_logger() -> None:
         library.addHandler(logging.NullHandler())
 
 
-def _sigv4(service: str, region: str | None, credentials: Any) -> Any:
-    from opensearchpy import RequestsAWSV4SignerAuth
+class SigV4Headers:
+    """The SigV4 ``http_auth`` of opensearch-py's ``Urllib3HttpConnection``: called with each request's
+    method, full URL (``scheme://host:port/path?query``) and final body bytes, returns the headers that sign
+    it (``Authorization``, ``X-Amz-Date``, ``X-Amz-Content-SHA256`` — the payload's hash, which Serverless
+    requires — and ``X-Amz-Security-Token`` with temporary credentials), signed by botocore's ``SigV4Auth``.
 
+    Args:
+        credentials: botocore credentials (refreshable ones are frozen per request, so a refresh between
+            reading the key and the secret cannot mix two sets).
+        region: the region of the domain or collection.
+        service: ``es`` or ``aoss``.
+    """
+
+    def __init__(self, credentials: Any, region: str, service: str) -> None:
+        self.credentials = credentials
+        self.region = region
+        self.service = service
+
+    def __repr__(self) -> str:  # never show the credentials
+        return f"SigV4Headers(region={self.region!r}, service={self.service!r})"
+
+    def __call__(self, method: str, url: str, body: bytes | None) -> dict[str, str]:
+        """The headers that sign ``method url`` with ``body`` (SigV4, AWS General Reference "Signature
+        Version 4 signing process")."""
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        request = AWSRequest(method=method.upper(), url=url, data=body)
+        signer = SigV4Auth(self.credentials.get_frozen_credentials(), self.service, self.region)
+        request.headers["X-Amz-Content-SHA256"] = signer.payload(request)
+        signer.add_auth(request)
+        return dict(request.headers.items())
+
+
+def _sigv4(service: str, region: str | None, credentials: Any) -> SigV4Headers:
     from memstack.adapters import aws_session
 
     region = region or aws_session.region()
@@ -140,7 +179,7 @@ def _sigv4(service: str, region: str | None, credentials: Any) -> Any:
     credentials = credentials or aws_session.credentials()
     if credentials is None:
         raise InvalidInput("SigV4 needs AWS credentials and none were found", field="credentials")
-    return RequestsAWSV4SignerAuth(credentials, region, service)
+    return SigV4Headers(credentials, region, service)
 
 
 def call(

@@ -3,15 +3,16 @@
 ``opensearchpy/__init__.py`` re-exports the whole library: the synchronous client and transport that the
 adapter uses, but also the query DSL (``helpers.document``, ``helpers.search``, ``helpers.field`` ...), the
 metrics classes and, through ``opensearchpy.helpers``' own ``__init__``, the asyncio bulk helpers and
-signer. The adapter needs ``OpenSearch``, ``RequestsHttpConnection``, ``RequestsAWSV4SignerAuth`` and the
-exceptions: modules the client imports anyway or small ones. Measured on opensearch-py 3.2 in a cold
+signer; and ``opensearchpy/connection/__init__.py`` imports every connection class, ``requests`` (69 modules)
+for ``RequestsHttpConnection`` and the asyncio one. The adapter needs ``OpenSearch``, ``Urllib3HttpConnection``
+and the exceptions: modules the client imports anyway or small ones. Measured on opensearch-py 3.2 in a cold
 ``context`` function's first request (``benchmarks/cold_start_profile.py``): the package's import took about
 a third less CPU with the two ``__init__`` files deferred (85 ``opensearchpy`` modules imported against
 about 40).
 
 ``install`` (called by the deployed functions' composition root, ``bootstrap.memory_from_env``, before the
-library's first import; never in a library user's process) gives ``opensearchpy`` and
-``opensearchpy.helpers`` a deferred ``__init__`` (``memstack.deferred_init``): ``from opensearchpy import
+library's first import; never in a library user's process) gives ``opensearchpy``, ``opensearchpy.helpers``
+and ``opensearchpy.connection`` a deferred ``__init__`` (``memstack.deferred_init``): ``from opensearchpy import
 OpenSearch`` loads ``opensearchpy.client`` alone, and any other name (``opensearchpy.Search``,
 ``opensearchpy.VERSION``) runs the package's ``__init__`` on first use, so every name stays reachable. Until
 then two side effects of that ``__init__`` wait too: the ``NullHandler`` on the ``opensearch`` logger, which
@@ -29,7 +30,7 @@ from memstack.deferred_init import defer, deferred_packages
 
 __all__ = ["LAZY_PACKAGES", "install"]
 
-LAZY_PACKAGES = ("opensearchpy", "opensearchpy.helpers")
+LAZY_PACKAGES = ("opensearchpy", "opensearchpy.helpers", "opensearchpy.connection")
 """The packages (each alone, not its sub-packages) whose ``__init__`` runs on first use of a name it does not
 plainly re-export from a sub-module."""
 
