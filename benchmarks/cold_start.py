@@ -13,10 +13,12 @@ the unzipped size of what each function runs.
   (``time.process_time``, every thread), so the servers the function talks to do not count: DynamoDB and S3
   on a moto server, the OpenSearch test double (Serverless mode) and an OpenAI-compatible embeddings endpoint,
   all on 127.0.0.1 in the benchmark's process. The first request builds the ``Memory`` (settings, clients:
-  ``MEMSTACK_EMBEDDER=openai`` with the real SDK). Two configurations: ``openai-secret``, the deployment's
-  default (``-c models=openai``: the key read from Secrets Manager, here moto's, on the first request), and
-  ``openai-key`` (``OPENAI_API_KEY`` in the environment). Medians of ``--request-runs``. Every probe but
-  one reads the bytecode an earlier run left, as a bundle with its ``.pyc`` (infra/bundling.py) is read on
+  ``MEMSTACK_EMBEDDER=openai`` with the real SDK). Three configurations: ``openai-secret``, the deployment's
+  default (``-c models=openai``: the key read from Secrets Manager, here moto's, on the first request,
+  through the Parameters and Secrets Lambda Extension's double), ``openai-secret-client`` (the same with a
+  Secrets Manager client: no extension) and ``openai-key`` (``OPENAI_API_KEY`` in the environment).
+  Medians of ``--request-runs``. Every probe but one reads the bytecode an earlier run left, as a bundle
+  with its ``.pyc`` (infra/bundling.py) is read on
   Lambda; the ``no-bytecode`` regime (the deployment default) reads none and writes none, as a bundle
   without bytecode runs on Lambda's read-only ``/var/task`` and ``/opt``: every module compiled on import.
 * Before/after in one run: ``--baseline REF`` (e.g. ``main``) measures the same probes on ``git archive REF``
@@ -68,6 +70,9 @@ RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
 IMPORT_TARGET_MS = 120.0
 FIRST_REQUEST_TARGET_CPU_MS = 250.0
 BUNDLE_TARGET_MB = 60.0
+SNAP_START_CONFIG = "openai-secret-client"
+"""The configuration of the ``snap-start`` regime: as infra deploys a SnapStart function, without the
+Parameters and Secrets extension (its key is read by the prime, before the snapshot)."""
 REQUEST_FUNCTIONS = ("api", "context")
 """The functions whose first request is measured (a context request through API Gateway's event)."""
 
@@ -129,7 +134,7 @@ class FirstRequest:
     runs: int
     regime: str = "on-demand"
     config: str = "openai-key"
-    """``openai-secret`` or ``openai-key`` (``CONFIGS``)."""
+    """One of ``CONFIGS``: ``openai-secret``, ``openai-secret-client`` or ``openai-key``."""
     code: str = "this tree"
     """Whose code: ``this tree`` or the ``--baseline`` ref."""
     """``regime``: ``on-demand`` (init then the first request, in one cold start), ``no-bytecode`` (the same
@@ -246,8 +251,14 @@ def first_requests(runs: int, baseline: tuple[str, Path] | None = None) -> list[
         out += [
             r
             for name in REQUEST_FUNCTIONS
+            # infra gives a SnapStart function no extension: the key is read before the snapshot
             for r in _first_requests(
-                name, configs[CONFIGS[0]], runs, "snap-start", config=CONFIGS[0], trees=trees[:1]
+                name,
+                configs[SNAP_START_CONFIG],
+                runs,
+                "snap-start",
+                config=SNAP_START_CONFIG,
+                trees=trees[:1],
             )
         ]
         return out
@@ -519,7 +530,10 @@ def render(imports: list[ImportTime], bundles: list[BundleSize], requests: list[
             "column (the restore itself is Lambda's, not measured here):",
             "",
             "`openai-secret` is the deployment's default (`-c models=openai`: the key read from Secrets Manager "
-            "by the first request); `openai-key` has the key in the environment.",
+            "by the first request, through the Parameters and Secrets Lambda Extension's double on 127.0.0.1, "
+            "as infra wires the extension on functions without SnapStart; the extension's own process is not "
+            "counted); `openai-secret-client` reads it with a Secrets Manager client (no extension: SnapStart "
+            "functions, and the fallback); `openai-key` has the key in the environment.",
             "",
             "| function | config | code | regime | init CPU ms | first request CPU ms | init + first CPU ms "
             "| first request wall ms | second request CPU ms | runs |",

@@ -60,6 +60,36 @@ FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 SNAP_START_FUNCTIONS = ("api", "context")
 """The functions that get SnapStart with ``-c snapStart=true``: the ones a caller waits on. The indexer and
 the observation tasks run in the background, where a cold start delays nothing a user sees."""
+SECRETS_EXTENSION_PORT = 2773
+"""The AWS Parameters and Secrets Lambda Extension's port (its default), set as
+``PARAMETERS_SECRETS_EXTENSION_HTTP_PORT``: the functions read the OpenAI key secret through it
+(``memstack.adapters.secrets``)."""
+SECRETS_EXTENSION_NAMES = frozenset(
+    {
+        "PARAMETERS_SECRETS_EXTENSION_CACHE_ENABLED",
+        "PARAMETERS_SECRETS_EXTENSION_CACHE_SIZE",
+        "PARAMETERS_SECRETS_EXTENSION_HTTP_PORT",
+        "PARAMETERS_SECRETS_EXTENSION_LOG_LEVEL",
+        "PARAMETERS_SECRETS_EXTENSION_MAX_CONNECTIONS",
+        "SECRETS_MANAGER_TIMEOUT_MILLIS",
+        "SECRETS_MANAGER_TTL",
+        "SSM_PARAMETER_STORE_TIMEOUT_MILLIS",
+        "SSM_PARAMETER_STORE_TTL",
+    }
+)
+"""The extension's own variables, which CDK's ``params_and_secrets`` sets on a function that has it."""
+
+
+def secrets_extension() -> lambda_.ParamsAndSecretsLayerVersion:
+    """The AWS Parameters and Secrets Lambda Extension (CDK's layer of the stack's region and the functions'
+    architecture) on ``SECRETS_EXTENSION_PORT``: a cold function reads the OpenAI key secret from it over
+    localhost instead of building a ``secretsmanager`` client (~25 ms of CPU of its first request,
+    ``benchmarks/cold_start.py``). Its cache holds the value 300 s; the functions keep it for their life."""
+    return lambda_.ParamsAndSecretsLayerVersion.from_version(
+        lambda_.ParamsAndSecretsVersions.V1_0_103, http_port=SECRETS_EXTENSION_PORT
+    )
+
+
 LIVE_ALIAS = "live"
 
 TABLE_READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
@@ -228,6 +258,8 @@ class Functions(Construct):
                 handler=spec.handler,
                 code=function_code(functions_dir / (spec.folder or spec.name)),
                 layers=[dependencies_layer(self)],
+                # a SnapStart function reads the key while its snapshot is taken: no cold start gains
+                params_and_secrets=secrets_extension() if secret is not None and not snapshotted else None,
                 memory_size=spec.memory_mb,
                 timeout=spec.timeout,
                 role=role,

@@ -1,6 +1,7 @@
 """The world of a cold function's first context request, on 127.0.0.1: DynamoDB, S3 and Secrets Manager on
-a moto server, the OpenSearch test double (Serverless mode) and an OpenAI-compatible embeddings endpoint, with
-a short conversation saved. ``benchmarks/cold_start.py`` measures the functions' first request in it, and
+a moto server, the OpenSearch test double (Serverless mode), an OpenAI-compatible embeddings endpoint and the
+Parameters and Secrets Lambda Extension's double (tests/secrets_extension_double.py), with a short
+conversation saved. ``benchmarks/cold_start.py`` measures the functions' first request in it, and
 tests/integration/test_cold_imports.py checks what that request imports and builds.
 """
 
@@ -21,9 +22,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDING_DIMENSIONS = 64
 SECRET_NAME = "memstack/cold-start-openai"
-CONFIGS = ("openai-secret", "openai-key")
+CONFIGS = ("openai-secret", "openai-secret-client", "openai-key")
 """The first request's configurations: the deployment's default (the OpenAI key in Secrets Manager, read by
-the first request) and a key in the environment."""
+the first request through the Parameters and Secrets extension, as infra wires it on functions without
+SnapStart), the same secret read with a Secrets Manager client (no extension: SnapStart functions, and the
+fallback), and a key in the environment."""
+SESSION_TOKEN = "testing-session"
+"""The functions' ``AWS_SESSION_TOKEN`` (Lambda's credentials always have one; the extension checks it)."""
 
 
 def function_env(tree: Path = ROOT) -> dict[str, str]:
@@ -80,6 +85,7 @@ def request_environment() -> Iterator[dict[str, dict[str, str]]]:
     from moto.server import ThreadedMotoServer
 
     from tests.opensearch_double import OpenSearchDouble
+    from tests.secrets_extension_double import SecretsExtensionDouble
 
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     moto.start()
@@ -92,6 +98,7 @@ def request_environment() -> Iterator[dict[str, dict[str, str]]]:
             env = function_env() | {
                 "AWS_ACCESS_KEY_ID": "testing",
                 "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_SESSION_TOKEN": SESSION_TOKEN,
                 "AWS_REGION": "us-east-1",
                 "AWS_ENDPOINT_URL_SECRETS_MANAGER": moto_url,
                 "MEMSTACK_BACKEND": "aws",
@@ -116,7 +123,13 @@ def request_environment() -> Iterator[dict[str, dict[str, str]]]:
             )
             arn = secrets.create_secret(Name=SECRET_NAME, SecretString="sk-local")["ARN"]
             env["MEMSTACK_INDEXING"] = "stream"  # as deployed
-            yield {"openai-key": env, "openai-secret": _without_key(env, arn)}
+            with SecretsExtensionDouble(secrets.get_secret_value, token=SESSION_TOKEN) as extension:
+                client = _without_key(env, arn)
+                yield {
+                    "openai-key": env,
+                    "openai-secret": client | {"PARAMETERS_SECRETS_EXTENSION_HTTP_PORT": str(extension.port)},
+                    "openai-secret-client": client,
+                }
     finally:
         embeddings.shutdown()
         moto.stop()

@@ -176,7 +176,9 @@ _secret_lock = threading.Lock()
 def openai_api_key(settings: Settings) -> str | None:
     """The OpenAI key: ``OPENAI_API_KEY`` if set, else the string value of the Secrets Manager secret
     ``MEMSTACK_OPENAI_API_KEY_SECRET_ARN`` (read on first use and kept for the life of the process, as the
-    Lambda functions want: one request per cold start, none at import time), else ``None``.
+    Lambda functions want: one request per cold start, none at import time; through the Parameters and
+    Secrets extension when ``PARAMETERS_SECRETS_EXTENSION_HTTP_PORT`` is set, ``adapters.secrets``), else
+    ``None``.
 
     Raises:
         Unavailable: the secret cannot be read (missing, no permission, Secrets Manager unreachable).
@@ -188,28 +190,16 @@ def openai_api_key(settings: Settings) -> str | None:
         return key
     with _secret_lock:
         if arn not in _secret_values:
-            _secret_values[arn] = _read_secret(arn, region=settings.region)
+            from memstack.adapters.secrets import read_secret_string
+
+            _secret_values[arn] = read_secret_string(
+                arn,
+                region=settings.region,
+                field="MEMSTACK_OPENAI_API_KEY_SECRET_ARN",
+                what="the OpenAI key secret",
+                extension_port=settings.secrets_extension_port,
+            )
         return _secret_values[arn]
-
-
-def _read_secret(arn: str, *, region: str | None) -> str:
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from memstack.adapters.aws_session import create_client
-    from memstack.errors import InvalidInput, Unavailable
-
-    field = "MEMSTACK_OPENAI_API_KEY_SECRET_ARN"
-    try:
-        client = create_client("secretsmanager", region_name=region)
-        try:
-            value = client.get_secret_value(SecretId=arn).get("SecretString")
-        finally:
-            client.close()
-    except (BotoCoreError, ClientError) as exc:
-        raise Unavailable(f"cannot read the OpenAI key secret: {type(exc).__name__}", field=field) from exc
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput("the OpenAI key secret has no string value", field=field)
-    return value.strip()
 
 
 def build(

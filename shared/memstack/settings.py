@@ -2,7 +2,8 @@
 
 Every name is ``MEMSTACK_`` + the field name in upper case (``MEMSTACK_BACKEND``, ``MEMSTACK_TABLE``, …),
 except the few that AWS and OpenAI tools already define: the OpenAI key and base URL
-(``OPENAI_API_KEY``, ``OPENAI_BASE_URL``) and the region (``MEMSTACK_REGION``, else ``AWS_REGION``, else
+(``OPENAI_API_KEY``, ``OPENAI_BASE_URL``), the Parameters and Secrets extension's port
+(``PARAMETERS_SECRETS_EXTENSION_HTTP_PORT``) and the region (``MEMSTACK_REGION``, else ``AWS_REGION``, else
 ``AWS_DEFAULT_REGION``, as Lambda sets them). Reading settings never connects to anything; ``bootstrap``
 builds the adapters from them, lazily.
 """
@@ -73,6 +74,10 @@ class Settings(BaseModel):
         openai_api_key, openai_base_url: the OpenAI key and an optional OpenAI-compatible endpoint.
         openai_api_key_secret_arn: a Secrets Manager secret holding the OpenAI key (its plain string value),
             read once per process by ``bootstrap`` when ``openai_api_key`` is unset (the Lambda functions).
+        secrets_extension_port: the port of the AWS Parameters and Secrets Lambda Extension
+            (``PARAMETERS_SECRETS_EXTENSION_HTTP_PORT``, the extension's own variable, set by infra with the
+            layer): the key secret is read through it, else (unset, or the extension not answering) with a
+            Secrets Manager client (``memstack.adapters.secrets``).
         region: the AWS region of DynamoDB, S3 and OpenSearch.
         table: the DynamoDB table (single-table design, docs/dynamodb.md).
         bucket: the S3 bucket for message bodies over DynamoDB's item limit; unset, such messages are
@@ -125,6 +130,9 @@ class Settings(BaseModel):
         default=None, validation_alias=AliasChoices("MEMSTACK_OPENAI_BASE_URL", "OPENAI_BASE_URL")
     )
     openai_api_key_secret_arn: str | None = None
+    secrets_extension_port: int | None = Field(
+        default=None, ge=1, le=65535, validation_alias=AliasChoices("PARAMETERS_SECRETS_EXTENSION_HTTP_PORT")
+    )
     region: str | None = Field(
         default=None, validation_alias=AliasChoices("MEMSTACK_REGION", "AWS_REGION", "AWS_DEFAULT_REGION")
     )

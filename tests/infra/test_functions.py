@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from infra.environment import POWERTOOLS_NAMES
+from infra.functions import SECRETS_EXTENSION_NAMES, SECRETS_EXTENSION_PORT
 
 from memstack.settings import env_names
 from tests.infra.conftest import Synth, scheduled_rule
@@ -59,7 +60,7 @@ def test_given_the_stack_then_every_function_is_python_3_12_on_arm64(synth: Synt
 
 
 def test_given_the_stack_then_every_variable_is_a_settings_name_or_powertools(synth: Synth) -> None:
-    allowed = set(env_names().values()) | POWERTOOLS_NAMES
+    allowed = set(env_names().values()) | POWERTOOLS_NAMES | SECRETS_EXTENSION_NAMES
     for resource in synth.resources("AWS::Lambda::Function").values():
         variables = resource["Properties"].get("Environment", {}).get("Variables", {})
         unknown = set(variables) - allowed
@@ -221,7 +222,8 @@ def test_given_the_stack_then_every_python_function_uses_the_one_shared_dependen
     ]
     assert len(python) == 8  # api, context, indexer, observe, reflect, sweep, reconcile, the index set-up
     for props in python:
-        assert props["Layers"] == [{"Ref": layer_id}]
+        ours = [layer for layer in props["Layers"] if "ParamsandsecretslayerMap" not in json.dumps(layer)]
+        assert ours == [{"Ref": layer_id}]  # beside it, AWS's Parameters and Secrets extension
 
 
 def test_given_the_stack_then_a_schedule_runs_the_index_reconciler_every_15_minutes(synth: Synth) -> None:
@@ -238,3 +240,28 @@ def test_given_the_stack_then_a_schedule_runs_the_index_reconciler_every_15_minu
     table = dynamodb_actions(role_statements(synth, props))
     assert table == {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
     scheduled_rule(synth, logical, "rate(15 minutes)", {"limit": 1000})
+
+
+def test_given_the_key_secret_then_every_function_reads_it_through_the_parameters_and_secrets_extension(
+    synth: Synth,
+) -> None:
+    for resource in synth.resources("AWS::Lambda::Function").values():
+        props = resource["Properties"]
+        variables = props.get("Environment", {}).get("Variables", {})
+        if "MEMSTACK_OPENAI_API_KEY_SECRET_ARN" not in variables:
+            continue
+        found = [layer["Fn::FindInMap"] for layer in props.get("Layers", []) if "Fn::FindInMap" in layer]
+        assert found, f"{variables['POWERTOOLS_SERVICE_NAME']} has no extension layer"
+        ((table, _region, key),) = found  # the region's layer, from CDK's table of the extension's ARNs
+        arn = synth.json["Mappings"][table]["us-east-1"][key]
+        assert ":177933569100:layer:AWS-Parameters-and-Secrets-Lambda-Extension-Arm64:" in arn
+        assert variables["PARAMETERS_SECRETS_EXTENSION_HTTP_PORT"] == str(SECRETS_EXTENSION_PORT)
+
+
+def test_given_bedrock_models_then_no_function_has_the_secrets_extension(synth_bedrock: Synth) -> None:
+    for resource in synth_bedrock.resources("AWS::Lambda::Function").values():
+        props = resource["Properties"]
+        assert "Parameters-and-Secrets" not in json.dumps(props.get("Layers", []))
+        assert "PARAMETERS_SECRETS_EXTENSION_HTTP_PORT" not in props.get("Environment", {}).get(
+            "Variables", {}
+        )

@@ -81,3 +81,21 @@ def test_given_snap_start_then_synth_leaves_no_warning_about_unpublished_version
         "*", Match.string_like_regexp(".*SnapStart.*")
     )
     assert warnings == [], warnings
+
+
+def test_given_snap_start_with_openai_then_only_the_functions_without_a_snapshot_have_the_secrets_extension() -> (
+    None
+):
+    from tests.infra.conftest import synthesize
+
+    synth = synthesize(snapStart="true")  # models=openai: the key secret
+
+    resources = synth.json["Resources"]
+    for name, key in memstack_function_keys(synth).items():
+        variables = resources[key]["Properties"]["Environment"]["Variables"]
+        if "MEMSTACK_OPENAI_API_KEY_SECRET_ARN" not in variables:
+            continue  # the index set-up reads no key
+        has_extension = "PARAMETERS_SECRETS_EXTENSION_HTTP_PORT" in variables
+        # the snapshot is taken after the key is read (memstack.snapstart.prime): the extension gains nothing
+        assert has_extension == (name not in ("api", "context")), name
+    assert not synth.nag_errors

@@ -166,8 +166,9 @@ print(json.dumps(after_first | {{"second_clients": clients[len(after_first["clie
 
 @pytest.fixture(scope="module")
 def cold_world() -> Iterator[dict[str, str]]:
-    """The deployment's default configuration (the OpenAI key read from Secrets Manager) in the cold-start
-    world of tests/cold_world.py (moto server, the OpenSearch double, a local embeddings endpoint)."""
+    """The deployment's default configuration (the OpenAI key read from Secrets Manager through the
+    Parameters and Secrets extension) in the cold-start world of tests/cold_world.py (moto server, the
+    OpenSearch double, a local embeddings endpoint, the extension's double)."""
     from tests.cold_world import request_environment
 
     with request_environment() as configs:
@@ -215,8 +216,9 @@ def test_given_a_cold_function_when_it_serves_two_context_requests_then_it_makes
 ) -> None:
     run = first_requests[function]
 
-    assert sorted(run["clients"]) == ["dynamodb", "secretsmanager"], (
-        "a context request needs the key's secret and DynamoDB only (no S3, no Step Functions)"
+    assert run["clients"] == ["dynamodb"], (
+        "a context request needs DynamoDB only (no S3, no Step Functions; the key's secret comes from the "
+        "Parameters and Secrets extension, not a secretsmanager client)"
     )
     assert run["second_clients"] == [], "the second request made clients again"
 
