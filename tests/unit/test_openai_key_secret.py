@@ -100,6 +100,7 @@ def clients_made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 @pytest.fixture
 def extension(secrets: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[SecretsExtensionDouble]:
+    monkeypatch.delenv("AWS_SECURITY_TOKEN", raising=False)  # botocore reads it before AWS_SESSION_TOKEN
     monkeypatch.setenv("AWS_SESSION_TOKEN", "session-token")
     with SecretsExtensionDouble(secrets.get_secret_value, token="session-token") as double:
         yield double
@@ -136,6 +137,7 @@ def test_given_an_extension_that_fails_when_the_key_is_asked_then_the_client_rea
 def test_given_no_extension_listening_when_the_key_is_asked_then_the_client_reads_it(
     secrets: Any, clients_made: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("AWS_SECURITY_TOKEN", raising=False)
     monkeypatch.setenv("AWS_SESSION_TOKEN", "session-token")
     arn = secrets.create_secret(Name="memstack/openai", SecretString="sk-client")["ARN"]
     with SecretsExtensionDouble(secrets.get_secret_value, token="session-token") as closed:

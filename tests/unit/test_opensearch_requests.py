@@ -602,6 +602,7 @@ def test_given_sigv4_when_requests_with_bodies_are_sent_then_each_signature_cove
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.delenv("AWS_SECURITY_TOKEN", raising=False)  # botocore reads it before AWS_SESSION_TOKEN
     monkeypatch.setenv("AWS_SESSION_TOKEN", "token")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     client = make_client(serverless.url, service="aoss", region="eu-west-1", max_retries=0)
