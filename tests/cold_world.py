@@ -15,9 +15,11 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.json_http import JsonHandler
 
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDING_DIMENSIONS = 64
@@ -40,11 +42,9 @@ def function_env(tree: Path = ROOT) -> dict[str, str]:
     return env | {"PYTHONPATH": str(tree / "shared")}
 
 
-class _Embeddings(BaseHTTPRequestHandler):
+class _Embeddings(JsonHandler):
     """An OpenAI-compatible ``POST /embeddings`` on 127.0.0.1: deterministic unit vectors, so the functions run
     their real OpenAI client without the network."""
-
-    protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
@@ -54,22 +54,8 @@ class _Embeddings(BaseHTTPRequestHandler):
             seed = hashlib.sha256(str(text).encode()).digest()
             vector = [(seed[k % 32] - 127.5) / 127.5 for k in range(EMBEDDING_DIMENSIONS)]
             data.append({"object": "embedding", "index": i, "embedding": vector})
-        out = json.dumps(
-            {
-                "object": "list",
-                "data": data,
-                "model": body.get("model"),
-                "usage": {"prompt_tokens": 1, "total_tokens": 1},
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
-        pass
+        usage = {"prompt_tokens": 1, "total_tokens": 1}
+        self.answer(200, {"object": "list", "data": data, "model": body.get("model"), "usage": usage})
 
 
 @contextlib.contextmanager

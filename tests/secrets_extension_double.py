@@ -6,13 +6,14 @@ extension does."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.json_http import JsonHandler
 
 
 class SecretsExtensionDouble:
@@ -29,35 +30,22 @@ class SecretsExtensionDouble:
         self.status: int | None = None
         double = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
+        class Handler(JsonHandler):
             def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
                 url = urlparse(self.path)
                 secret_id = parse_qs(url.query).get("secretId", [""])[0]
                 double.requests.append(secret_id)
                 if double.status is not None:
-                    return self._answer(double.status, {"message": "injected"})
+                    return self.answer(double.status, {"message": "injected"})
                 if url.path != "/secretsmanager/get" or not secret_id:
-                    return self._answer(400, {"message": "bad request"})
+                    return self.answer(400, {"message": "bad request"})
                 if self.headers.get("X-Aws-Parameters-Secrets-Token") != token:
-                    return self._answer(401, {"message": "not authorized"})
+                    return self.answer(401, {"message": "not authorized"})
                 try:
                     answer = get_secret_value(SecretId=secret_id)
                 except Exception as exc:  # the client's error, as the extension relays it
-                    return self._answer(400, {"message": type(exc).__name__})
-                self._answer(200, {k: v for k, v in answer.items() if k != "ResponseMetadata"})
-
-            def _answer(self, status: int, body: dict[str, Any]) -> None:
-                out = json.dumps(body, default=str).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
-                pass
+                    return self.answer(400, {"message": type(exc).__name__})
+                self.answer(200, {k: v for k, v in answer.items() if k != "ResponseMetadata"})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = int(self._server.server_address[1])
