@@ -122,6 +122,9 @@ NEVER_ON_THE_FIRST_CONTEXT_REQUEST = (
     "tiktoken",
     "openai.types.responses.response",
     "openai.lib._parsing._completions",
+    "openai.lib.azure",
+    "openai.providers.bedrock",
+    "openai._module_client",
     "openai.types.chat.chat_completion",
     "opensearchpy.helpers.document",
     "opensearchpy.helpers.search",
@@ -133,7 +136,8 @@ NEVER_ON_THE_FIRST_CONTEXT_REQUEST = (
 )
 """Modules a cold function's first context request does without: boto3 (clients come from one botocore
 session), the tokenizer (no budget, no ``count_tokens``), the OpenAI SDK's response and chat completion types
-with its structured-output parsing (``openai.lib``, deferred by ``adapters.openai.sdk``), and opensearch-py's
+with its structured-output parsing (``openai.lib``, deferred by ``adapters.openai.sdk``), the SDK's Azure,
+Bedrock and module-level clients (``openai/__init__.py``, deferred there too), and opensearch-py's
 query DSL and asyncio helpers (deferred by ``adapters.opensearch.sdk``), and ``requests`` with opensearch-py's
 connection and signer built on it (the adapter signs for ``Urllib3HttpConnection`` itself,
 ``adapters.opensearch.client.SigV4Headers``)."""

@@ -126,3 +126,30 @@ def test_given_the_finder_when_the_chat_endpoint_is_reached_then_its_parsing_hel
         """
     )
     assert out == "ok"
+
+
+def test_given_the_finder_when_a_client_is_built_then_the_sdk_package_init_and_its_other_clients_wait() -> (
+    None
+):
+    out = run(
+        """
+        import sys
+        from memstack.adapters.openai.connection import OpenAIConnection, default_sleep
+        from memstack.adapters.openai.sdk import install
+        install()
+        connection = OpenAIConnection(
+            api_key="k", base_url=None, timeout=5, max_retries=0, client=None, sleep=default_sleep
+        )
+        connection.client().embeddings
+        waiting = [m for m in ("openai.lib.azure", "openai.providers.bedrock", "openai._module_client")
+                   if m not in sys.modules]
+        import openai
+        assert openai.AzureOpenAI.__name__ == "AzureOpenAI"  # a re-export: its module alone
+        assert openai.api_key is None  # the package's own name: its __init__ runs
+        assert openai.APIStatusError.__module__ == "openai"  # as eagerly, once it has run
+        print(waiting)
+        """
+    )
+    assert out == "['openai.lib.azure', 'openai.providers.bedrock', 'openai._module_client']", (
+        "building the client ran openai/__init__.py (the Azure, Bedrock and module-level clients)"
+    )
