@@ -37,7 +37,6 @@ import httpx
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from memstack.api.ids import RULE, is_routable
 from memstack.context import SystemMessage
 from memstack.errors import (
     Forbidden,
@@ -58,8 +57,10 @@ from memstack.model import (
     Thread,
     ThreadPage,
     ToolCallPart,
+    check_routable_id,
 )
 from memstack.recall import RecallResult
+from memstack.usecases.checks import as_batch, as_context_messages, as_texts, check_metadata_filter
 from memstack.usecases.inspect import ContextInspection, IndexHealth, IndexSample, LayerTokens
 
 DEFAULT_TIMEOUT = 30.0
@@ -314,17 +315,14 @@ def _json(value: Any) -> str:
         ) from None
 
 
-def _routable(thread_id: Any, field_name: str = "thread_id") -> str:
-    """``thread_id`` if the API can address it in a path.
+def _routable(value: Any, field_name: str = "thread_id") -> str:
+    """``value`` if the API can address it in a path: ``Memory``'s own rule (``check_routable_id``), so a
+    client refuses exactly the ids ``Memory`` refuses, with the same message.
 
     Raises:
-        InvalidInput: not a non-empty string the API's routes match (``field_name``).
+        InvalidInput: not a routable id (``field_name``).
     """
-    if not isinstance(thread_id, str) or not thread_id:
-        raise InvalidInput(f"{field_name} must be a non-empty string", field=field_name)
-    if not is_routable(thread_id):
-        raise InvalidInput(f"{field_name} {RULE}", field=field_name)
-    return thread_id
+    return check_routable_id(value, field_name)
 
 
 def _parse(build: Callable[[], T]) -> T:
@@ -338,8 +336,12 @@ def _parse(build: Callable[[], T]) -> T:
         raise Unavailable(f"the Memstack API answered an unexpected shape: {type(exc).__name__}") from None
 
 
-def _message_in(message: Message | Mapping[str, Any] | str) -> Any:
-    """A message as the API takes it (``MessageIn``: no ``thread_id``/``resource_id``/``seq``)."""
+def _message_in(message: object, field_name: str) -> Any:
+    """A message as the API takes it (``MessageIn``: no ``thread_id``/``resource_id``/``seq``).
+
+    Raises:
+        InvalidInput: not a string, a mapping or a ``Message`` (``field_name``), as ``Memory`` refuses it.
+    """
     if isinstance(message, str):
         return message
     if isinstance(message, Message):
@@ -347,6 +349,8 @@ def _message_in(message: Message | Mapping[str, Any] | str) -> Any:
         if data.get("author") is None:
             data.pop("author", None)
         return data
+    if not isinstance(message, Mapping):
+        raise InvalidInput(f"{field_name} must be an object or a string", field=field_name)
     return to_jsonable_python(dict(message))
 
 
@@ -360,9 +364,16 @@ def _tool_call(call: Mapping[str, Any] | ToolCallPart) -> Any:
     return to_openai_tool_call(to_jsonable_python(dict(call)))
 
 
-def _include(item: Include | Mapping[str, Any]) -> dict[str, Any]:
+def _include(item: object, i: int) -> dict[str, Any]:
+    """An ``include`` item as the API takes it.
+
+    Raises:
+        InvalidInput: neither an ``Include`` nor a mapping (field ``include[i]``), as ``Memory`` refuses it.
+    """
     if isinstance(item, Include):
         return {"id": item.id, "before": item.before, "after": item.after}
+    if not isinstance(item, Mapping):
+        raise InvalidInput("include items are {id, before, after} objects", field=f"include[{i}]")
     return dict(item)
 
 
@@ -470,6 +481,8 @@ class Calls:
         direction: str,
         metadata: dict[str, Any] | None,
     ) -> Call[ThreadPage]:
+        if metadata is not None:
+            check_metadata_filter(metadata)  # Memory's rule: "x" is not an object, not "invalid JSON"
         query = {
             "resource_id": resource_id,
             "limit": limit,
@@ -551,7 +564,8 @@ class Calls:
         messages: Sequence[Message | Mapping[str, Any] | str],
         expected_last_seq: int | None = None,
     ) -> Call[SavedBatch]:
-        body: dict[str, Any] = {"messages": [_message_in(m) for m in messages]}
+        batch = as_batch(messages, "messages")
+        body: dict[str, Any] = {"messages": [_message_in(m, f"messages[{i}]") for i, m in enumerate(batch)]}
         if expected_last_seq is not None:
             body["expected_last_seq"] = expected_last_seq
         return Call(
@@ -579,7 +593,9 @@ class Calls:
             "last": last,
             "limit": limit,
             "cursor": cursor,
-            "include": [_include(i) for i in include] if include is not None else None,
+            "include": None
+            if include is None
+            else [_include(x, i) for i, x in enumerate(as_batch(include, "include"))],
         }
         return Call(
             "GET", ["threads", _routable(thread_id), "messages"], query, read=MessagePage.model_validate
@@ -591,7 +607,7 @@ class Calls:
             "POST",
             ["messages", "delete"],
             {"resource_id": resource_id},
-            {"message_ids": list(message_ids)},
+            {"message_ids": as_batch(message_ids, "message_ids", empty_ok=False)},
             lambda data: int(data["deleted"]),
         )
 
@@ -815,14 +831,20 @@ def _turn_body(
     context: Sequence[Message | Mapping[str, Any] | str] | None,
     options: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """The body of the context and inspect routes: the turn's fields that were given."""
+    """The body of the context and inspect routes: the turn's fields that were given, shaped by the rules
+    ``Memory.context`` applies (``as_texts``, ``as_context_messages``), so a string is never split.
+
+    Raises:
+        InvalidInput, PayloadTooLarge: as ``Memory.context`` raises them for these fields.
+    """
     body: dict[str, Any] = {}
     if message is not None:
-        body["message"] = _message_in(message)
+        body["message"] = _message_in(message, "message")
     if instructions is not None:
-        body["instructions"] = [instructions] if isinstance(instructions, str) else list(instructions)
-    if context is not None:
-        body["context"] = [_message_in(m) for m in context]
+        body["instructions"] = as_texts(instructions, "instructions")
+    extra = as_context_messages(context)
+    if extra is not None:
+        body["context"] = [_message_in(m, f"context[{i}]") for i, m in enumerate(extra)]
     if options is not None:
         body["options"] = options
     return body

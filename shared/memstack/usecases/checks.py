@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memstack.errors import InvalidInput, PayloadTooLarge
-from memstack.model import check_metadata, check_text
+from memstack.model import Message, check_metadata, check_text
 
 MAX_BATCH = 1_000
 """Most messages one ``save_messages`` call takes (and most ids one deletion or index call takes)."""
@@ -58,6 +58,38 @@ def check_batch(values: object, field: str, *, empty_ok: bool = True) -> Sequenc
     if len(values) > MAX_BATCH:
         raise PayloadTooLarge(f"{field} exceeds the limit of {MAX_BATCH} per call", field=field)
     return values
+
+
+def as_batch(values: object, field: str, *, empty_ok: bool = True) -> list[Any]:
+    """``values`` as a new list if it is a list or tuple of at most ``MAX_BATCH`` items (``check_batch``).
+
+    A string is refused, never taken as a sequence of one-character items: ``"abc"`` given for a list of
+    ids or messages is a caller's mistake that would otherwise touch ``a``, ``b`` and ``c``.
+
+    Raises:
+        InvalidInput: not a list or tuple (or empty when ``empty_ok`` is false). PayloadTooLarge: over the
+            limit.
+    """
+    return list(check_batch(values, field, empty_ok=empty_ok))
+
+
+def as_context_messages(value: object, field: str = "context") -> list[Any] | None:
+    """Call-time context messages (``Memory.context(context=...)``) as a list, ``None`` when not given.
+
+    One message — a string, a dict or a ``Message`` — counts as a list of that one message (so
+    ``context="abc"`` adds one user message, never three); anything else must be a list or tuple of at
+    most ``MAX_BATCH`` messages. ``Memory`` and both HTTP clients apply this one rule.
+
+    Raises:
+        InvalidInput: not a message or a list of them (field ``context``). PayloadTooLarge: over the limit.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str | dict | Message):
+        return [value]
+    if not isinstance(value, list | tuple):
+        raise InvalidInput(f"{field} must be a list of messages", field=field)
+    return as_batch(value, field)
 
 
 def check_title(title: object) -> str:

@@ -19,7 +19,7 @@ from memstack.recall import RecallResult
 from memstack.scope import Scope
 from memstack.turn.assemble import assemble
 from memstack.turn.reads import Submit, merge_needs, read_turn, run_waited
-from memstack.usecases.checks import as_texts, check_batch
+from memstack.usecases.checks import as_context_messages, as_texts
 from memstack.usecases.core import Core
 
 
@@ -94,17 +94,11 @@ class Turns:
             if message is not None
             else None
         )
-        if isinstance(context, str | dict | Message):
-            context = [context]
-        if context is not None:
-            if not isinstance(context, list | tuple):
-                raise InvalidInput("context must be a list of messages", field="context")
-            check_batch(context, "context")
         extra = tuple(
             coerce_message(
                 c, thread_id=scope.thread, resource_id=scope.resource_id, now=now, field=f"context[{i}]"
             )
-            for i, c in enumerate(context or [])
+            for i, c in enumerate(as_context_messages(context) or [])
         )
         return Turn(scope=scope, options=opts, now=now, new=new, extra=extra)
 
