@@ -24,7 +24,7 @@ from memstack.model import (
     Thread,
     ThreadPage,
     ToolCallPart,
-    check_id,
+    check_routable_id,
     new_id,
 )
 from memstack.observability import traced
@@ -266,7 +266,7 @@ class Memory(BackgroundWork, Inspection):
     def delete_thread(self, *, thread_id: str, resource_id: str) -> None:
         """Delete the thread from every layer: messages, index entries, observations (in resource scope its
         part of the shared log). Raises ``NotFound``."""
-        self._threads.delete(Scope.of(resource_id, thread_id))
+        self._threads.delete(Scope.of(resource_id, thread_id, existing=True))
 
     def clone_thread(
         self,
@@ -285,9 +285,11 @@ class Memory(BackgroundWork, Inspection):
         the copies). An untitled source gives an untitled clone, else ``title`` defaults to ``Clone of
         <title>``. Raises ``NotFound``, ``Conflict`` (``new_thread_id`` taken: field ``new_thread_id``),
         ``InvalidInput`` (naming the argument at fault)."""
-        source = Scope.of(resource_id, source_thread_id)
-        owner = check_id(target_resource_id, "target_resource_id") if target_resource_id else resource_id
-        new = check_id(new_thread_id, "new_thread_id") if new_thread_id else new_id()
+        source = Scope.of(resource_id, source_thread_id, existing=True)
+        owner = check_routable_id(
+            target_resource_id or resource_id, "target_resource_id" if target_resource_id else "resource_id"
+        )
+        new = check_routable_id(new_thread_id, "new_thread_id") if new_thread_id else new_id()
         target = Scope(owner, new)
         return self._threads.clone(
             source,
@@ -300,7 +302,7 @@ class Memory(BackgroundWork, Inspection):
     def erase_resource(self, *, resource_id: str) -> EraseReceipt:
         """Delete everything ``resource_id`` owns in every store, layer by layer; idempotent and resumable (a
         call that failed part way is finished by the next). Returns what this call deleted, counted."""
-        return self._threads.erase_resource(Scope.resource(resource_id))
+        return self._threads.erase_resource(Scope.resource(resource_id, existing=True))
 
     # messages ----------------------------------------------------------------------------------------
 
@@ -351,7 +353,7 @@ class Memory(BackgroundWork, Inspection):
 
     def delete_messages(self, *, resource_id: str, message_ids: Sequence[str]) -> int:
         """Delete the resource's messages with these ids and their index entries; returns how many existed."""
-        return self._messages.delete(Scope.resource(resource_id), message_ids)
+        return self._messages.delete(Scope.resource(resource_id, existing=True), message_ids)
 
     # working memory ----------------------------------------------------------------------------------
 

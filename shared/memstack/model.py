@@ -10,6 +10,7 @@ leak their types.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,53 @@ def check_id(value: object, field: str) -> str:
         raise InvalidInput(f"{field} must not contain control characters", field=field)
     check_text(value, field)
     return value
+
+
+ROUTABLE_SPECIALS = "-._~()'!*:@,;=+&$<> []{}|^"
+"""The characters besides Unicode letters, digits and ``_`` a thread or resource id may hold (space
+included): the ones the HTTP API's resolver matches a path parameter with (Powertools' ``_SAFE_URI`` and
+``_UNSAFE_URI``) but ``%``. Without ``%`` in an id, percent-decoding a path is idempotent, so the API can
+decode every path once before routing whether API Gateway delivered it encoded or decoded
+(``memstack.api.app.MemstackResolver.resolve``). ``tests/unit/test_ids.py`` checks the set against
+Powertools' character by character."""
+
+ROUTABLE_ID = re.compile(r"[-._~()'!*:@,;=+&$<> \[\]{}|^\w]+")
+"""A routable id (``fullmatch``); ``\\w`` is Unicode (letters, digits, ``_``)."""
+
+ROUTABLE_RULE = (
+    "may only hold letters, digits, '_' and the characters "
+    f"{ROUTABLE_SPECIALS!r}, and may not be '.' or '..' (the HTTP API must be able to route it)"
+)
+"""The rule, as error messages state it."""
+
+_DOT_SEGMENTS = frozenset({".", ".."})
+
+
+def is_routable(value: str) -> bool:
+    """Whether ``value`` can be a path segment of the HTTP API (``/v1/threads/<thread_id>``,
+    ``/v1/resources/<resource_id>``): only ``ROUTABLE_ID`` characters, and not a dot segment (``.``/``..``,
+    which HTTP clients collapse)."""
+    return value not in _DOT_SEGMENTS and ROUTABLE_ID.fullmatch(value) is not None
+
+
+def check_routable_id(value: object, field: str) -> str:
+    """Validate a thread or resource id: ``check_id``, and routable (``is_routable``).
+
+    Thread and resource ids travel in URL paths of the HTTP API, which percent-decodes a path before it
+    routes it: an id holding ``/``, ``?``, ``#``, ``%``, an emoji or another character outside
+    ``ROUTABLE_SPECIALS`` could be stored but never reached again over HTTP. Every surface — ``Memory``,
+    ``AsyncMemory``, the API and both clients — refuses such ids with this one check (docs/api.md "Ids over
+    HTTP"). Message ids travel in bodies and queries only: ``check_id``.
+
+    Raises:
+        InvalidInput: naming ``field`` and the rule.
+    """
+    from memstack.errors import InvalidInput
+
+    checked = check_id(value, field)
+    if not is_routable(checked):
+        raise InvalidInput(f"{field} {ROUTABLE_RULE}", field=field)
+    return checked
 
 
 def check_text(value: str, field: str) -> str:

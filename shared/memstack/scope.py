@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstack.errors import InvalidInput
-from memstack.model import check_id
+from memstack.model import check_id, check_routable_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,30 +20,44 @@ class Scope:
     constructor does not validate.
 
     Attributes:
-        resource_id: the owner (a user, org or project); at most 256 characters, no control characters.
-        thread_id: one conversation of that owner, or ``None`` for resource-wide operations.
+        resource_id: the owner (a user, org or project); at most 256 characters, no control characters,
+            routable (``memstack.model.check_routable_id``).
+        thread_id: one conversation of that owner (as routable), or ``None`` for resource-wide operations.
     """
 
     resource_id: str
     thread_id: str | None = None
 
     @classmethod
-    def of(cls, resource_id: object, thread_id: object) -> Scope:
+    def of(cls, resource_id: object, thread_id: object, *, existing: bool = False) -> Scope:
         """A thread scope.
+
+        Args:
+            resource_id, thread_id: the ids, each a routable id (``check_routable_id``).
+            existing: the ids name data already stored, which the call only reads or removes (the source of
+                ``clone_thread``, ``delete_thread``): any valid id (``check_id``) is taken, so a thread stored
+                under an id the routable rule now refuses can still be copied to a routable id and deleted.
 
         Raises:
             InvalidInput: either id is not a valid id (fields ``resource_id`` / ``thread_id``).
         """
-        return cls(check_id(resource_id, "resource_id"), check_id(thread_id, "thread_id"))
+        check = check_id if existing else check_routable_id
+        return cls(check(resource_id, "resource_id"), check(thread_id, "thread_id"))
 
     @classmethod
-    def resource(cls, resource_id: object) -> Scope:
+    def resource(cls, resource_id: object, *, existing: bool = False) -> Scope:
         """A resource-wide scope (no thread).
+
+        Args:
+            resource_id: a routable id (``check_routable_id``).
+            existing: the scope of a removal (``erase_resource``, ``delete_messages``): any valid id
+                (``check_id``), so a resource stored under an id the routable rule now refuses can still be
+                erased.
 
         Raises:
             InvalidInput: ``resource_id`` is not a valid id.
         """
-        return cls(check_id(resource_id, "resource_id"))
+        return cls((check_id if existing else check_routable_id)(resource_id, "resource_id"))
 
     @classmethod
     def for_working_memory(cls, resource_id: object, thread_id: object | None, scope: str) -> Scope:

@@ -167,14 +167,14 @@ def test_given_json_and_odd_ids_when_sent_then_path_and_query_use_sigv4_percent_
 
     client = MemstackClient(f"{BASE}/prod/", transport=httpx.MockTransport(record))
     client.get_working_memory(
-        thread_id="a b%c+é",
+        thread_id="a b(c+é",
         resource_id="user 1",
         options={"working_memory": {"scope": "thread", "template": "# Notes: x+y"}},
     )
 
     raw = seen[0].url.raw_path.decode()
     assert raw.startswith(
-        "/prod/v1/threads/a%20b%25c%2B%C3%A9/working-memory?resource_id=user%201&options=%7B"
+        "/prod/v1/threads/a%20b%28c%2B%C3%A9/working-memory?resource_id=user%201&options=%7B"
     )
     assert "+" not in raw, "spaces are %20 (SigV4 canonical form), a literal + is %2B"
     assert parse_qs(urlsplit(str(seen[0].url)).query)["options"] == [

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import unquote
 
 import pydantic_core
 from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolver, Response, ResponseBuilder
@@ -158,6 +159,7 @@ class MemstackResolver(APIGatewayRestResolver):
     def resolve(self, event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
         """The API Gateway proxy response for ``event`` (``statusCode``, ``multiValueHeaders``, ``body``,
         ``isBase64Encoded``). Never raises: every error becomes an error response."""
+        event = _decoded_path(event)
         try:
             rejected = self._precheck(event)
         except Exception as exc:
@@ -238,6 +240,20 @@ class MemstackResolver(APIGatewayRestResolver):
         """The registered Powertools routes (``Route``: ``method``, compiled ``rule``, ``func``), as
         Powertools' own ``_resolve`` walks them."""
         return list(getattr(self, "_static_routes", [])) + list(getattr(self, "_dynamic_routes", []))
+
+
+def _decoded_path(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``event`` with its ``path`` percent-decoded, so the routes match ids as they were given.
+
+    A REST proxy event's ``path`` is not documented as decoded or encoded, and integrations differ
+    (``memstack serve`` hands it decoded, ``memstack.api.http.to_event``); routable ids hold no ``%``
+    (``memstack.model.ROUTABLE_SPECIALS``), so decoding once more is right for both forms and never changes
+    a path that was decoded already.
+    """
+    path = event.get("path")
+    if not isinstance(path, str) or "%" not in path:
+        return event
+    return {**event, "path": unquote(path, errors="surrogateescape")}
 
 
 def _check_query(event: Mapping[str, Any], declared: Mapping[str, bool]) -> None:
