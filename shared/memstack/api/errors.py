@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import traceback
 from collections.abc import Sequence
 from http import HTTPStatus
@@ -120,11 +121,41 @@ def from_validation_errors(
     elif kind == "missing":
         message = f"{field} is required"
     else:
-        message = f"{field}: {first.get('msg', 'invalid value')}"
+        message = _library_wording(first, field) or (f"{field}: {first.get('msg', 'invalid value')}")
     more = len(errors) - 1
     if more:
         message += f" (and {more} more error{'s' if more > 1 else ''})"
     return from_memstack_error(from_validation(kind, message, field))
+
+
+PHRASED_KINDS = frozenset({"int_range", "thread_id_not_routable"})
+"""Error types of the API's own validators (``memstack.api.schemas``) whose message is a predicate in the
+library's words (``must be an integer from 1 to 1000``): the answer says ``<field> <message>``."""
+
+
+def _library_wording(error: dict[str, Any], field: str) -> str | None:
+    """The message ``Memory`` gives for the same fault, for the pydantic error types the request schemas
+    raise where the library has a check of its own (``memstack.model.check_id``, ``usecases.checks``,
+    ``inputs.coerce_message``), so a caller reads the same words from ``Memory`` and over HTTP; ``None``
+    keeps pydantic's."""
+    kind, ctx = str(error.get("type", "")), error.get("ctx") or {}
+    if kind in PHRASED_KINDS:
+        return f"{field} {error.get('msg', 'is invalid')}"
+    if kind == "literal_error":
+        # ctx["expected"] is pydantic's "'user', 'assistant', 'system' or 'tool'"
+        names = re.findall(r"'((?:[^'\\]|\\.)*)'", str(ctx.get("expected", "")))
+        return f"{field} must be one of {', '.join(names)}" if names else None
+    if kind == "string_too_short" and ctx.get("min_length") == 1:
+        return f"{field} must be a non-empty string"
+    if kind == "string_too_long":
+        return f"{field} is longer than the limit of {ctx.get('max_length')} characters"
+    if kind == "too_short" and ctx.get("min_length") == 1:
+        return f"{field} must be a non-empty list"
+    if kind == "dict_type":
+        return f"{field} must be a JSON object"
+    if kind in {"string_type", "list_type"}:
+        return f"{field} must be a {'string' if kind == 'string_type' else 'list'}"
+    return None
 
 
 def from_status(status: int, message: str | None = None) -> Response[Any]:

@@ -17,15 +17,48 @@ from pydantic import (
     Field,
     Json,
     StrictInt,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
     WithJsonSchema,
+    WrapValidator,
 )
 from pydantic_core import PydanticCustomError
 
 from memstack.api import ids
 from memstack.context import SystemKind
 from memstack.model import MAX_ID_LENGTH, Author, Message, ModelUsage, Part, Role, Thread
+from memstack.usecases.checks import MAX_PAGE, MAX_SEQ
 
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
+
+
+def _in_range(minimum: int, maximum: int) -> WrapValidator:
+    """Refuse anything but an integer in ``minimum..maximum`` with the library's message
+    (``usecases.checks.check_limit``: ``must be an integer from 1 to 1000``), whichever check failed."""
+
+    def check(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            raise PydanticCustomError(
+                "int_range",
+                "must be an integer from {minimum} to {maximum}",
+                {"minimum": minimum, "maximum": maximum},
+            ) from None
+
+    return WrapValidator(check)
+
+
+PageSize = Annotated[int, Field(ge=1, le=MAX_PAGE), _in_range(1, MAX_PAGE)]
+"""A page size (``limit``), as ``Memory`` takes it."""
+LastN = Annotated[int, Field(ge=0, le=MAX_PAGE), _in_range(0, MAX_PAGE)]
+"""``last``: the newest N messages."""
+Neighbours = Annotated[StrictInt, Field(ge=0, le=100), _in_range(0, 100)]
+"""``include`` items' ``before``/``after`` (strict: ``true`` is refused)."""
+Seq = Annotated[int, Field(ge=0, le=MAX_SEQ), _in_range(0, MAX_SEQ)]
+"""A thread's ``seq`` (``expected_last_seq``)."""
+ReadLimit = Annotated[int, Field(ge=1, le=100_000), _in_range(1, 100_000)]
+"""How many messages ``index-health`` reads."""
 
 
 def _routable(value: str) -> str:
@@ -91,7 +124,7 @@ class OptionsQuery(ResourceQuery):
 class ListThreadsQuery(ResourceQuery):
     """Paging and filters of ``GET /v1/threads``."""
 
-    limit: int = Field(100, ge=1, le=1000, description="Page size.")
+    limit: PageSize = Field(100, description="Page size.")
     cursor: str | None = Field(None, description="next_cursor of the previous page (opaque).")
     order_by: Literal["created_at", "updated_at"] = "created_at"
     direction: Literal["asc", "desc"] = "desc"
@@ -104,15 +137,15 @@ class IncludeItem(_Request):
     """A message by id with neighbours from its own thread (Mastra's ``include``)."""
 
     id: Id
-    before: StrictInt = Field(0, ge=0, le=100)
-    after: StrictInt = Field(0, ge=0, le=100)
+    before: Neighbours = 0
+    after: Neighbours = 0
 
 
 class ListMessagesQuery(ResourceQuery):
     """Paging of ``GET /v1/threads/{thread_id}/messages``."""
 
-    last: int | None = Field(None, ge=0, le=1000, description="The newest N messages (no cursor).")
-    limit: int = Field(40, ge=1, le=1000, description="Page size when paging from the start.")
+    last: LastN | None = Field(None, description="The newest N messages (no cursor).")
+    limit: PageSize = Field(40, description="Page size when paging from the start.")
     cursor: str | None = Field(None, description="next_cursor of the previous page (opaque).")
     include: Json[list[IncludeItem]] | None = Field(
         None,
@@ -193,9 +226,8 @@ class SaveMessagesBody(_Request):
     messages: list[MessageInput] = Field(
         description="Message objects (or plain strings: user text messages), in order; at most 1000 (413)."
     )
-    expected_last_seq: int | None = Field(
+    expected_last_seq: Seq | None = Field(
         None,
-        ge=0,
         description="Save only if the thread's last seq is still this (the context answer's last_seq; 0 "
         "for a new thread), else 409 conflict (field expected_last_seq). The If-Match header does the same.",
     )
@@ -557,8 +589,8 @@ class InspectOut(_Schema):
 class IndexHealthQuery(ResourceQuery):
     """``GET /v1/index-health``: the resource, and how many of its messages to read."""
 
-    limit: int = Field(
-        10_000, ge=1, le=100_000, description="The most messages to read (threads by creation, seq order)."
+    limit: ReadLimit = Field(
+        10_000, description="The most messages to read (threads by creation, seq order)."
     )
 
 
