@@ -100,9 +100,15 @@ class ModelContext:
         return value if isinstance(value, int) else None
 
     @property
+    def recalled_ids(self) -> list[str]:
+        """Ids of ``recalled``, in its order: the name ``RemoteContext`` (the HTTP clients' context, which
+        carries the ids only) gives them, so code reading ids runs against ``Memory`` and a client alike."""
+        return [m.id for m in self.recalled]
+
+    @property
     def message_ids(self) -> set[str]:
         """Ids of every stored message the model is shown (history and recall)."""
-        return set(self.history_ids) | {m.id for m in self.recalled}
+        return set(self.history_ids) | set(self.recalled_ids)
 
     def to_openai(self) -> dict[str, Any]:
         """Chat-completions input: ``{"messages": [...], "tools": [...]}`` (``tools`` omitted when empty)."""

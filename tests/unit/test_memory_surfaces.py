@@ -16,7 +16,7 @@ import httpx
 import pytest
 from botocore.credentials import Credentials
 
-from memstack import Conflict, InvalidInput, Memory, NotFound
+from memstack import Conflict, InvalidInput, Memory, MemstackError, NotFound
 from memstack.async_client import AsyncMemstackClient
 from memstack.async_memory import AsyncMemory
 from memstack.client import MemstackClient
@@ -287,3 +287,234 @@ def test_given_a_taken_or_bad_new_thread_id_when_cloning_then_the_error_names_ne
     with pytest.raises(InvalidInput) as owner:
         surface.clone_thread(resource_id=R, source_thread_id="src", target_resource_id="x" * 300)
     assert owner.value.field == "target_resource_id"
+
+
+# --- one rule per argument on every surface -------------------------------------------------------------
+
+
+def outcome(call: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
+    """What ``call(*args)`` did, comparable across surfaces: the error's class, field and message, or a summary of
+    the answer (a context's rendered messages, a list's length)."""
+    try:
+        answer = call(*args)
+    except MemstackError as exc:
+        return (type(exc).__name__, exc.field, exc.message)
+    if hasattr(answer, "to_openai"):
+        return ("ok", json.dumps(answer.to_openai()["messages"], sort_keys=True))
+    if hasattr(answer, "messages"):
+        return ("ok", [m.id for m in answer.messages])
+    return ("ok", len(answer) if isinstance(answer, list | tuple) else answer)
+
+
+@pytest.fixture
+def reference() -> Iterator[Memory]:
+    """A second ``Memory``, set up as each surface's: what every surface must answer."""
+    with Memory.local(":memory:", embedder="hash", background="inline", **OPTIONS) as memory:
+        yield memory
+
+
+def seeded(target: Any) -> Any:
+    """``target`` with thread ``t1`` of messages ``a``, ``b``, ``c``, ``keep`` (single-letter ids: a string
+    taken as a list of ids would name three of them)."""
+    target.save_messages(
+        resource_id=R,
+        thread_id="t1",
+        messages=[{"id": i, "role": "user", "content": f"message {i}"} for i in ("a", "b", "c", "keep")],
+    )
+    return target
+
+
+LIST_PARAMETERS: dict[str, Callable[[Any, Any], Any]] = {
+    "save_messages.messages": lambda s, v: s.save_messages(resource_id=R, thread_id="t1", messages=v),
+    "delete_messages.message_ids": lambda s, v: s.delete_messages(resource_id=R, message_ids=v),
+    "list_messages.include": lambda s, v: s.list_messages(resource_id=R, thread_id="t1", include=v),
+    "context.context": lambda s, v: s.context(resource_id=R, thread_id="t1", message="hi", context=v),
+    "context.instructions": lambda s, v: s.context(
+        resource_id=R, thread_id="t1", message="hi", instructions=v
+    ),
+    "inspect_context.context": lambda s, v: (
+        s.inspect_context(resource_id=R, thread_id="t1", message="hi", context=v).token_count
+    ),
+    "inspect_context.instructions": lambda s, v: (
+        s.inspect_context(resource_id=R, thread_id="t1", message="hi", instructions=v).token_count
+    ),
+    "context.message": lambda s, v: s.context(resource_id=R, thread_id="t1", message=v),
+}
+"""Every list-taking argument of the clients' methods (and ``message``, which takes one message)."""
+
+NOT_LISTS: dict[str, Any] = {
+    "str": "abc",
+    "dict": {"id": "a"},
+    "int": 7,
+    "list of str as message": ["a", "b"],
+}
+
+
+@pytest.mark.parametrize("parameter", sorted(LIST_PARAMETERS))
+def test_given_a_non_list_for_a_list_argument_when_called_then_every_surface_answers_as_memory(
+    surface: Any, reference: Memory, parameter: str
+) -> None:
+    call = LIST_PARAMETERS[parameter]
+    seeded(surface), seeded(reference)
+    for given, value in NOT_LISTS.items():
+        expected = outcome(call, reference, value)
+        assert outcome(call, surface, value) == expected, given
+        if not isinstance(value, list):
+            stored = surface.list_messages(resource_id=R, thread_id="t1", last=100).messages
+            assert [m.id for m in stored][:4] == ["a", "b", "c", "keep"], f"{given} taken as a list of ids"
+
+
+def test_given_strings_where_memory_wants_lists_then_memory_refuses_them_or_takes_one_message(
+    reference: Any,
+) -> None:
+    seeded(reference)
+    with pytest.raises(InvalidInput, match="messages must be a list"):
+        reference.save_messages(resource_id=R, thread_id="t1", messages="hello")
+    with pytest.raises(InvalidInput, match="message_ids must be a non-empty list"):
+        reference.delete_messages(resource_id=R, message_ids="abc")
+    with pytest.raises(InvalidInput, match="include must be a list"):
+        reference.list_messages(resource_id=R, thread_id="t1", include="x")
+    with pytest.raises(InvalidInput, match="message must be an object or a string"):
+        reference.context(resource_id=R, thread_id="t1", message=["a", "b"])
+    ctx = reference.context(resource_id=R, thread_id="t1", message="hi", context="abc")
+    texts = [getattr(m.parts[0], "text", None) for m in ctx.messages[-2:]]
+    assert texts == ["abc", "hi"], "one context message, not three"
+
+
+ODD_IDS = {
+    "slash": "a/b",
+    "question mark": "q?x",
+    "hash": "h#x",
+    "dot": ".",
+    "dot-dot": "..",
+    "emoji": "ü🙂",
+    "percent": "50%",
+    "control": "tab\tid",
+}
+"""Ids a path segment cannot carry (``memstack.model.check_routable_id``)."""
+
+ID_CALLS: dict[str, Callable[[Any, str], Any]] = {
+    "create_thread": lambda s, i: s.create_thread(resource_id=R, thread_id=i),
+    "get_thread": lambda s, i: s.get_thread(resource_id=R, thread_id=i),
+    "update_thread": lambda s, i: s.update_thread(resource_id=R, thread_id=i, title="x"),
+    "save_messages": lambda s, i: s.save_messages(resource_id=R, thread_id=i, messages=["x"]),
+    "list_messages": lambda s, i: s.list_messages(resource_id=R, thread_id=i),
+    "context": lambda s, i: s.context(resource_id=R, thread_id=i, message="x"),
+    "inspect_context": lambda s, i: s.inspect_context(resource_id=R, thread_id=i, message="x"),
+    "recall": lambda s, i: s.recall(resource_id=R, thread_id=i, query="x"),
+    "apply_tool_call": lambda s, i: s.apply_tool_call(resource_id=R, thread_id=i, tool_call=CALLS["openai"]),
+    "working memory of a thread": lambda s, i: s.get_working_memory(
+        resource_id=R, thread_id=i, options={"working_memory": {"scope": "thread"}}
+    ),
+    "clone_thread.new_thread_id": lambda s, i: s.clone_thread(
+        resource_id=R, source_thread_id="t1", new_thread_id=i
+    ),
+    "clone_thread.target_resource_id": lambda s, i: s.clone_thread(
+        resource_id=R, source_thread_id="t1", target_resource_id=i
+    ),
+    "resource of list_threads": lambda s, i: s.list_threads(resource_id=i),
+    "resource of save_messages": lambda s, i: s.save_messages(resource_id=i, thread_id="t1", messages=["x"]),
+    "resource of context": lambda s, i: s.context(resource_id=i, thread_id="t1", message="x"),
+    "resource of working memory": lambda s, i: s.get_working_memory(resource_id=i),
+}
+"""Every method that takes a thread or resource id where it is created or read (the removals are below)."""
+
+
+@pytest.mark.parametrize("method", sorted(ID_CALLS))
+def test_given_an_id_no_path_can_carry_when_used_then_every_surface_refuses_it_alike(
+    surface: Any, reference: Memory, method: str
+) -> None:
+    seeded(surface), seeded(reference)
+    fields = {"thread_id", "resource_id", "new_thread_id", "target_resource_id"}
+    for name, odd in ODD_IDS.items():
+        expected = outcome(ID_CALLS[method], reference, odd)
+        assert expected[0] == "InvalidInput" and expected[1] in fields, name
+        assert outcome(ID_CALLS[method], surface, odd) == expected, name
+    assert [t.id for t in surface.list_threads(resource_id=R).threads] == ["t1"], "nothing was created"
+
+
+@pytest.mark.parametrize("odd", list(ODD_IDS.values()), ids=list(ODD_IDS))
+def test_given_an_unroutable_id_when_a_client_removes_by_it_then_refused_before_sending(odd: str) -> None:
+    sent: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(204)
+
+    with MemstackClient("http://memstack.test", resource_id=R, transport=httpx.MockTransport(record)) as c:
+        for remove in (
+            lambda: c.delete_thread(thread_id=odd),
+            lambda: c.erase_resource(resource_id=odd),
+            lambda: c.clone_thread(source_thread_id=odd),
+        ):
+            with pytest.raises(InvalidInput):
+                remove()
+    assert sent == []
+
+
+ODD_MESSAGE_IDS = [i for i in ODD_IDS.values() if i != "tab\tid"]
+"""Message ids travel in bodies and queries only: any text is carried."""
+
+
+def test_given_message_ids_no_path_could_carry_when_saved_listed_and_deleted_then_every_surface_reaches_them(
+    surface: Any,
+) -> None:
+    surface.save_messages(
+        resource_id=R,
+        thread_id="t1",
+        messages=[{"id": i, "role": "user", "content": i} for i in ODD_MESSAGE_IDS],
+    )
+    page = surface.list_messages(
+        resource_id=R, thread_id="t1", last=0, include=[{"id": i} for i in ODD_MESSAGE_IDS]
+    )
+    assert sorted(m.id for m in page.messages) == sorted(ODD_MESSAGE_IDS)
+    assert surface.delete_messages(resource_id=R, message_ids=ODD_MESSAGE_IDS) == len(ODD_MESSAGE_IDS)
+
+
+WORDING: dict[str, Callable[[Any], Any]] = {
+    "role": lambda s: s.save_messages(
+        resource_id=R, thread_id="t1", messages=[{"role": "robot", "content": "x"}]
+    ),
+    "expected_last_seq": lambda s: s.save_messages(
+        resource_id=R, thread_id="t1", messages=["x"], expected_last_seq=-5
+    ),
+    "message id": lambda s: s.save_messages(
+        resource_id=R, thread_id="t1", messages=[{"role": "user", "content": "x", "id": ""}]
+    ),
+    "message metadata": lambda s: s.save_messages(
+        resource_id=R, thread_id="t1", messages=[{"role": "user", "content": "x", "metadata": [1]}]
+    ),
+    "instructions item": lambda s: s.context(
+        resource_id=R, thread_id="t1", message="x", instructions=["a", 3]
+    ),
+    "list_messages limit": lambda s: s.list_messages(resource_id=R, thread_id="t1", limit=0),
+    "list_messages last": lambda s: s.list_messages(resource_id=R, thread_id="t1", last=-2),
+    "include before": lambda s: s.list_messages(
+        resource_id=R, thread_id="t1", include=[{"id": "a", "before": -1}]
+    ),
+    "list_threads limit": lambda s: s.list_threads(resource_id=R, limit=10**9),
+    "list_threads metadata": lambda s: s.list_threads(resource_id=R, metadata="x"),
+    "update_thread metadata": lambda s: s.update_thread(resource_id=R, thread_id="t1", metadata="x"),
+    "no message ids": lambda s: s.delete_messages(resource_id=R, message_ids=[]),
+    "long thread id": lambda s: s.create_thread(resource_id=R, thread_id="x" * 1000),
+}
+"""The faults the clients reported in pydantic's words before the API's errors used the library's."""
+
+
+def test_given_a_fault_when_any_surface_refuses_it_then_the_words_are_memorys(
+    surface: Any, reference: Memory
+) -> None:
+    seeded(surface), seeded(reference)
+    for fault, call in WORDING.items():
+        expected = outcome(call, reference)
+        assert expected[0] == "InvalidInput", fault
+        assert outcome(call, surface) == expected, fault
+
+
+def test_given_a_context_then_every_surface_names_its_ids_alike(surface: Any) -> None:
+    surface.save_messages(resource_id=R, thread_id="old", messages=["My cat is called Whiskers"])
+    seeded(surface)
+    ctx = surface.context(resource_id=R, thread_id="t1", message="What is my cat called? Whiskers")
+    assert ctx.history_ids == ["a", "b", "c", "keep"]
+    assert ctx.recalled_ids and all(isinstance(i, str) for i in ctx.recalled_ids)
+    assert ctx.message_ids == set(ctx.history_ids) | set(ctx.recalled_ids)
