@@ -9,6 +9,11 @@
 The same methods, arguments, answers, errors and SigV4 signing as ``MemstackClient``: both send the
 requests ``memstack.client.Calls`` builds and read the answers the same way, so the two cannot drift
 (``tests/unit/test_memory_surfaces.py`` runs one behaviour suite over ``Memory`` and both clients).
+
+Cancellation: a call cancelled while it awaits abandons its HTTP request; the server applies a request it
+received whole (a batch is saved whole or not at all), so whether a cancelled ``save_messages`` was stored
+depends on timing. Retry with the same message ids: a saved id is updated in place, never stored twice
+(README "A cancelled async call").
 """
 
 from __future__ import annotations

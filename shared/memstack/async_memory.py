@@ -11,6 +11,11 @@ Each method runs the ``Memory`` method of the same name, with the same arguments
 worker thread (``asyncio.to_thread``), so a SQLite write or an embedding call never blocks the event loop.
 ``Memory`` is safe to call from several threads at once (the SQLite adapter serialises its connection;
 the AWS clients are thread-safe).
+
+Cancellation: a call cancelled while it awaits (``asyncio.wait_for`` timing out) cannot stop its worker
+thread, so a ``Memory`` call that had started still finishes in the background (a ``save_messages`` is
+stored whole after the caller's ``TimeoutError``); one cancelled while queued for a thread never runs. Retry with the same message ids: a saved id is updated in place, never stored
+twice (README "A cancelled async call").
 """
 
 from __future__ import annotations

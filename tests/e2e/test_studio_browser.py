@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -319,3 +320,15 @@ def test_given_the_seeded_studio_then_every_view_has_a_screenshot(
         for v in ("threads", "messages", "working-memory", "observations", "recall", "context", "index")
     ]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
+
+
+@pytest.mark.parametrize("thread", ["a/b", "q?x", "h#x", "50%", "ü🙂", ".."])
+def test_given_a_thread_id_no_path_can_carry_when_opened_then_the_page_says_why_and_asks_nothing(
+    page: Any, url: str, thread: str
+) -> None:
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if "/v1/threads/" in request.url else None)
+    page.goto(f"{url}/studio/#" + urlencode({"resource": RESOURCE, "thread": thread, "view": "messages"}))
+    page.wait_for_load_state("networkidle")
+    assert "cannot be addressed over HTTP" in page.get_by_role("alert").inner_text()
+    assert asked == []

@@ -518,3 +518,29 @@ def test_given_a_context_then_every_surface_names_its_ids_alike(surface: Any) ->
     assert ctx.history_ids == ["a", "b", "c", "keep"]
     assert ctx.recalled_ids and all(isinstance(i, str) for i in ctx.recalled_ids)
     assert ctx.message_ids == set(ctx.history_ids) | set(ctx.recalled_ids)
+
+
+def test_given_a_cancelled_async_save_then_it_lands_whole_or_not_and_a_retry_with_its_ids_stores_nothing_twice() -> (
+    None
+):
+    batch = [{"id": f"m{i}", "role": "user", "content": f"message {i} about boats"} for i in range(200)]
+    with Memory.local(":memory:", embedder="hash", background="inline") as memory:
+        surface = AsyncMemory(memory)
+
+        async def cancelled() -> None:
+            task = asyncio.ensure_future(surface.save_messages(resource_id=R, thread_id="t", messages=batch))
+            await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(cancelled())  # returns once the default executor's worker threads are done
+        stored = (
+            [m.id for m in memory.list_messages(resource_id=R, thread_id="t", last=1000).messages]
+            if any(t.id == "t" for t in memory.list_threads(resource_id=R).threads)
+            else []
+        )
+        assert stored in ([], [m["id"] for m in batch]), "never half-applied"
+        asyncio.run(surface.save_messages(resource_id=R, thread_id="t", messages=batch))
+        page = memory.list_messages(resource_id=R, thread_id="t", last=1000).messages
+        assert [(m.id, m.seq) for m in page] == [(f"m{i}", i + 1) for i in range(200)]

@@ -158,7 +158,24 @@ function show(view) {
     showError(new Error("Choose a thread in the Threads view first."));
     return;
   }
+  if (NEEDS_THREAD.has(view) && !routable(state.thread)) {
+    showError(new Error(
+      `The thread id ${JSON.stringify(state.thread)} cannot be addressed over HTTP: ids hold letters, digits, ` +
+      `'_' and ${ROUTABLE_SPECIALS}, and are not '.' or '..' (docs/api.md "Ids over HTTP"). A thread stored ` +
+      "under such an id by an earlier version is copied or deleted with the library (clone_thread, delete_thread).",
+    ));
+    return;
+  }
   guarded(VIEWS[view]);
+}
+
+// The API's rule for ids in a path (memstack.model.ROUTABLE_ID; Python's Unicode \w is letters, numbers and
+// '_'): a thread id outside it could only ever answer 404, so the page says why instead of asking.
+const ROUTABLE_SPECIALS = "-._~()'!*:@,;=+&$<> []{}|^";
+const ROUTABLE_ID = /^[-._~()'!*:@,;=+&$<> \[\]{}|^\p{L}\p{N}_]+$/u;
+
+function routable(id) {
+  return id !== "." && id !== ".." && ROUTABLE_ID.test(id);
 }
 
 function chooseThread(threadId, view) {
