@@ -336,22 +336,41 @@ def _parse(build: Callable[[], T]) -> T:
         raise Unavailable(f"the Memstack API answered an unexpected shape: {type(exc).__name__}") from None
 
 
-def _message_in(message: object, field_name: str) -> Any:
+def _message_in(message: object, field_name: str, *, thread_id: str, resource_id: str) -> Any:
     """A message as the API takes it (``MessageIn``: no ``thread_id``/``resource_id``/``seq``).
 
+    A ``thread_id``/``resource_id`` the message carries must be the call's, as ``Memory`` requires
+    (``memstack.inputs``); the API's body has no such keys, so a matching one is dropped here.
+
     Raises:
-        InvalidInput: not a string, a mapping or a ``Message`` (``field_name``), as ``Memory`` refuses it.
+        InvalidInput: not a string, a mapping or a ``Message``, or of another thread or resource
+            (``field_name``), as ``Memory`` refuses it.
     """
     if isinstance(message, str):
         return message
     if isinstance(message, Message):
+        _same_envelope(message.model_dump(), field_name, thread_id=thread_id, resource_id=resource_id)
         data = message.model_dump(mode="json", include=set(_MESSAGE_IN_FIELDS))
         if data.get("author") is None:
             data.pop("author", None)
         return data
     if not isinstance(message, Mapping):
         raise InvalidInput(f"{field_name} must be an object or a string", field=field_name)
-    return to_jsonable_python(dict(message))
+    _same_envelope(message, field_name, thread_id=thread_id, resource_id=resource_id)
+    return to_jsonable_python({k: v for k, v in message.items() if k not in ("thread_id", "resource_id")})
+
+
+def _same_envelope(data: Mapping[str, Any], field_name: str, *, thread_id: str, resource_id: str) -> None:
+    """Refuse a message of another thread or resource with ``Memory``'s words.
+
+    Raises:
+        InvalidInput: naming ``<field_name>.thread_id`` or ``.resource_id``.
+    """
+    for key, expected in (("thread_id", thread_id), ("resource_id", resource_id)):
+        if data.get(key) not in (None, expected):
+            raise InvalidInput(
+                f"{field_name}.{key} does not match the call's {key}", field=f"{field_name}.{key}"
+            )
 
 
 def _tool_call(call: Mapping[str, Any] | ToolCallPart) -> Any:
@@ -565,7 +584,10 @@ class Calls:
         expected_last_seq: int | None = None,
     ) -> Call[SavedBatch]:
         batch = as_batch(messages, "messages")
-        body: dict[str, Any] = {"messages": [_message_in(m, f"messages[{i}]") for i, m in enumerate(batch)]}
+        ids = {"thread_id": thread_id, "resource_id": resource_id}
+        body: dict[str, Any] = {
+            "messages": [_message_in(m, f"messages[{i}]", **ids) for i, m in enumerate(batch)]
+        }
         if expected_last_seq is not None:
             body["expected_last_seq"] = expected_last_seq
         return Call(
@@ -752,7 +774,7 @@ class Calls:
         options: dict[str, Any] | None,
         count_tokens: bool = False,
     ) -> Call[RemoteContext]:
-        body = _turn_body(message, instructions, context, options)
+        body = _turn_body(resource_id, thread_id, message, instructions, context, options)
         if count_tokens:
             body["count_tokens"] = True
 
@@ -786,7 +808,7 @@ class Calls:
         context: Sequence[Message | Mapping[str, Any] | str] | None,
         options: dict[str, Any] | None,
     ) -> Call[ContextInspection]:
-        body = _turn_body(message, instructions, context, options)
+        body = _turn_body(resource_id, thread_id, message, instructions, context, options)
 
         def read(data: Any) -> ContextInspection:
             return ContextInspection(
@@ -826,6 +848,8 @@ class Calls:
 
 
 def _turn_body(
+    resource_id: str,
+    thread_id: str,
     message: Message | Mapping[str, Any] | str | None,
     instructions: str | Sequence[str] | None,
     context: Sequence[Message | Mapping[str, Any] | str] | None,
@@ -838,13 +862,14 @@ def _turn_body(
         InvalidInput, PayloadTooLarge: as ``Memory.context`` raises them for these fields.
     """
     body: dict[str, Any] = {}
+    ids = {"thread_id": thread_id, "resource_id": resource_id}
     if message is not None:
-        body["message"] = _message_in(message, "message")
+        body["message"] = _message_in(message, "message", **ids)
     if instructions is not None:
         body["instructions"] = as_texts(instructions, "instructions")
     extra = as_context_messages(context)
     if extra is not None:
-        body["context"] = [_message_in(m, f"context[{i}]") for i, m in enumerate(extra)]
+        body["context"] = [_message_in(m, f"context[{i}]", **ids) for i, m in enumerate(extra)]
     if options is not None:
         body["options"] = options
     return body

@@ -332,10 +332,10 @@ def test_given_the_resolver_when_messages_flow_then_save_list_include_recall_and
     local: MemstackClient,
 ) -> None:
     when = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-    message = Message(
+    message = Message(  # of this thread and resource, as Memory requires of a Message it is given
         id="m1",
-        thread_id="x",
-        resource_id="x",
+        thread_id="t1",
+        resource_id=local.resource_id,
         role="user",
         parts=(TextPart(text="I keep bees"),),
         created_at=when,

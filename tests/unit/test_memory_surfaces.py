@@ -497,6 +497,12 @@ WORDING: dict[str, Callable[[Any], Any]] = {
     "update_thread metadata": lambda s: s.update_thread(resource_id=R, thread_id="t1", metadata="x"),
     "no message ids": lambda s: s.delete_messages(resource_id=R, message_ids=[]),
     "long thread id": lambda s: s.create_thread(resource_id=R, thread_id="x" * 1000),
+    "message of another thread": lambda s: s.save_messages(
+        resource_id=R, thread_id="t1", messages=[{"role": "user", "content": "x", "thread_id": "other"}]
+    ),
+    "unknown message key": lambda s: s.context(
+        resource_id=R, thread_id="t1", message={"role": "user", "content": "x", "colour": "red"}
+    ),
 }
 """The faults the clients reported in pydantic's words before the API's errors used the library's."""
 
@@ -544,3 +550,12 @@ def test_given_a_cancelled_async_save_then_it_lands_whole_or_not_and_a_retry_wit
         asyncio.run(surface.save_messages(resource_id=R, thread_id="t", messages=batch))
         page = memory.list_messages(resource_id=R, thread_id="t", last=1000).messages
         assert [(m.id, m.seq) for m in page] == [(f"m{i}", i + 1) for i in range(200)]
+
+
+def test_given_a_message_naming_the_calls_own_thread_and_resource_when_saved_then_every_surface_takes_it(
+    surface: Any,
+) -> None:
+    message = {"role": "user", "content": "x", "thread_id": "t1", "resource_id": R}
+    assert [
+        m.thread_id for m in surface.save_messages(resource_id=R, thread_id="t1", messages=[message])
+    ] == ["t1"]

@@ -153,6 +153,9 @@ def _library_wording(error: dict[str, Any], field: str) -> str | None:
         return f"{field} must be a non-empty list"
     if kind == "dict_type":
         return f"{field} must be a JSON object"
+    if kind == "extra_forbidden":
+        owner, _, key = field.rpartition(".")
+        return f"{owner or 'the request'} has unknown field {key!r}"
     if kind in {"string_type", "list_type"}:
         return f"{field} must be a {'string' if kind == 'string_type' else 'list'}"
     return None
