@@ -18,9 +18,11 @@ Errors are the library's: the API's ``{"error": {"code", "message", "field"}}`` 
 ``memstack.errors`` class of its code (``field`` kept, ``status`` set to the HTTP status); an answer without
 that shape (API Gateway's own 403/429/5xx) maps by status; a request that never got an answer (connection
 refused, timeout) raises ``Unavailable``, and so does an answer of an unexpected shape. Thread ids go in the
-URL percent-encoded; an id the API cannot route (``memstack.api.ids``: e.g. with ``/``, ``#``, ``?``, or
-``.``/``..``) raises ``InvalidInput`` (field ``thread_id``) before anything is sent. No httpx or pydantic
-exception escapes: every failure is a ``memstack.errors`` class.
+URL percent-encoded; an id the API cannot route (``memstack.model.check_routable_id``: e.g. with ``/``,
+``#``, ``?``, ``%``, or ``.``/``..``) raises ``InvalidInput`` (field ``thread_id``) before anything is sent,
+as ``Memory`` refuses it. Arguments are checked by ``Memory``'s rules where the client shapes them (a list
+argument given a string is ``InvalidInput``, never split into characters). No httpx or pydantic exception
+escapes: every failure is a ``memstack.errors`` class.
 """
 
 from __future__ import annotations
