@@ -23,7 +23,14 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from memstack.errors import InvalidInput, MemstackError
-from memstack.model import Message, ObservationRecord, Resource, Thread, check_metadata
+from memstack.model import (
+    Message,
+    ObservationRecord,
+    Resource,
+    Thread,
+    check_metadata,
+    check_routable_id,
+)
 
 FORMAT = "memstack-export"
 """The header's ``format``."""
@@ -110,7 +117,7 @@ def parse(line_number: int, text: str) -> Record:
 def check_content(value: BaseModel) -> None:
     """The rules every write path applies to what a record holds, beyond its model's types: a message as
     ``save_messages`` takes it (``inputs.coerce_message``: parts, sizes, content, metadata, author; never
-    the ``system`` role), a thread's title and metadata as ``create_thread`` takes them, a resource's
+    the ``system`` role), a thread's ids, title and metadata as ``create_thread`` takes them, a resource's
     metadata and working memory's text and character limit (``working_memory.service``). Limits that
     depend on the target's options (``working_memory.max_tokens``) are checked by the import against it.
 
@@ -127,6 +134,8 @@ def check_content(value: BaseModel) -> None:
         data = value.model_dump(exclude={"seq"})
         coerce_message(data, thread_id=value.thread_id, resource_id=value.resource_id, now=value.created_at)
     elif isinstance(value, Thread):
+        check_routable_id(value.id, "thread.id")  # as create_thread: the HTTP API must reach it
+        check_routable_id(value.resource_id, "thread.resource_id")
         check_title(value.title)
         check_thread_metadata(value.metadata)
     elif isinstance(value, Resource):
