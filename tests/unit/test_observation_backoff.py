@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+import weakref
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -239,10 +240,12 @@ def test_close_names_the_jobs_it_leaves_and_the_sweep_finishes_them(
 
 
 def test_a_script_that_ends_without_close_leaves_its_unfinished_jobs_due_for_the_sweep(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The interpreter's exit hook (``_drain_at_exit``) waits for a scheduler nobody closed, then gives its
     jobs up as a close() that runs out of time does: named in a warning, their records marked due."""
+    # the hook drains every unclosed scheduler of the process: only this test's, not other tests' leftovers
+    monkeypatch.setattr(scheduler_module, "_open", weakref.WeakSet())
     path = str(tmp_path / "om.db")
 
     # what atexit runs when a script ends without closing its Memory
