@@ -4,6 +4,7 @@ since moved on is refused with the current document, on SQLite and on DynamoDB (
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable
@@ -12,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from memstack import Conflict, Memory
+from memstack import Conflict, InvalidInput, Memory
+from memstack.working_memory.service import document_version
 from tests.store_backends import BACKENDS, memory_on
 from tests.working_memory_support import update_call
 
@@ -216,3 +218,134 @@ def test_given_a_call_without_a_version_when_applied_then_it_replaces_as_before(
     msg = memory.apply_tool_call(resource_id="r", thread_id="t", tool_call=update_call("c", "# Facts\n- new"))
     assert _result(msg)["success"] is True
     assert memory.get_working_memory(resource_id="r", thread_id="t") == "# Facts\n- new"
+
+
+# a version of another JSON type than string: never ignored -------------------------------------------
+
+
+def _call_with_version(call_id: str, memory: object, version: object) -> dict[str, Any]:
+    """A model call whose ``version`` argument is ``version`` as JSON, whatever its type."""
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {
+            "name": "updateWorkingMemory",
+            "arguments": json.dumps({"memory": memory, "version": version}),
+        },
+    }
+
+
+def _digits_only_document() -> str:
+    """A document whose version (16 hex digits) has no letter, so a model could send it as a JSON number."""
+    for i in range(100_000):
+        document = f"# Facts\n- base\n- moved on {i}"
+        if document_version(document).isdigit():
+            return document
+    raise AssertionError("no digits-only version among 100,000 documents")
+
+
+NOT_VERSIONS = [True, False, 12, 1.5, 1e20, ["x"], [], {"a": 1}, {}, "zz", ""]
+
+
+@pytest.mark.parametrize("version", NOT_VERSIONS, ids=repr)
+def test_given_a_version_of_any_other_type_when_a_markdown_call_carries_it_then_refused_and_nothing_lost(
+    memory: Memory, version: object
+) -> None:
+    memory.update_working_memory(resource_id="r", thread_id="t", working_memory="# Facts\n- base")
+    memory.context(resource_id="r", thread_id="t", message="hi")
+    moved_on = "# Facts\n- base\n- allergic to peanuts"
+    memory.update_working_memory(resource_id="r", thread_id="t", working_memory=moved_on)
+
+    told = _result(
+        memory.apply_tool_call(
+            resource_id="r", thread_id="t", tool_call=_call_with_version("c", "# Facts\n- coffee", version)
+        )
+    )
+
+    assert told["success"] is False, f"a version {version!r} was taken as no version and overwrote"
+    assert memory.get_working_memory(resource_id="r", thread_id="t") == moved_on
+    assert told["current_memory"] == moved_on and told["version"] == document_version(moved_on)
+    assert "copy it unchanged" in told["message"]
+
+
+def test_given_a_digits_only_version_sent_as_a_number_when_current_then_written_and_when_stale_refused(
+    memory: Memory,
+) -> None:
+    document = _digits_only_document()
+    memory.update_working_memory(resource_id="r", thread_id="t", working_memory=document)
+    number = int(document_version(document))
+
+    written = _result(
+        memory.apply_tool_call(
+            resource_id="r", thread_id="t", tool_call=_call_with_version("a", f"{document}\n- tea", number)
+        )
+    )
+    stale = _result(
+        memory.apply_tool_call(
+            resource_id="r", thread_id="t", tool_call=_call_with_version("b", f"{document}\n- Oslo", number)
+        )
+    )
+
+    assert written["success"] is True, "the digits the model copied are the version"
+    assert stale["success"] is False and "changed since you read it" in stale["message"]
+    assert memory.get_working_memory(resource_id="r", thread_id="t") == f"{document}\n- tea"
+
+
+def test_given_a_null_version_when_applied_then_it_is_no_version_and_replaces_as_before(
+    memory: Memory,
+) -> None:
+    memory.update_working_memory(resource_id="r", thread_id="t", working_memory="# Facts\n- old")
+    told = _result(
+        memory.apply_tool_call(
+            resource_id="r", thread_id="t", tool_call=_call_with_version("c", "# Facts\n- new", None)
+        )
+    )
+    assert told["success"] is True  # a strict provider's padding null means "not given"
+    assert memory.get_working_memory(resource_id="r", thread_id="t") == "# Facts\n- new"
+
+
+JSON_WM = {
+    "working_memory": {
+        "enabled": True,
+        "schema": {"type": "object", "properties": {"name": {"type": "string"}, "city": {"type": "string"}}},
+    }
+}
+
+
+@pytest.mark.parametrize("version", [*NOT_VERSIONS, None, "0123456789abcdef"], ids=repr)
+def test_given_json_mode_when_a_call_carries_a_version_of_any_type_then_it_merges_and_keeps_the_other_writers_field(
+    memory: Memory, version: object
+) -> None:
+    memory.update_working_memory(
+        resource_id="r", thread_id="t", working_memory={"name": "Ada"}, options=JSON_WM
+    )
+    memory.update_working_memory(  # another writer, after the model's read
+        resource_id="r", thread_id="t", working_memory={"city": "Oslo"}, options=JSON_WM
+    )
+
+    told = _result(
+        memory.apply_tool_call(
+            resource_id="r",
+            thread_id="t",
+            tool_call=_call_with_version("c", {"name": "Bo"}, version),
+            options=JSON_WM,
+        )
+    )
+
+    assert told["success"] is True
+    stored = memory.get_working_memory(resource_id="r", thread_id="t", options=JSON_WM)
+    assert json.loads(stored or "") == {"name": "Bo", "city": "Oslo"}
+
+
+def test_given_a_callers_version_that_is_not_a_string_when_applied_then_invalid_input_naming_it(
+    memory: Memory,
+) -> None:
+    with pytest.raises(InvalidInput) as err:
+        memory.apply_tool_call(
+            resource_id="r",
+            thread_id="t",
+            tool_call=update_call("c", "# Facts"),
+            working_memory_version=12,  # type: ignore[arg-type]  # what an untyped caller may pass
+        )
+    assert err.value.field == "working_memory_version"
+    assert memory.get_working_memory(resource_id="r", thread_id="t") is None

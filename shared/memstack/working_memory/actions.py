@@ -113,10 +113,16 @@ class WorkingMemoryActions:
                 is ``None``, and updated with the version the model has seen once it reads the result.
 
         Raises:
-            InvalidInput: not an ``updateWorkingMemory`` call, or malformed; working memory disabled.
+            InvalidInput: not an ``updateWorkingMemory`` call, or malformed; working memory disabled;
+                ``seen_version`` not a string (field ``working_memory_version``).
             NotFound: the thread belongs to another resource (nothing is written).
             Conflict: lost the compare-and-set race every time.
         """
+        if seen_version is not None and not isinstance(seen_version, str):
+            raise InvalidInput(
+                "working_memory_version must be a string: the working_memory_version a context gave",
+                field="working_memory_version",
+            )
         call = parse_tool_call(tool_call)
         if call.name != TOOL_NAME:
             raise InvalidInput(
@@ -226,6 +232,8 @@ class WorkingMemoryActions:
         template = wm.effective_template
 
         def replace(cur: str | None) -> Outcome:
+            if seen is not None and not service.is_version(seen):
+                return stale(cur, garbled=True)
             if seen is not None and service.document_version(cur) != seen:
                 return stale(cur)
             if guard:
@@ -327,13 +335,34 @@ class WorkingMemoryActions:
 
 def _seen_version(call: ToolCall, versions: dict[str, str] | None, whole_document: bool) -> str | None:
     """The version the model was shown: the turn's ``versions``, else (a whole-document update) the
-    call's own ``version`` argument; ``None`` when neither has one (a non-string argument is none)."""
+    call's own ``version`` argument as ``echoed_version`` reads it; ``None`` when neither has one."""
     if versions is not None and versions.get("working_memory") is not None:
         return versions["working_memory"]
     if not whole_document or call.arguments is None:
         return None
-    echoed = call.arguments.get(VERSION_ARGUMENT)
-    return echoed if isinstance(echoed, str) else None
+    return echoed_version(call.arguments.get(VERSION_ARGUMENT))
+
+
+def echoed_version(value: object) -> str | None:
+    """The ``version`` argument of a model's markdown call, as the text to compare with the stored
+    document's version.
+
+    * absent or ``null`` → ``None``, no version: the call is unguarded, as a Mastra-shaped call is
+      (a strict provider pads every optional argument with ``null``, so ``null`` means "not given");
+    * a string → itself;
+    * a JSON integer → its decimal digits. A version is 16 hex digits, and about one in two thousand
+      has none of a–f; a model that copies such a version without its quotes wrote the right digits, and
+      JSON cannot carry leading zeros in a number, so the digits are exactly what it copied or the call
+      is not JSON at all. Compared as text, a right one is written and any other is refused as stale;
+    * anything else (``true``, a fraction, a list, an object) → its JSON text, which is never a version,
+      so the update is refused with the current document and its version: never written unchecked, as a
+      non-string version once was, overwriting what another writer had added.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False, default=repr)
 
 
 def _now_seen(outcome: Outcome, seen: str | None) -> str | None:

@@ -48,7 +48,17 @@ def document_version(document: str | None) -> str:
     text (``""`` for no document). It names the document's content, not the record holding it, so writes
     to other fields of the record (a thread's title, other metadata) never make a model's view stale."""
     digest = hashlib.sha256((document or "").encode("utf-8", "surrogatepass")).hexdigest()
-    return digest[:16]
+    return digest[:VERSION_LENGTH]
+
+
+VERSION_LENGTH = 16
+"""Hex digits in a document version (``document_version``)."""
+
+
+def is_version(value: str) -> bool:
+    """Whether ``value`` has the shape of a ``document_version`` (16 lowercase hex digits): anything else
+    can name no document, so an update carrying it is refused without comparing."""
+    return len(value) == VERSION_LENGTH and all(c in "0123456789abcdef" for c in value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,14 +51,25 @@ class Outcome:
         return result
 
 
-def stale(current: str | None) -> Outcome:
+def stale(current: str | None, *, garbled: bool = False) -> Outcome:
     """The refusal of a whole-document update computed from a document that has since changed: the
-    model's copy lacks what another writer added, so writing it would silently drop that (issue 13)."""
+    model's copy lacks what another writer added, so writing it would silently drop that (issue 13).
+
+    Args:
+        current: the stored document, shown to the model so it redoes its change on it.
+        garbled: the version the update carried is not a version at all (not 16 hex digits: a miscopied
+            string, or a number, boolean, list or object in its place). Refused the same way, since the
+            document the model wrote from is then unknown; the message says to copy the version unchanged.
+    """
+    why = (
+        "the version you passed is not the one the system message gives (copy it unchanged, as a string)"
+        if garbled
+        else "the working memory changed since you read it (another conversation updated it)"
+    )
     return Outcome(
         False,
-        "Not saved: the working memory changed since you read it (another conversation updated it). "
-        "current_memory holds the document as it is now: apply your change to it and call "
-        "updateWorkingMemory again with the complete document.",
+        f"Not saved: {why}. current_memory holds the document as it is now: apply your change to it and "
+        "call updateWorkingMemory again with the complete document and the version given here.",
         is_error=True,
         current=current or "",
     )
