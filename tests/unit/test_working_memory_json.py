@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from datetime import date
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -164,6 +165,46 @@ def test_given_a_pydantic_model_when_applied_then_it_validates_and_refs_resolve(
         assert json.loads(m.get_working_memory(thread_id="t", resource_id="r") or "") == {
             "best_friend": {"kind": "cat"}
         }
+
+
+class Person(BaseModel):
+    name: str
+    age: int | None = None
+    born: date | None = None
+
+
+COERCIBLE = [{"age": "12"}, {"age": True}, {"name": 5}, {"born": 19900203}]
+"""Values pydantic's lax mode would coerce (so the stored text would not be what the model means)."""
+
+
+@pytest.mark.parametrize("value", COERCIBLE, ids=repr)
+@pytest.mark.parametrize("mode", ["pydantic model", "its JSON Schema"])
+def test_given_a_value_the_model_type_would_coerce_when_applied_then_both_schema_forms_refuse_it(
+    tmp_path: Path, mode: str, value: dict[str, Any]
+) -> None:
+    schema = Person if mode == "pydantic model" else Person.model_json_schema()
+    opts = {"working_memory": {"enabled": True, "schema": schema}}
+    with Memory.local(tmp_path / "p.db", embedder="hash", **opts) as m:
+        m.update_working_memory(resource_id="r", working_memory={"name": "Ada", "age": 3})
+
+        told = m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": value}))
+
+        assert result(told).is_error, f"{mode} took {value} and would store it uncoerced"
+        assert next(iter(value)) in result(told).result["message"]
+        assert json.loads(m.get_working_memory(resource_id="r") or "") == {"name": "Ada", "age": 3}
+        with pytest.raises(InvalidInput):
+            m.update_working_memory(resource_id="r", working_memory=value)
+
+
+def test_given_a_pydantic_model_when_json_types_match_then_stored_as_sent_and_dates_stay_strings(
+    tmp_path: Path,
+) -> None:
+    opts = {"working_memory": {"enabled": True, "schema": Person}}
+    with Memory.local(tmp_path / "p.db", embedder="hash", **opts) as m:
+        sent = {"name": "Ada", "age": 12, "born": "1990-02-03"}
+        told = m.apply_tool_call(thread_id="t", resource_id="r", tool_call=call({"memory": sent}))
+        assert not result(told).is_error, result(told).result
+        assert json.loads(m.get_working_memory(resource_id="r") or "") == sent
 
 
 def test_given_template_and_schema_when_configured_then_invalid_input() -> None:

@@ -147,14 +147,19 @@ class MemorySchema:
         return cls(json=schema.model_json_schema(), model=schema)
 
     def validate(self, document: dict[str, Any]) -> None:
-        """Check the merged document.
+        """Check the merged document: against the JSON Schema, or by the pydantic model in strict mode (JSON
+        types as they are; JSON strings still stand for dates, UUIDs and the like, which JSON cannot carry).
 
         Raises:
             InvalidInput: the first violation, as ``<path>: <reason>`` (field ``working_memory``).
         """
         if self.model is not None:
             try:
-                self.model.model_validate_json(json.dumps(document))
+                # strict: a value is valid only as the JSON type the model's schema gives it (``"12"`` is
+                # not an ``int``), as the JSON Schema mode of the same model decides. Lax validation would
+                # pass ``"12"`` while the stored document keeps the string, so the record would hold what
+                # the schema does not mean; the model is told instead, and sends the value it meant.
+                self.model.model_validate_json(json.dumps(document), strict=True)
             except ValidationError as exc:
                 err = exc.errors()[0]
                 where = ".".join(str(p) for p in err["loc"]) or "(root)"
