@@ -275,12 +275,15 @@ class AsyncMemstackClient:
         resource_id: str | None = None,
         options: dict[str, Any] | None = None,
     ) -> str | None:
-        """The stored working memory, or ``None`` if never written (``Memory.get_working_memory``).
+        """The stored working memory, or ``None`` if never written or working memory is off
+        (``Memory.get_working_memory``).
 
-        The scope is ``options["working_memory"]["scope"]`` (default ``resource``, Memory's default): the
-        resource route, or the thread route for ``thread``. The route enables working memory in its scope.
+        The server's configured options merged with ``options`` decide whether working memory is on and
+        its scope, as they do for ``Memory``: ``thread_id`` is sent in the route, and in resource scope the
+        resource's document is read whatever the thread.
 
         Raises:
+            InvalidInput: thread scope without ``thread_id``.
             NotFound: thread scope and the thread is missing or another resource's.
         """
         return await self._run(Calls.get_working_memory(self._rid(resource_id), thread_id, options))
@@ -293,11 +296,13 @@ class AsyncMemstackClient:
         working_memory: str | dict[str, Any],
         options: dict[str, Any] | None = None,
     ) -> None:
-        """Replace (markdown) or merge (schema) working memory (``Memory.update_working_memory``); the scope
-        as in ``get_working_memory``.
+        """Replace (markdown) or merge (schema) working memory (``Memory.update_working_memory``); on/off and
+        scope as in ``get_working_memory``.
 
         Raises:
-            InvalidInput, Forbidden, PayloadTooLarge, NotFound, Conflict: as ``Memory.update_working_memory``.
+            InvalidInput: working memory is off (field ``working_memory``), thread scope without
+                ``thread_id``; and as ``Memory.update_working_memory``.
+            Forbidden, PayloadTooLarge, NotFound, Conflict: as ``Memory.update_working_memory``.
         """
         await self._run(
             Calls.update_working_memory(self._rid(resource_id), thread_id, working_memory, options)

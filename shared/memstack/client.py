@@ -636,13 +636,11 @@ class Calls:
         )
 
     @staticmethod
-    def _wm_path(thread_id: str | None, options: Mapping[str, Any] | None) -> list[str]:
-        wm = (options or {}).get("working_memory")
-        scope = wm.get("scope") if isinstance(wm, Mapping) else None
-        if scope != "thread":
-            return ["working-memory"]
+    def _wm_path(thread_id: str | None) -> list[str]:
+        """The route names the thread when the call does; the server's options merged with the call's
+        decide the scope, as ``Memory`` does (the client cannot know the server's configured scope)."""
         if thread_id is None:
-            raise InvalidInput("thread_id is required for thread-scoped working memory", field="thread_id")
+            return ["working-memory"]
         return ["threads", _routable(thread_id), "working-memory"]
 
     @staticmethod
@@ -655,7 +653,7 @@ class Calls:
 
         return Call(
             "GET",
-            Calls._wm_path(thread_id, options),
+            Calls._wm_path(thread_id),
             {"resource_id": resource_id, "options": options},
             read=read,
         )
@@ -670,9 +668,7 @@ class Calls:
         body: dict[str, Any] = {"working_memory": working_memory}
         if options is not None:
             body["options"] = options
-        return Call(
-            "PUT", Calls._wm_path(thread_id, options), {"resource_id": resource_id}, body, Calls._none
-        )
+        return Call("PUT", Calls._wm_path(thread_id), {"resource_id": resource_id}, body, Calls._none)
 
     @staticmethod
     def _tool_message(
@@ -1184,12 +1180,15 @@ class MemstackClient:
         resource_id: str | None = None,
         options: dict[str, Any] | None = None,
     ) -> str | None:
-        """The stored working memory, or ``None`` if never written (``Memory.get_working_memory``).
+        """The stored working memory, or ``None`` if never written or working memory is off
+        (``Memory.get_working_memory``).
 
-        The scope is ``options["working_memory"]["scope"]`` (default ``resource``, Memory's default): the
-        resource route, or the thread route for ``thread``. The route enables working memory in its scope.
+        The server's configured options merged with ``options`` decide whether working memory is on and
+        its scope, as they do for ``Memory``: ``thread_id`` is sent in the route, and in resource scope the
+        resource's document is read whatever the thread.
 
         Raises:
+            InvalidInput: thread scope without ``thread_id``.
             NotFound: thread scope and the thread is missing or another resource's.
         """
         return self._run(Calls.get_working_memory(self._rid(resource_id), thread_id, options))
@@ -1202,11 +1201,13 @@ class MemstackClient:
         working_memory: str | dict[str, Any],
         options: dict[str, Any] | None = None,
     ) -> None:
-        """Replace (markdown) or merge (schema) working memory (``Memory.update_working_memory``); the scope
-        as in ``get_working_memory``.
+        """Replace (markdown) or merge (schema) working memory (``Memory.update_working_memory``); on/off and
+        scope as in ``get_working_memory``.
 
         Raises:
-            InvalidInput, Forbidden, PayloadTooLarge, NotFound, Conflict: as ``Memory.update_working_memory``.
+            InvalidInput: working memory is off (field ``working_memory``), thread scope without
+                ``thread_id``; and as ``Memory.update_working_memory``.
+            Forbidden, PayloadTooLarge, NotFound, Conflict: as ``Memory.update_working_memory``.
         """
         self._run(Calls.update_working_memory(self._rid(resource_id), thread_id, working_memory, options))
 

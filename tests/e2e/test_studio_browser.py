@@ -144,8 +144,10 @@ def test_given_a_json_document_when_shown_as_a_tree_then_its_keys_are_nested(
     page: Any, url: str, api: httpx.Client
 ) -> None:
     doc = {"name": "Ana", "pets": [{"name": "Miso", "kind": "cat"}]}
+    thread_scope = {"working_memory": {"enabled": True, "scope": "thread"}}
     api.put(
-        f"/v1/threads/{HIKES}/working-memory", json={"working_memory": json.dumps(doc)}
+        f"/v1/threads/{HIKES}/working-memory",
+        json={"working_memory": json.dumps(doc), "options": thread_scope},
     ).raise_for_status()
     open_studio(page, url, view="working-memory", thread=HIKES)
     page.select_option("#wm-scope", "thread")

@@ -113,7 +113,8 @@ def test_given_the_aws_backend_when_the_models_tool_call_is_applied_then_working
     }
     applied = api.post("/v1/threads/t1/working-memory/tool-calls", {"tool_call": call, "options": WM})
     assert applied.status == 200, applied.raw
-    assert api.get("/v1/working-memory").body["working_memory"] == "# User\n- Diet: no peanuts"
+    got = api.get("/v1/working-memory", query={"options": json.dumps(WM)})
+    assert got.body["working_memory"] == "# User\n- Diet: no peanuts"
     ctx = api.post("/v1/threads/t1/context", {"message": "hi", "options": WM})
     assert "Diet: no peanuts" in ctx.body["system"][0]["text"]
 
@@ -132,7 +133,8 @@ def test_given_the_aws_backend_when_another_resource_reaches_for_a_thread_then_4
     assert [m["parts"][0]["text"] for m in listed] == ["mine"]
     recall = api.post("/v1/threads/a-thread/recall", {"query": "zebra secret"})
     assert "zebra" not in recall.raw
-    assert api.get("/v1/threads/b-thread/working-memory").status == 404
+    thread_wm = {"options": json.dumps({"working_memory": {"enabled": True, "scope": "thread"}})}
+    assert api.get("/v1/threads/b-thread/working-memory", query=thread_wm).status == 404
     # ids are per resource: A saving into "b-thread" makes A's own thread and leaves B's alone
     mine = api.post("/v1/threads/b-thread/messages", {"messages": ["x"]})
     assert mine.status == 200 and "zebra" not in mine.raw

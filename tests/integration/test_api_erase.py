@@ -33,7 +33,8 @@ def fill(api: Api) -> None:
     )
     assert api.post("/v1/threads/diet/messages", {"messages": ["I am vegan"]}).status == 200
     assert api.put("/v1/working-memory", {"working_memory": "# User", "options": WM_RESOURCE}).status == 204
-    assert api.put("/v1/threads/trip/working-memory", {"working_memory": "# Trip"}).status == 204
+    trip = {"working_memory": "# Trip", "options": {"working_memory": {"enabled": True, "scope": "thread"}}}
+    assert api.put("/v1/threads/trip/working-memory", trip).status == 204
     rid = api.resource_id
     assert rid is not None and memstack.bootstrap._memory is not None
     memstack.bootstrap._memory.store.put_observation_record(

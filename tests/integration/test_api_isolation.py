@@ -16,6 +16,7 @@ from tests.integration.events import Api, reset_process_state, use_sqlite
 
 SECRET = "BRAVO-SECRET-ZEBRA"
 WM = {"working_memory": {"enabled": True}}
+THREAD_WM = {"working_memory": {"enabled": True, "scope": "thread"}}
 
 
 @dataclass
@@ -29,8 +30,8 @@ class World:
         return (
             self.b.get("/v1/threads/b-thread").body,
             [(m["id"], m["parts"]) for m in self.b.get("/v1/threads/b-thread/messages").body["messages"]],
-            self.b.get("/v1/working-memory").body,
-            self.b.get("/v1/threads/b-thread/working-memory").body,
+            self.b.get("/v1/working-memory", query={"options": json.dumps(WM)}).body,
+            self.b.get("/v1/threads/b-thread/working-memory", query={"options": json.dumps(THREAD_WM)}).body,
         )
 
 
@@ -48,10 +49,9 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
         "/v1/threads/b-thread/messages",
         {"messages": [f"B one {SECRET}", f"B two {SECRET}", f"B three {SECRET}"]},
     ).body["messages"]
-    assert b.put("/v1/working-memory", {"working_memory": f"# B {SECRET}"}).status == 204
-    assert (
-        b.put("/v1/threads/b-thread/working-memory", {"working_memory": f"# B thread {SECRET}"}).status == 204
-    )
+    assert b.put("/v1/working-memory", {"working_memory": f"# B {SECRET}", "options": WM}).status == 204
+    thread_doc = {"working_memory": f"# B thread {SECRET}", "options": THREAD_WM}
+    assert b.put("/v1/threads/b-thread/working-memory", thread_doc).status == 204
     assert a.post("/v1/threads/a-thread/messages", {"messages": ["A's own message"]}).status == 200
     yield World(a, b, [m["id"] for m in saved])
     reset_process_state()
@@ -81,7 +81,12 @@ ATTEMPTS_ON_B_THREAD = [
     ("list messages", "GET", "/v1/threads/b-thread/messages", None),
     ("save messages", "POST", "/v1/threads/b-thread/messages", {"messages": ["injected"]}),
     ("get thread working memory", "GET", "/v1/threads/b-thread/working-memory", None),
-    ("put thread working memory", "PUT", "/v1/threads/b-thread/working-memory", {"working_memory": "pwned"}),
+    (
+        "put thread working memory",
+        "PUT",
+        "/v1/threads/b-thread/working-memory",
+        {"working_memory": "pwned", "options": THREAD_WM},
+    ),
     ("get observations", "GET", "/v1/threads/b-thread/observations", None),
     (
         "apply tool call on thread scope",
@@ -108,8 +113,10 @@ def test_given_bs_thread_when_a_calls_a_route_on_it_then_it_looks_unused_and_not
     world: World, name: str, method: str, path: str, body: Any
 ) -> None:
     before = world.b_state()
-    reply = world.a(method, path, body=body)
-    missing = world.a(method, path.replace("b-thread", "no-such-thread"), body=body)
+    # thread-scoped working memory is where a thread route reaches a thread's own data
+    query = {"options": json.dumps(THREAD_WM)} if name == "get thread working memory" else None
+    reply = world.a(method, path, body=body, query=query)
+    missing = world.a(method, path.replace("b-thread", "no-such-thread"), body=body, query=query)
     assert reply.status == missing.status, f"{name}: B's thread must look like any unused id: {reply.raw}"
     if name in CREATES_MISSING_THREAD:
         assert reply.status == 200, f"{name}: {reply.raw}"  # A's own, new "b-thread"
@@ -188,13 +195,14 @@ def test_given_bs_resource_working_memory_when_a_reads_and_writes_its_own_then_b
     world: World,
 ) -> None:
     before = world.b_state()
-    assert world.a.get("/v1/working-memory").body["working_memory"] is None
-    assert world.a.put("/v1/working-memory", {"working_memory": "# A"}).status == 204
+    on = {"options": json.dumps(WM)}
+    assert world.a.get("/v1/working-memory", query=on).body["working_memory"] is None
+    assert world.a.put("/v1/working-memory", {"working_memory": "# A", "options": WM}).status == 204
     applied = world.a.post(
         "/v1/threads/a-thread/working-memory/tool-calls", {"tool_call": tool_call("# A2"), "options": WM}
     )
     assert applied.status == 200
-    assert world.a.get("/v1/working-memory").body["working_memory"] == "# A2"
+    assert world.a.get("/v1/working-memory", query=on).body["working_memory"] == "# A2"
     ctx = world.a.post("/v1/threads/a-thread/context", {"message": "hi", "options": WM})
     assert SECRET not in ctx.raw
     assert world.b_state() == before

@@ -257,30 +257,45 @@ def test_given_now_at_the_calendars_edge_when_a_query_names_a_time_then_recall_a
 
 
 def test_given_resource_working_memory_when_put_then_get_reads_it_back(api: Api) -> None:
+    on = {"options": json.dumps(WM)}
+    assert api.get("/v1/working-memory", query=on).body == {"working_memory": None, "scope": "resource"}
+    assert (
+        api.put("/v1/working-memory", {"working_memory": "# User\n- Name: Ada", "options": WM}).status == 204
+    )
+    assert api.get("/v1/working-memory", query=on).body["working_memory"] == "# User\n- Name: Ada"
+
+
+def test_given_working_memory_off_in_the_options_when_put_then_refused_as_memory_refuses_it(api: Api) -> None:
+    refused = api.put("/v1/working-memory", {"working_memory": "# User"})
+    assert refused.status == 400 and refused.body["error"]["field"] == "working_memory", refused.raw
     assert api.get("/v1/working-memory").body == {"working_memory": None, "scope": "resource"}
-    assert api.put("/v1/working-memory", {"working_memory": "# User\n- Name: Ada"}).status == 204
-    assert api.get("/v1/working-memory").body["working_memory"] == "# User\n- Name: Ada"
+    assert api.get("/v1/working-memory", query={"options": json.dumps(WM)}).body["working_memory"] is None
 
 
 def test_given_thread_working_memory_when_put_then_get_reads_it_back_and_resource_scope_is_apart(
     api: Api,
 ) -> None:
+    thread = {"working_memory": {"enabled": True, "scope": "thread"}}
     api.post("/v1/threads", {"id": "t1"})
-    assert api.put("/v1/threads/t1/working-memory", {"working_memory": "# Thread notes"}).status == 204
-    assert api.get("/v1/threads/t1/working-memory").body == {
+    put = api.put("/v1/threads/t1/working-memory", {"working_memory": "# Thread notes", "options": thread})
+    assert put.status == 204
+    assert api.get("/v1/threads/t1/working-memory", query={"options": json.dumps(thread)}).body == {
         "working_memory": "# Thread notes",
         "scope": "thread",
     }
-    assert api.get("/v1/working-memory").body["working_memory"] is None
+    assert api.get("/v1/working-memory", query={"options": json.dumps(WM)}).body["working_memory"] is None
+    no_thread = api.get("/v1/working-memory", query={"options": json.dumps(thread)})
+    assert no_thread.status == 400 and no_thread.body["error"]["field"] == "thread_id"
 
 
 def test_given_a_schema_when_working_memory_is_put_as_objects_then_they_merge(api: Api) -> None:
     options = {
         "working_memory": {
+            "enabled": True,
             "schema": {
                 "type": "object",
                 "properties": {"name": {"type": "string"}, "city": {"type": "string"}},
-            }
+            },
         }
     }
     assert (
@@ -312,7 +327,8 @@ def test_given_the_models_tool_call_when_applied_through_the_api_then_the_next_c
     tool_message = applied.body["messages"][0]
     assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "call_1"
     assert json.loads(tool_message["content"])["success"] is True
-    assert api.get("/v1/working-memory").body["working_memory"] == "# User\n- City: Lisbon"
+    got = api.get("/v1/working-memory", query={"options": json.dumps(WM)})
+    assert got.body["working_memory"] == "# User\n- City: Lisbon"
     after = api.post("/v1/threads/t1/context", {"message": "Where do I live?", "options": WM})
     assert "City: Lisbon" in after.body["system"][0]["text"]
 

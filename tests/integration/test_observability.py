@@ -73,7 +73,12 @@ ROUTE_METRICS = [
     ("PATCH", "/v1/threads/t2", {"title": "Trip"}, {"ThreadsUpdated": 1.0}),
     ("POST", "/v1/threads/t1/clone", {"new_thread_id": "t3"}, {"ThreadsCloned": 1.0}),
     ("DELETE", "/v1/threads/t3", None, {"ThreadsDeleted": 1.0}),
-    ("PUT", "/v1/working-memory", {"working_memory": "# Notes"}, {"WorkingMemoryUpdates": 1.0}),
+    (
+        "PUT",
+        "/v1/working-memory",
+        {"working_memory": "# Notes", "options": {"working_memory": {"enabled": True}}},
+        {"WorkingMemoryUpdates": 1.0},
+    ),
 ]
 
 
@@ -110,7 +115,11 @@ def test_given_a_marker_in_messages_when_a_turn_runs_in_lambda_then_no_log_line_
 ) -> None:
     capsys.readouterr()
     lambda_api.post("/v1/threads/t1/messages", {"messages": [f"I have a {MARKER}"]})
-    lambda_api.put("/v1/working-memory", {"working_memory": f"# Notes {MARKER}"})
+    on = {"working_memory": {"enabled": True}}
+    assert (
+        lambda_api.put("/v1/working-memory", {"working_memory": f"# Notes {MARKER}", "options": on}).status
+        == 204
+    )
     lambda_api.post("/v1/threads/t1/context", {"message": f"about my {MARKER}?"})
     lambda_api.post("/v1/threads/t1/recall", {"query": MARKER})
 

@@ -389,29 +389,28 @@ def test_given_the_resolver_when_context_is_assembled_then_to_openai_matches_the
 def test_given_the_resolver_when_working_memory_is_written_then_both_scopes_and_tool_calls_work(
     local: MemstackClient,
 ) -> None:
-    local.update_working_memory(thread_id="t1", working_memory="# User\n- name: Ada")
-    assert local.get_working_memory(thread_id="t1") == "# User\n- name: Ada"
+    on = {"working_memory": {"enabled": True}}  # the server's options leave it off: the call turns it on
+    local.update_working_memory(thread_id="t1", working_memory="# User\n- name: Ada", options=on)
+    assert local.get_working_memory(thread_id="t1", options=on) == "# User\n- name: Ada"
 
     local.create_thread(thread_id="t1")
-    thread_scope = {"working_memory": {"scope": "thread"}}
+    thread_scope = {"working_memory": {"enabled": True, "scope": "thread"}}
     local.update_working_memory(thread_id="t1", working_memory="# Trip\n- to: Rome", options=thread_scope)
     assert local.get_working_memory(thread_id="t1", options=thread_scope) == "# Trip\n- to: Rome"
-    assert local.get_working_memory(thread_id="t1") == "# User\n- name: Ada"
+    assert local.get_working_memory(thread_id="t1", options=on) == "# User\n- name: Ada"
 
     call = ToolCallPart(id="call_1", name="updateWorkingMemory", args={"memory": "# User\n- name: Ada L."})
-    result = local.apply_tool_call(
-        thread_id="t1", tool_call=call, options={"working_memory": {"enabled": True}}
-    )
+    result = local.apply_tool_call(thread_id="t1", tool_call=call, options=on)
     assert result.role == "tool"
-    assert local.get_working_memory(thread_id="t1") == "# User\n- name: Ada L."
+    assert local.get_working_memory(thread_id="t1", options=on) == "# User\n- name: Ada L."
 
     with pytest.raises(NotFound):
         local.get_working_memory(thread_id="nope", options=thread_scope)
     assert local.health()["status"] == "ok"
 
     # as with Memory, resource scope needs no thread, thread scope refuses to go without one
-    local.update_working_memory(working_memory="# User\n- name: Ada B.")
-    assert local.get_working_memory() == "# User\n- name: Ada B."
+    local.update_working_memory(working_memory="# User\n- name: Ada B.", options=on)
+    assert local.get_working_memory(options=on) == "# User\n- name: Ada B."
     with pytest.raises(InvalidInput) as err:
         local.get_working_memory(options=thread_scope)
     assert err.value.field == "thread_id"

@@ -10,6 +10,7 @@ import asyncio
 import inspect
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -41,15 +42,17 @@ class Blocking:
         return lambda *args, **kwargs: self._loop.run_until_complete(method(*args, **kwargs))
 
 
-@pytest.fixture(params=SURFACES)
-def surface(request: pytest.FixtureRequest) -> Iterator[Any]:
+@contextmanager
+def open_surface(kind: str, options: dict[str, Any]) -> Iterator[Any]:
+    """One surface (``SURFACES``) over a fresh in-memory ``Memory`` configured with ``options`` (the
+    server's configured options, for the two clients)."""
     loop = asyncio.new_event_loop()
-    with Memory.local(":memory:", embedder="hash", background="inline", **OPTIONS) as memory:
-        if request.param == "memory":
+    with Memory.local(":memory:", embedder="hash", background="inline", **options) as memory:
+        if kind == "memory":
             yield memory
-        elif request.param == "async_memory":
+        elif kind == "async_memory":
             yield Blocking(AsyncMemory(memory), loop)
-        elif request.param == "client":
+        elif kind == "client":
             with serving(memory) as url, MemstackClient(url) as client:
                 yield client
         else:
@@ -58,6 +61,12 @@ def surface(request: pytest.FixtureRequest) -> Iterator[Any]:
                 yield Blocking(client, loop)
                 loop.run_until_complete(client.aclose())
     loop.close()
+
+
+@pytest.fixture(params=SURFACES)
+def surface(request: pytest.FixtureRequest) -> Iterator[Any]:
+    with open_surface(request.param, OPTIONS) as opened:
+        yield opened
 
 
 def test_given_a_thread_when_created_read_listed_updated_and_deleted_then_each_surface_agrees(
@@ -140,6 +149,121 @@ def test_given_a_working_memory_call_in_any_shape_when_applied_then_stored_and_a
     assert surface.get_working_memory(resource_id=R, thread_id="t1") == f"- likes {shape}"
     surface.update_working_memory(resource_id=R, thread_id="t1", working_memory="# Replaced")
     assert surface.get_working_memory(resource_id=R, thread_id="t1") == "# Replaced"
+
+
+# working memory: the configured options merged with the call's decide, on every surface -----------------
+
+THREAD_SCOPE: dict[str, Any] = {"working_memory": {"enabled": True, "scope": "thread"}}
+ON: dict[str, Any] = {"working_memory": {"enabled": True}}
+
+
+@pytest.fixture(params=SURFACES)
+def thread_scoped(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A surface whose configured options (the server's, for the clients) put working memory in threads."""
+    with open_surface(request.param, THREAD_SCOPE) as opened:
+        yield opened
+
+
+@pytest.fixture(params=SURFACES)
+def wm_off(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A surface configured without working memory."""
+    with open_surface(request.param, {}) as opened:
+        yield opened
+
+
+def _shows(surface: Any, thread_id: str, text: str) -> bool:
+    ctx = surface.context(resource_id=R, thread_id=thread_id, message="hi")
+    return any(text in m["content"] for m in ctx.to_openai()["messages"] if m["role"] == "system")
+
+
+def test_given_thread_scope_configured_when_updated_for_a_thread_then_that_thread_holds_it_and_its_turn_shows_it(
+    thread_scoped: Any,
+) -> None:
+    surface = thread_scoped
+    surface.create_thread(resource_id=R, thread_id="t1")
+    surface.create_thread(resource_id=R, thread_id="t2")
+
+    surface.update_working_memory(resource_id=R, thread_id="t1", working_memory="# thread one doc")
+
+    assert surface.get_thread(resource_id=R, thread_id="t1").metadata == {
+        "working_memory": "# thread one doc"
+    }
+    assert surface.get_working_memory(resource_id=R, thread_id="t1") == "# thread one doc"
+    assert _shows(surface, "t1", "thread one doc")
+    assert surface.get_working_memory(resource_id=R, thread_id="t2") is None
+    resource_scope = {"working_memory": {"scope": "resource"}}
+    assert surface.get_working_memory(resource_id=R, options=resource_scope) is None, "no resource record"
+    with pytest.raises(InvalidInput) as err:
+        surface.get_working_memory(resource_id=R)
+    assert err.value.field == "thread_id"
+
+
+def test_given_resource_scope_configured_when_updated_through_a_thread_then_the_resource_holds_it(
+    surface: Any,
+) -> None:
+    surface.create_thread(resource_id=R, thread_id="t1")
+    surface.update_working_memory(resource_id=R, thread_id="t1", working_memory="# shared doc")
+
+    assert surface.get_thread(resource_id=R, thread_id="t1").metadata == {}
+    assert surface.get_working_memory(resource_id=R) == "# shared doc"
+    assert surface.get_working_memory(resource_id=R, thread_id="other") == "# shared doc"
+    assert _shows(surface, "t2", "shared doc")
+
+
+def test_given_working_memory_off_when_updated_then_refused_and_nothing_stored_unless_the_call_turns_it_on(
+    wm_off: Any,
+) -> None:
+    surface = wm_off
+    surface.create_thread(resource_id=R, thread_id="t1")
+
+    with pytest.raises(InvalidInput) as err:
+        surface.update_working_memory(resource_id=R, thread_id="t1", working_memory="# written while off")
+
+    assert err.value.field == "working_memory" and "not enabled" in err.value.message
+    assert surface.get_working_memory(resource_id=R, thread_id="t1", options=ON) is None
+    surface.update_working_memory(resource_id=R, thread_id="t1", working_memory="# kept", options=ON)
+    assert surface.get_working_memory(resource_id=R, options=ON) == "# kept"
+    assert surface.get_working_memory(resource_id=R) is None, "off: no working memory is read"
+
+
+@pytest.mark.parametrize("seed", [5, True, {"name": "x"}, ["# a"], None], ids=repr)
+def test_given_a_seed_that_is_not_a_document_when_a_thread_is_created_or_updated_then_invalid_input(
+    surface: Any, seed: object
+) -> None:
+    with pytest.raises(InvalidInput) as err:
+        surface.create_thread(resource_id=R, thread_id="t1", metadata={"working_memory": seed})
+    assert err.value.field == "metadata.working_memory"
+    with pytest.raises(NotFound):
+        surface.get_thread(resource_id=R, thread_id="t1")
+
+    surface.create_thread(resource_id=R, thread_id="t1", metadata={"k": 1})
+    with pytest.raises(InvalidInput) as err:
+        surface.update_thread(resource_id=R, thread_id="t1", metadata={"working_memory": seed})
+    assert err.value.field == "metadata.working_memory"
+    assert surface.get_thread(resource_id=R, thread_id="t1").metadata == {"k": 1}
+
+
+def test_given_a_model_call_whose_version_is_not_a_string_then_refused_on_every_surface(
+    surface: Any,
+) -> None:
+    surface.update_working_memory(resource_id=R, thread_id="t1", working_memory="# Facts\n- peanuts")
+    for version in (12, True, ["x"], {"a": 1}):
+        call = {
+            "id": "w",
+            "type": "function",
+            "function": {
+                "name": TOOL_NAME,
+                "arguments": json.dumps({"memory": "# Facts", "version": version}),
+            },
+        }
+        result = surface.apply_tool_call(resource_id=R, thread_id="t1", tool_call=call)
+        assert result.parts[0].is_error and result.parts[0].result["success"] is False, repr(version)
+    assert surface.get_working_memory(resource_id=R, thread_id="t1") == "# Facts\n- peanuts"
+    with pytest.raises(InvalidInput) as err:
+        surface.apply_tool_call(
+            resource_id=R, thread_id="t1", tool_call=CALLS["openai"], working_memory_version=12
+        )
+    assert err.value.field == "working_memory_version"
 
 
 def test_given_history_when_the_context_is_assembled_then_every_format_shows_it_with_the_tool(

@@ -210,6 +210,7 @@ class Threads:
         """
         now = self.core.clock.now()
         extra = check_thread_metadata(metadata) if metadata is not None else {}
+        self.core.working_memory.check_seed(self.core.options, extra)
         inherited = {k: v for k, v in source.metadata.items() if k != THREAD_METADATA_KEY}
         clone_meta = {
             **inherited,

@@ -277,13 +277,21 @@ class WorkingMemoryActions:
 
         Raises:
             PayloadTooLarge: over the input, character or token limits.
-            InvalidInput: JSON mode, and the value is not a JSON object valid against the schema (nulls
-                are stripped and merged as an update onto nothing, as the model's first write would be).
+            InvalidInput: the value is not a string (``None`` included: metadata holds no nulls to delete
+                a key with); JSON mode, and it is not a JSON object valid against the schema (nulls are
+                stripped and merged as an update onto nothing, as the model's first write would be).
         """
         wm = opts.working_memory
-        value = metadata.get(service.THREAD_METADATA_KEY)
-        if not isinstance(value, str):
+        if service.THREAD_METADATA_KEY not in metadata:
             return
+        value = metadata[service.THREAD_METADATA_KEY]
+        if not isinstance(value, str):
+            # every reader takes a non-string as no document, so it would seed nothing and read as None
+            raise InvalidInput(
+                "metadata.working_memory must be a string: the working-memory document (markdown, or in "
+                f"schema mode the JSON text of an object), not {type(value).__name__}",
+                field="metadata.working_memory",
+            )
         # sized even while working memory is off in the configured options: a call may enable it, and
         # then this document is shown and written back, so it must fit the same limits as any other path
         service.check_input_size(value)

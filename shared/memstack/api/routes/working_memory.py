@@ -1,12 +1,16 @@
-"""Working-memory routes: get/put at resource scope (``/v1/working-memory``) and at thread scope
+"""Working-memory routes: get/put without a thread (``/v1/working-memory``) and with one
 (``/v1/threads/{thread_id}/working-memory``), and applying the model's ``updateWorkingMemory`` call.
 
-The get/put routes name their scope, so they force ``working_memory.enabled`` and ``scope`` over the
-options; template, schema, ``max_tokens`` and ``read_only`` still come from the configured and per-call
-options. The tool-call route uses the options as given (the scope the context route offered the tool in).
+Every route answers as ``Memory`` does with the server's configured options merged with the call's: they
+decide whether working memory is on (off: a get reads ``null``, a put is refused with ``invalid_input``,
+as ``Memory.update_working_memory`` is) and its scope, so a document lives where the turn reads it. The
+path only says whether the call names a thread: in resource scope the thread route reads and writes the
+resource's document (as ``Memory`` does given a thread), in thread scope the route without a thread is
+refused (``thread_id`` is required there). Routes that forced their own scope let a client that did not
+know the server's scope write a record no turn would show.
 """
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
@@ -21,45 +25,42 @@ from memstack.api.schemas import (
     WorkingMemoryOut,
 )
 from memstack.context import tool_messages
+from memstack.memory import Memory
 from memstack.observability import TOOL_CALLS, WORKING_MEMORY_UPDATES, add_metric
 
 TAGS = ["working memory"]
-
-
-def scoped(options: dict[str, Any] | None, scope: Literal["resource", "thread"]) -> dict[str, Any]:
-    """``options`` with working memory enabled in ``scope`` (other working-memory options kept)."""
-    out = dict(options or {})
-    wm = out.get("working_memory")
-    out["working_memory"] = {**(wm if isinstance(wm, dict) else {}), "enabled": True, "scope": scope}
-    return out
-
 
 router = new_router()
 """The working-memory routes."""
 
 
-@router.get(f"{API_PREFIX}/working-memory", tags=TAGS, summary="The resource's working memory")
+def _scope(memory: Memory, query: OptionsQuery) -> Literal["resource", "thread"]:
+    """The scope the call acts in: the configured options merged with the call's."""
+    return memory.options.merged(query.options).working_memory.scope
+
+
+@router.get(
+    f"{API_PREFIX}/working-memory",
+    tags=TAGS,
+    summary="The working memory, no thread named: the resource's (400 in thread scope)",
+)
 def get_resource_working_memory(query: Annotated[OptionsQuery, Query()]) -> WorkingMemoryOut:
-    value = current_memory().get_working_memory(
-        resource_id=query.resource_id,
-        options=scoped(query.options, "resource"),
-    )
-    return WorkingMemoryOut(working_memory=value, scope="resource")
+    memory = current_memory()
+    value = memory.get_working_memory(resource_id=query.resource_id, options=query.options)
+    return WorkingMemoryOut(working_memory=value, scope=_scope(memory, query))
 
 
 @router.put(
     f"{API_PREFIX}/working-memory",
     tags=TAGS,
-    summary="Replace (markdown) or merge (schema) the resource's working memory (204)",
+    summary="Replace (markdown) or merge (schema) the working memory, no thread named (204)",
     status_code=204,
 )
 def put_resource_working_memory(
     body: WorkingMemoryBody, query: Annotated[ResourceQuery, Query()]
 ) -> Response[None]:
     current_memory().update_working_memory(
-        resource_id=query.resource_id,
-        working_memory=body.working_memory,
-        options=scoped(body.options, "resource"),
+        resource_id=query.resource_id, working_memory=body.working_memory, options=body.options
     )
     add_metric(WORKING_MEMORY_UPDATES)
     return Response(204, None, None)
@@ -68,21 +69,24 @@ def put_resource_working_memory(
 @router.get(
     f"{API_PREFIX}/threads/<thread_id>/working-memory",
     tags=TAGS,
-    summary="The thread's working memory (404 for a missing or another resource's thread)",
+    summary="The working memory as the thread sees it: its own in thread scope (404 for a missing or "
+    "another resource's thread), the resource's in resource scope",
 )
 def get_thread_working_memory(thread_id: str, query: Annotated[OptionsQuery, Query()]) -> WorkingMemoryOut:
     memory = current_memory()
-    memory.get_thread(thread_id=thread_id, resource_id=query.resource_id)  # 404 unless the owner's
+    scope = _scope(memory, query)
+    if scope == "thread":
+        memory.get_thread(thread_id=thread_id, resource_id=query.resource_id)  # 404 unless the owner's
     value = memory.get_working_memory(
-        thread_id=thread_id, resource_id=query.resource_id, options=scoped(query.options, "thread")
+        thread_id=thread_id, resource_id=query.resource_id, options=query.options
     )
-    return WorkingMemoryOut(working_memory=value, scope="thread")
+    return WorkingMemoryOut(working_memory=value, scope=scope)
 
 
 @router.put(
     f"{API_PREFIX}/threads/<thread_id>/working-memory",
     tags=TAGS,
-    summary="Replace (markdown) or merge (schema) the thread's working memory (204)",
+    summary="Replace (markdown) or merge (schema) the working memory the thread sees (204)",
     status_code=204,
 )
 def put_thread_working_memory(
@@ -92,7 +96,7 @@ def put_thread_working_memory(
         thread_id=thread_id,
         resource_id=query.resource_id,
         working_memory=body.working_memory,
-        options=scoped(body.options, "thread"),
+        options=body.options,
     )
     add_metric(WORKING_MEMORY_UPDATES)
     return Response(204, None, None)

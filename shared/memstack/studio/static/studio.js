@@ -313,9 +313,15 @@ function wmPath() {
   return $("#wm-scope").value === "thread" ? threadPath("working-memory") : "working-memory";
 }
 
+// The routes follow the server's options, as Memory does; the Studio names the scope the operator chose
+// (and reads it whether or not the server shows working memory to the model).
+function wmOptions() {
+  return { working_memory: { enabled: true, scope: $("#wm-scope").value } };
+}
+
 async function loadWorkingMemory() {
   if ($("#wm-scope").value === "thread" && !state.thread) throw new Error("Choose a thread for thread-scoped working memory.");
-  const data = await api("GET", wmPath());
+  const data = await api("GET", wmPath(), { options: JSON.stringify(wmOptions()) });
   const doc = data.working_memory;
   $("#wm-text").value = doc || "";
   renderWorkingMemory(doc);
@@ -380,7 +386,7 @@ function markdown(doc) {
 
 async function saveWorkingMemory() {
   $("#wm-status").textContent = "";
-  await api("PUT", wmPath(), {}, { working_memory: $("#wm-text").value });
+  await api("PUT", wmPath(), {}, { working_memory: $("#wm-text").value, options: wmOptions() });
   await loadWorkingMemory();
   $("#wm-status").textContent = "Saved.";
 }
