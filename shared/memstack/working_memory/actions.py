@@ -359,12 +359,12 @@ def echoed_version(value: object) -> str | None:
       (a strict provider pads every optional argument with ``null``, so ``null`` means "not given");
     * a string → itself;
     * a JSON integer → its decimal digits. A version is 16 hex digits, and about one in two thousand
-      has none of a–f; a model that copies such a version without its quotes wrote the right digits, and
-      JSON cannot carry leading zeros in a number, so the digits are exactly what it copied or the call
-      is not JSON at all. Compared as text, a right one is written and any other is refused as stale;
+      has none of a–f; a model that copies such a version without its quotes wrote the right digits.
+      Compared as text, a right one is written and any other is refused (a version whose leading zero
+      a number cannot carry no longer has 16 digits, and is refused as garbled, never matched);
     * anything else (``true``, a fraction, a list, an object) → its JSON text, which is never a version,
-      so the update is refused with the current document and its version: never written unchecked, as a
-      non-string version once was, overwriting what another writer had added.
+      so the update is refused with the current document and its version. Taking it as "no version"
+      would write the whole document unchecked and drop what another writer added since the model read.
     """
     if value is None or isinstance(value, str):
         return value
