@@ -81,7 +81,7 @@ def test_given_a_served_api_when_an_agent_runs_turns_then_history_working_memory
     assert any(s.kind == "working_memory" and "allergy: peanuts" in s.text for s in second.system)
     assert second.token_count > 0
     assert second.to_openai()["messages"][-1] == {"role": "user", "content": "Where is my locker?"}
-    assert client.get_working_memory(thread_id="trip-1") == "# User\n- allergy: peanuts"
+    assert client.get_working_memory(thread_id="trip-1", options=WM_OPTIONS) == "# User\n- allergy: peanuts"
 
     # a new thread of the same user: recall brings the other thread's turn (indexed inline on save)
     found = client.recall(thread_id="trip-2", query="locker code")
@@ -110,7 +110,7 @@ def test_given_a_served_api_when_an_agent_runs_turns_then_history_working_memory
         1,
     )
     assert client.list_threads().threads == ()
-    assert client.get_working_memory(thread_id="trip-1") is None
+    assert client.get_working_memory(thread_id="trip-1", options=WM_OPTIONS) is None
     assert set(client.erase_resource().counts.values()) == {0}
 
 

@@ -113,16 +113,11 @@ class WorkingMemoryActions:
                 is ``None``, and updated with the version the model has seen once it reads the result.
 
         Raises:
-            InvalidInput: not an ``updateWorkingMemory`` call, or malformed; working memory disabled;
-                ``seen_version`` not a string (field ``working_memory_version``).
+            InvalidInput: not an ``updateWorkingMemory`` call, malformed, disabled; ``seen_version`` not a str.
             NotFound: the thread belongs to another resource (nothing is written).
             Conflict: lost the compare-and-set race every time.
         """
-        if seen_version is not None and not isinstance(seen_version, str):
-            raise InvalidInput(
-                "working_memory_version must be a string: the working_memory_version a context gave",
-                field="working_memory_version",
-            )
+        _check_callers_version(seen_version)
         call = parse_tool_call(tool_call)
         if call.name != TOOL_NAME:
             raise InvalidInput(
@@ -338,6 +333,20 @@ class WorkingMemoryActions:
             seed,
             attempts=service.JSON_ATTEMPTS if schema is not None else service.MARKDOWN_ATTEMPTS,
             check=lambda doc: service.check_size(doc, self.tokenizer, wm.max_tokens),
+        )
+
+
+def _check_callers_version(seen_version: object) -> None:
+    """Refuse a caller's seen version that is not a string: compared with a document's version it
+    would never match, and the refusal would blame the model for the caller's mistake.
+
+    Raises:
+        InvalidInput: field ``working_memory_version``.
+    """
+    if seen_version is not None and not isinstance(seen_version, str):
+        raise InvalidInput(
+            "working_memory_version must be a string: the working_memory_version a context gave",
+            field="working_memory_version",
         )
 
 

@@ -10,7 +10,7 @@ refused (``thread_id`` is required there). Routes that forced their own scope le
 know the server's scope write a record no turn would show.
 """
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
@@ -25,8 +25,10 @@ from memstack.api.schemas import (
     WorkingMemoryOut,
 )
 from memstack.context import tool_messages
-from memstack.memory import Memory
 from memstack.observability import TOOL_CALLS, WORKING_MEMORY_UPDATES, add_metric
+
+if TYPE_CHECKING:  # the handler's cold import stays free of the core (tests/integration/test_cold_imports.py)
+    from memstack.memory import Memory
 
 TAGS = ["working memory"]
 
@@ -34,7 +36,7 @@ router = new_router()
 """The working-memory routes."""
 
 
-def _scope(memory: Memory, query: OptionsQuery) -> Literal["resource", "thread"]:
+def _scope(memory: "Memory", query: OptionsQuery) -> Literal["resource", "thread"]:
     """The scope the call acts in: the configured options merged with the call's."""
     return memory.options.merged(query.options).working_memory.scope
 
