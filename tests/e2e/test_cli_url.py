@@ -39,6 +39,10 @@ def test_given_a_served_database_when_browsing_by_url_then_the_answers_are_those
         where = ["--resource", "alice", "--thread", "trip", *remote]
         answer(capsys, "working-memory", "set", *where, "--text", "# Alice\n- sails")
         assert answer(capsys, "working-memory", "get", *where) == {"working_memory": "# Alice\n- sails"}
+        resource_only = ["--resource", "alice", *remote]  # resource scope needs no thread, remote or local
+        assert answer(capsys, "working-memory", "get", *resource_only) == {
+            "working_memory": "# Alice\n- sails"
+        }
         context = answer(capsys, "context", *where, "--message", "when do we sail?")
         assert context["request"]["messages"][-1] == {"role": "user", "content": "when do we sail?"}  # type: ignore[index]
         local_context = answer(

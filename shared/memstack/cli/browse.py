@@ -269,13 +269,10 @@ def _local_observations(memory: Any, resource_id: str, thread_id: str) -> Any:
 
 
 def _wm_thread(args: argparse.Namespace) -> str | None:
-    if args.thread is None and (args.scope == "thread" or args.url):
-        why = (
-            "in thread scope"
-            if args.scope == "thread"
-            else "with --url (the API reaches it through a thread)"
-        )
-        raise InvalidInput(f"working-memory needs --thread {why}", field="thread")
+    """The thread a working-memory command names: required in thread scope (the document is the thread's),
+    optional in resource scope, locally and through ``--url`` alike (the API's route without a thread)."""
+    if args.thread is None and args.scope == "thread":
+        raise InvalidInput("working-memory needs --thread in thread scope", field="thread")
     return str(args.thread) if args.thread is not None else None
 
 
