@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -60,6 +60,16 @@ def scratch_dir() -> Path:
 
 
 # --- statistics -------------------------------------------------------------------------------------------
+
+
+T = TypeVar("T")
+
+
+def rotated(items: Sequence[T], n: int) -> list[T]:
+    """``items`` rotated left by ``n`` places (modulo their count): the order in which sizes, files or modes
+    take their turn at step ``n``, so none is always measured first."""
+    k = n % len(items)
+    return [*items[k:], *items[:k]]
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sqlite3
 import statistics
 import sys
 import time
@@ -50,6 +49,7 @@ from benchmarks.common import (  # noqa: E402
     machine_line,
     markdown_table,
     percentile,
+    rotated,
     write_report,
 )
 
@@ -58,22 +58,14 @@ MEASURED = 0
 
 
 def build(folder: Path, sizes: list[int]) -> None:
-    """Grow one store to each size in turn, keeping ``corpus-<size>.db`` copies (SQLite's backup API)."""
-    from benchmarks.speed import MemstackSide
+    """Grow one store to each size in turn, keeping ``corpus-<size>.db`` copies (``speed.grow_copies``)."""
+    from benchmarks.speed import MemstackSide, grow_copies
 
     from memstack import locomo
 
     folder.mkdir(parents=True, exist_ok=True)
     side = MemstackSide(folder, locomo.load(bench_data_path()), bulk=True)
-    for size in sorted(sizes):
-        side.grow_to(size)
-        target = folder / f"corpus-{size}.db"
-        with sqlite3.connect(side.path) as source, sqlite3.connect(target) as copy:
-            source.backup(copy)
-        print(f"{size}: grown in {side.grow_s:.1f} s in all; {target} ({target.stat().st_size / 1e6:.0f} MB)")
-    side.memory.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{side.path}{suffix}").unlink(missing_ok=True)
+    grow_copies(side, sizes, folder, "corpus", sys.stdout)
 
 
 def _reads() -> int | None:
@@ -113,11 +105,6 @@ def _figures(saves: Samples, contexts: Samples) -> dict[str, Any]:
     }
 
 
-def _rotated(items: list[Any], n: int) -> list[Any]:
-    k = n % len(items)
-    return items[k:] + items[:k]
-
-
 def measure(memories: dict[int, Any], conv: Any, regime: str, label: str) -> dict[int, dict[str, Any]]:
     """One repetition of a regime (module docstring) in every file, the files taking turns."""
     sizes = list(memories)
@@ -130,7 +117,7 @@ def measure(memories: dict[int, Any], conv: Any, regime: str, label: str) -> dic
         for t in turns:
             message = {"id": t.message_id, "role": t.role, "content": t.text, "created_at": t.created_at}
             question = conv.questions[n % len(conv.questions)].text
-            for size in _rotated(sizes, n):
+            for size in rotated(sizes, n):
                 memory = memories[size]
                 save = partial(
                     memory.save_messages, thread_id=thread, resource_id=resource, messages=[message]
@@ -148,7 +135,7 @@ def measure(memories: dict[int, Any], conv: Any, regime: str, label: str) -> dic
             n += 1
     if regime == "apart":
         for i, q in enumerate(conv.questions):
-            for size in _rotated(sizes, i):
+            for size in rotated(sizes, i):
                 ask = partial(
                     memories[size].context,
                     thread_id="questions",

@@ -22,7 +22,7 @@ Two per-resource scenarios (``--scenario resource``, report ``speed-resource``; 
 * A long-lived user: every message in ONE resource. One store is grown through 1k, 10k and 100k messages in
   that resource by replaying all conversations into it (batched, one save per session, ids kept distinct per
   pass); at each size conversation 0 is saved into it one message per call (timed) and its questions asked in
-  a fresh thread (timed, in hybrid, vector and keyword mode); the measured messages stay and count. Mastra
+  a fresh thread (timed, in hybrid, vector and keyword mode), on a copy of the store at that size. Mastra
   is grown the same way in one store (``ONE=1 SIZES=…``) and recalls with its vector search; its growth
   (~60 ms per message on a loaded 2-core machine: LibSQL writes each message's vector on its own) stops after
   ``--mastra-budget`` seconds, and the size it reached is measured and reported as such. Targets: each mode's
@@ -34,8 +34,11 @@ Two per-resource scenarios (``--scenario resource``, report ``speed-resource``; 
   resources, one save per session) within ``--mastra-corpus-budget`` seconds. Target: context p50 at 1M
   <= 1.3x its value at 10k.
 
-Mastra runs in its own process while Memstack measures (``run_resource``); ``--render run.json`` re-renders
-the report and plot from a run's JSON.
+Memstack's sizes are measured side by side (``run_resource``): a copy of the store is kept at each size as
+it grows, and once Mastra (growing in its own process meanwhile) has finished, every copy is opened in one
+process and the sizes take turns call by call (``measure_in_turns``), so the ratio of one size to another
+holds no change of the machine's load between them. ``--render run.json`` re-renders the report and plot
+from a run's JSON.
 
 Usage: ``python benchmarks/speed.py [--quick] [--runs 3] [--sizes 0,1000,10000,100000] [--mastra-max 10000]
 [--no-mastra] [--scenario many|resource] [--one-sizes 1000,10000,100000] [--corpus-sizes 10000,100000,1000000]
@@ -53,8 +56,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any
+
+import sqlean
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -70,6 +76,7 @@ from benchmarks.common import (  # noqa: E402
     machine_line,
     markdown_table,
     percentile,
+    rotated,
     spread,
     write_report,
 )
@@ -538,6 +545,147 @@ def _attach_mastra(entries: list[dict[str, Any]], grown: dict[str, Any], skipped
             entry["mastra_note"] = skipped
 
 
+def grow_copies(
+    side: MemstackSide, sizes: Sequence[int], folder: Path, tag: str, log: Any = sys.stderr
+) -> dict[int, dict[str, Any]]:
+    """Grow ``side`` through ``sizes`` (ascending), keeping a copy of its file at each size.
+
+    Returns ``{size: {"path", "grow_s", "file_mb"}}``: the copy (``folder/<tag>-<size>.db``, made with
+    SQLite's backup API through the store's own library, so it holds every committed write), the growth's
+    seconds up to that size in all, and the copy's size. The growing store is closed and deleted after the
+    last size."""
+    grown: dict[int, dict[str, Any]] = {}
+    for size in sorted(sizes):
+        side.grow_to(size)
+        target = folder / f"{tag}-{size}.db"
+        # The store's own SQLite library: a second library in the process would not share its locks and
+        # write-ahead log index, and could copy an older snapshot.
+        with closing(sqlean.connect(side.path)) as source, closing(sqlean.connect(target)) as copy:
+            source.backup(copy)
+        grown[size] = {
+            "path": target,
+            "grow_s": round(side.grow_s, 1),
+            "file_mb": round(target.stat().st_size / 1e6),
+        }
+        log.write(f"{tag} {size}: grown in {side.grow_s:.1f} s in all, {grown[size]['file_mb']} MB\n")
+        log.flush()
+    side.memory.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{side.path}{suffix}").unlink(missing_ok=True)
+    return grown
+
+
+def measure_in_turns(
+    memories: dict[int, Any], conv: Any, label: str, modes: Sequence[str], resource: str | None = None
+) -> dict[int, dict[str, float]]:
+    """One run of the workload in every store at once, the stores taking turns call by call.
+
+    Each message of ``conv`` is saved (one per call) into every store before the next message, and each
+    question is asked in every mode of ``modes`` in every store before the next question, the store that
+    goes first rotating; so a change in a shared machine's load reaches every size alike, where sizes
+    measured one after another, minutes apart, differ by the load as much as by their size.
+
+    Args:
+        memories: an open ``Memory`` per size.
+        conv: the LoCoMo conversation replayed.
+        label: distinguishes this run's threads and message ids from other runs'.
+        modes: recall modes asked per question (the first is reported as ``context_ms_*``).
+        resource: the resource saved into and questioned (a long-lived user's); ``None``: a new resource
+            per run.
+
+    Returns:
+        ``{size: figures}``, figures as ``MemstackSide.run``'s plus ``save_cpu_ms_p50`` (ms).
+    """
+    sizes = list(memories)
+    key = f"{conv.resource_id}-{label}"
+    owner = resource or key
+    save_ms: dict[int, list[float]] = {size: [] for size in sizes}
+    save_cpu: dict[int, list[float]] = {size: [] for size in sizes}
+    n = 0
+    for thread, turns in conv.sessions.items():
+        for t in turns:
+            message = {
+                "id": f"{key}:{t.message_id}",
+                "role": t.role,
+                "content": t.text,
+                "created_at": t.created_at,
+            }
+            for size in rotated(sizes, n):
+                c0, t0 = time.process_time(), time.perf_counter()
+                memories[size].save_messages(
+                    thread_id=f"{key}-{thread}", resource_id=owner, messages=[message]
+                )
+                save_ms[size].append((time.perf_counter() - t0) * 1000)
+                save_cpu[size].append((time.process_time() - c0) * 1000)
+            n += 1
+    context_ms: dict[tuple[int, str], list[float]] = {(size, mode): [] for size in sizes for mode in modes}
+    cpu_ms: dict[tuple[int, str], list[float]] = {(size, mode): [] for size in sizes for mode in modes}
+    for i, q in enumerate(conv.questions):
+        for mode in rotated(list(modes), i):
+            for size in rotated(sizes, i):
+                c0, t0 = time.process_time(), time.perf_counter()
+                memories[size].context(
+                    thread_id=f"{key}-questions",
+                    resource_id=owner,
+                    message=q.text,
+                    options={"semantic_recall": {"mode": mode}},
+                )
+                context_ms[size, mode].append((time.perf_counter() - t0) * 1000)
+                cpu_ms[size, mode].append((time.process_time() - c0) * 1000)
+    figures: dict[int, dict[str, float]] = {}
+    for size in sizes:
+        f = {
+            "save_ms_p50": percentile(save_ms[size], 0.5),
+            "save_ms_p95": percentile(save_ms[size], 0.95),
+            "save_cpu_ms_p50": percentile(save_cpu[size], 0.5),
+        }
+        for n_mode, mode in enumerate(modes):
+            suffix = "" if n_mode == 0 else f"_{mode}"
+            f[f"context{suffix}_ms_p50"] = percentile(context_ms[size, mode], 0.5)
+            f[f"context{suffix}_ms_p95"] = percentile(context_ms[size, mode], 0.95)
+            f[f"context{suffix}_cpu_ms_p50"] = percentile(cpu_ms[size, mode], 0.5)
+        figures[size] = f
+    return figures
+
+
+def _measured_side_by_side(
+    grown: dict[int, dict[str, Any]],
+    conv: Any,
+    runs: int,
+    modes: Sequence[str],
+    resource: str | None,
+    tag: str,
+    log: Any,
+) -> list[dict[str, Any]]:
+    """Open every size's copy in this process and measure ``runs`` runs in turns (``measure_in_turns``);
+    one entry per size: the median over runs of each figure, the growth seconds and the file's MB."""
+    from memstack import Memory
+
+    memories = {size: Memory.local(g["path"], embedder="hash") for size, g in grown.items()}
+    try:
+        measured = [measure_in_turns(memories, conv, f"{tag}-run{r}", modes, resource) for r in range(runs)]
+    finally:
+        for memory in memories.values():
+            memory.close()
+    entries = []
+    for size, g in sorted(grown.items()):
+        entry = {
+            "size": size,
+            "memstack": summarise([m[size] for m in measured]),
+            "memstack_grow_s": g["grow_s"],
+            "file_mb": g["file_mb"],
+        }
+        log.write(
+            f"{tag} {size}: "
+            + ", ".join(f"{m} {entry['memstack'][_mode_key(m, 'p50')]['median']:.2f} ms" for m in modes)
+            + f" (hybrid CPU {entry['memstack']['context_cpu_ms_p50']['median']:.2f} ms); "
+            f"save p50 {entry['memstack']['save_ms_p50']['median']:.2f} ms\n"
+        )
+        log.flush()
+        entries.append(entry)
+    return entries
+
+
 def run_resource(
     *,
     data: Path,
@@ -553,9 +701,12 @@ def run_resource(
 ) -> dict[str, Any]:
     """The per-resource scenarios (module docstring): a long-lived user and a 1M-message corpus.
 
-    Mastra runs in its own process while Memstack measures (its growth waits on the disk — LibSQL syncs
-    each batch — far more than on a core): one resource through the sizes up to ``mastra_max`` within
-    ``mastra_budget_s`` seconds of growth, then the corpus sizes within ``mastra_corpus_budget_s``."""
+    Memstack's stores are grown first, a copy kept at each size (``grow_copies``); Mastra grows in its own
+    process meanwhile (its growth waits on the disk — LibSQL syncs each batch — more than on a core): one
+    resource through the sizes up to ``mastra_max`` within ``mastra_budget_s`` seconds, then the corpus sizes
+    within ``mastra_corpus_budget_s``. Memstack measures once Mastra has finished, every size's copy
+    open in one process and the sizes taking turns (``measure_in_turns``), so neither the peer's growth nor
+    a change in the machine's load between sizes is in the ratios of one size to another."""
     from memstack import locomo
 
     conversations = locomo.load(data)
@@ -581,50 +732,31 @@ def run_resource(
     worker = threading.Thread(target=grow_mastra, name="mastra-peer", daemon=True)
     if mastra:
         worker.start()
-    one: list[dict[str, Any]] = []
-    # One store grown from size to size into the one resource (the measured runs stay in it and count).
-    with tempfile.TemporaryDirectory(prefix="memstack-speed-one-") as tmp:
-        ours = MemstackSide(Path(tmp), conversations, one=f"one-{conv.resource_id}")
-        for size in one_sizes:
-            ours.grow_to(size)
-            m_runs = [ours.run(conv, f"one{size}-run{r}", MODES) for r in range(runs)]
-            entry: dict[str, Any] = {
-                "size": size,
-                "memstack": summarise(m_runs),
-                "memstack_grow_s": round(ours.grow_s, 1),
-            }
-            log.write(
-                f"one resource of {size}: memstack grown in {ours.grow_s:.1f} s in all; "
-                + ", ".join(f"{m} {entry['memstack'][_mode_key(m, 'p50')]['median']:.2f} ms" for m in MODES)
-                + f"; save p50 {entry['memstack']['save_ms_p50']['median']:.2f} ms\n"
-            )
+    one_resource = f"one-{conv.resource_id}"
+    with tempfile.TemporaryDirectory(prefix="memstack-speed-resource-") as tmp:
+        folder = Path(tmp)
+        for sub in ("one", "corpus"):
+            (folder / sub).mkdir()
+        one_grown = grow_copies(
+            MemstackSide(folder / "one", conversations, one=one_resource), one_sizes, folder, "one", log
+        )
+        corpus_grown = grow_copies(
+            MemstackSide(folder / "corpus", conversations, bulk=True), corpus_sizes, folder, "corpus", log
+        )
+        if mastra:
+            log.write("waiting for Mastra's growth to end before measuring\n")
             log.flush()
-            one.append(entry)
-        ours.memory.close()
-    corpus: list[dict[str, Any]] = []
-    # One store grown from size to size (each measured resource is new: its 419 messages count as stored).
-    with tempfile.TemporaryDirectory(prefix="memstack-speed-corpus-") as tmp:
-        ours = MemstackSide(Path(tmp), conversations, bulk=True)
-        for size in corpus_sizes:
-            ours.grow_to(size)
-            m_runs = [ours.run(conv, f"corpus{size}-run{r}") for r in range(runs)]
-            corpus.append(
-                {
-                    "size": size,
-                    "memstack": summarise(m_runs),
-                    "memstack_grow_s": round(ours.grow_s, 1),
-                    "file_mb": round(ours.file_bytes() / 1e6),
-                }
-            )
-            log.write(
-                f"corpus of {size}: grown in {ours.grow_s:.1f} s in all, file {corpus[-1]['file_mb']} MB; "
-                f"context p50 {corpus[-1]['memstack']['context_ms_p50']['median']:.2f} ms "
-                f"(CPU {corpus[-1]['memstack']['context_cpu_ms_p50']['median']:.2f} ms)\n"
-            )
-            log.flush()
-        ours.memory.close()
-    if mastra:
-        worker.join()
+            worker.join()
+        one = (
+            _measured_side_by_side(one_grown, conv, runs, MODES, one_resource, "one", log)
+            if one_grown
+            else []
+        )
+        corpus = (
+            _measured_side_by_side(corpus_grown, conv, runs, MODES[:1], None, "corpus", log)
+            if corpus_grown
+            else []
+        )
     skipped = "not run (--no-mastra)" if not mastra else f"not run: above --mastra-max {mastra_max}"
     _attach_mastra(one, mastra_one, skipped)
     _attach_mastra(corpus, mastra_corpus, skipped)
@@ -636,6 +768,7 @@ def run_resource(
         "messages": conv.turn_count,
         "questions": len(conv.questions),
         "runs": runs,
+        "protocol": "side by side",
         "one": one,
         "corpus": corpus,
         "checks": resource_checks(one, corpus),
@@ -742,11 +875,13 @@ def render_resource(result: dict[str, Any]) -> str:
         "## A long-lived user: every message in ONE resource",
         "",
         "One store per system is grown through the sizes, every message in one resource (all conversations "
-        "replayed into it, one save per session); at each size the measured conversation is saved into it one "
-        "message per call and its questions are asked in a new thread (the measured messages stay and count "
-        "toward the next size). Memstack context = `context()` in each recall mode; Mastra = "
-        "`memory.recall()` (vector). A Mastra figure 'at N' was measured at the N messages its growth reached "
-        "within its budget.",
+        "replayed into it, one save per session). Memstack keeps a copy of its store at each size and measures "
+        "once Mastra has finished, every size's copy open in one process: the measured conversation is saved "
+        "into the resource one message per call, then its questions are asked in a new thread, the sizes "
+        "taking turns call by call (each run adds its messages to every copy), so the machine's load reaches "
+        "every size alike. Mastra grows and measures size after size in its own process, beside Memstack's "
+        "growth. Memstack context = `context()` in each recall mode; Mastra = `memory.recall()` (vector). A "
+        "Mastra figure 'at N' was measured at the N messages its growth reached within its budget.",
         "",
     ]
     rows = []
@@ -778,11 +913,11 @@ def render_resource(result: dict[str, Any]) -> str:
         "## A 1M-message corpus: one resource's cost as the file grows",
         "",
         "One store is grown through the sizes with other resources (one save per whole conversation, texts "
-        "embedded once: the bulk regime), then at each size the measured conversation is saved as a new "
-        "resource one message per call and questioned (hybrid). CPU ms: the process's CPU time per context "
-        "call (on a shared machine the wall time also holds waits for a core). Grown in: seconds of growth up "
-        "to that size, in all. Mastra: the same workload on its store grown the same way (new resources, one "
-        "save per session), recall (vector).",
+        "embedded once: the bulk regime), a copy kept at each size; then, the copies taking turns as above, "
+        "the measured conversation is saved as a new resource one message per call and questioned (hybrid). "
+        "CPU ms: the process's CPU time per context call (on a shared machine the wall time also holds waits "
+        "for a core). Grown in: seconds of growth up to that size, in all. Mastra: the same workload on its "
+        "store grown the same way (new resources, one save per session), recall (vector).",
         "",
         markdown_table(
             [

@@ -168,7 +168,8 @@ def test_given_a_run_of_one_scenario_only_when_plotted_then_the_other_panel_says
 
 
 def test_given_corpus_probe_runs_when_rendered_then_each_size_is_compared_with_the_smallest_file() -> None:
-    from benchmarks.corpus_probe import _rotated, render
+    from benchmarks.common import rotated
+    from benchmarks.corpus_probe import render
 
     def run(size: int, regime: str, rep: int, save_cpu: float, context_cpu: float) -> dict[str, object]:
         return {
@@ -202,4 +203,4 @@ def test_given_corpus_probe_runs_when_rendered_then_each_size_is_compared_with_t
     assert "| apart | 1000000 | 3019 | 1.20 (1.10) | 3.70 (3.60) | x1.10 / x1.20 | 12.0 | n/a |" in report
     assert "| turns | 10000 | 30 | 1.10 (1.00) | 3.10 (3.00) | x1.00 / x1.00 | 12.0 | n/a |" in report
     assert "load average 2.0–4.0" in report and "* a note" in report
-    assert [_rotated([1, 2, 3], n) for n in range(4)] == [[1, 2, 3], [2, 3, 1], [3, 1, 2], [1, 2, 3]]
+    assert [rotated([1, 2, 3], n) for n in range(4)] == [[1, 2, 3], [2, 3, 1], [3, 1, 2], [1, 2, 3]]

@@ -1,0 +1,75 @@
+"""speed.py's per-resource protocol: a copy of the store kept at each size, the sizes measured in turns."""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from benchmarks.speed import MODES, MemstackSide, grow_copies, measure_in_turns
+
+from memstack import locomo
+from memstack.demo import default_data_path
+
+
+class Recorder:
+    """A ``Memory`` stand-in that appends each call to a shared log."""
+
+    def __init__(self, size: int, log: list[tuple[str, int, str]]) -> None:
+        self.size, self.log = size, log
+
+    def save_messages(self, *, thread_id: str, resource_id: str, messages: list[dict[str, Any]]) -> None:
+        self.log.append(("save", self.size, messages[0]["id"]))
+
+    def context(self, *, thread_id: str, resource_id: str, message: str, options: dict[str, Any]) -> None:
+        self.log.append(("context", self.size, f"{options['semantic_recall']['mode']}:{message}"))
+
+
+def _conversation(messages: int, questions: int) -> Any:
+    turns = [
+        SimpleNamespace(message_id=f"m{i}", role="user", text=f"text {i}", created_at=None)
+        for i in range(messages)
+    ]
+    return SimpleNamespace(
+        resource_id="conv",
+        sessions={"s1": turns[: messages // 2], "s2": turns[messages // 2 :]},
+        questions=[SimpleNamespace(text=f"q{i}") for i in range(questions)],
+    )
+
+
+def test_given_three_sizes_when_measured_in_turns_then_every_call_reaches_every_size_before_the_next() -> (
+    None
+):
+    log: list[tuple[str, int, str]] = []
+    memories = {size: Recorder(size, log) for size in (10, 20, 30)}
+    figures = measure_in_turns(memories, _conversation(4, 2), "run0", MODES)
+    saves = [entry for entry in log if entry[0] == "save"]
+    contexts = [entry for entry in log if entry[0] == "context"]
+    # each message goes to all three sizes before the next one, the first size rotating
+    assert [size for _, size, _ in saves] == [10, 20, 30, 20, 30, 10, 30, 10, 20, 10, 20, 30]
+    assert [mid for _, _, mid in saves[:3]] == ["conv-run0:m0"] * 3
+    # each question in each mode reaches all sizes before the next mode; modes rotate per question too
+    assert len(contexts) == 2 * len(MODES) * 3
+    first = contexts[:3]
+    assert {size for _, size, _ in first} == {10, 20, 30} and len({call for _, _, call in first}) == 1
+    assert [call for _, _, call in contexts[::3]] == [f"{m}:q0" for m in MODES] + [
+        f"{m}:q1" for m in (*MODES[1:], MODES[0])
+    ]
+    assert set(figures) == {10, 20, 30}
+    assert set(figures[10]) >= {"save_ms_p50", "save_cpu_ms_p50", "context_ms_p50", "context_vector_ms_p50"}
+
+
+def test_given_a_growing_store_when_copies_are_kept_then_each_copy_holds_its_size(tmp_path: Path) -> None:
+    conversations = locomo.load(default_data_path())
+    (tmp_path / "src").mkdir()
+    side = MemstackSide(tmp_path / "src", conversations, one="one-user")
+    grown = grow_copies(side, [30, 120], tmp_path, "one", io.StringIO())
+    assert sorted(grown) == [30, 120]
+    for size, g in grown.items():
+        with closing(sqlite3.connect(g["path"])) as db:
+            (count,) = db.execute("SELECT count(*) FROM messages WHERE resource_id = 'one-user'").fetchone()
+        assert count == size, "the copy holds what the store held at that size, not later growth"
+    assert not (tmp_path / "src" / "speed.db").exists(), "the growing store is deleted once copied"
