@@ -36,8 +36,8 @@ Two per-resource scenarios (``--scenario resource``, report ``speed-resource``; 
 
 Memstack's sizes are measured side by side (``run_resource``): a copy of the store is kept at each size as
 it grows, and once Mastra (growing in its own process meanwhile) has finished, every copy is opened in one
-process and the sizes take turns call by call (``measure_in_turns``), so the ratio of one size to another
-holds no change of the machine's load between them. ``--render run.json`` re-renders the report and plot
+process and the sizes take turns call by call (``measure_in_turns``), so a change of the machine's load
+between sizes does not enter the ratio of one size to another. ``--render run.json`` re-renders the report and plot
 from a run's JSON.
 
 Usage: ``python benchmarks/speed.py [--quick] [--runs 3] [--sizes 0,1000,10000,100000] [--mastra-max 10000]
@@ -581,8 +581,8 @@ def measure_in_turns(
     """One run of the workload in every store at once, the stores taking turns call by call.
 
     Each message of ``conv`` is saved (one per call) into every store before the next message, and each
-    question is asked in every mode of ``modes`` in every store before the next question, the store that
-    goes first rotating; so a change in a shared machine's load reaches every size alike, where sizes
+    question is asked in every mode of ``modes`` in every store before the next question, the store (and
+    the mode) that goes first rotating; so a change in a shared machine's load reaches every size alike, where sizes
     measured one after another, minutes apart, differ by the load as much as by their size.
 
     Args:
