@@ -5,12 +5,17 @@ writes, and never keep a deleted vector."""
 from __future__ import annotations
 
 import multiprocessing
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from memstack.adapters.sqlite import vector_cache
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.index import SqliteSearchIndex
 from memstack.adapters.sqlite.vector_cache import Added, ResourceVectors, quantise, unit_rows
@@ -298,3 +303,75 @@ def test_given_rows_with_many_ties_when_ranked_then_each_message_scores_by_its_b
         assert [(h.message_id, h.score) for h in ranked] == [
             (entry.names[c], max(-1.0, min(1.0, s))) for c, s in expected
         ]
+
+
+def test_given_a_scan_large_enough_to_split_when_run_then_every_sum_is_the_exact_int32_product() -> None:
+    rng = np.random.default_rng(7)
+    rows = vector_cache.PARALLEL_MIN_ROWS + 1234
+    codes = rng.integers(-127, 128, (rows, 256), dtype=np.int8)
+    query = rng.integers(-127, 128, 256, dtype=np.int8)
+    want = codes.astype(np.int64) @ query.astype(np.int64)
+    assert np.array_equal(vector_cache._int8_dots(codes, query), want.astype(np.float32))
+    assert np.array_equal(vector_cache._int8_dots(codes[:100], query), want[:100].astype(np.float32))
+
+
+def _scan_in_child(conn: Any) -> None:
+    rng = np.random.default_rng(8)
+    codes = rng.integers(-127, 128, (vector_cache.PARALLEL_MIN_ROWS, 64), dtype=np.int8)
+    query = rng.integers(-127, 128, 64, dtype=np.int8)
+    dots = vector_cache._int8_dots(codes, query)
+    conn.send((vector_cache.scan_threads(), float(dots.sum())))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX-only")
+def test_given_a_process_that_split_a_scan_when_it_forks_then_the_child_scans_on_one_thread() -> None:
+    rng = np.random.default_rng(9)
+    codes = rng.integers(-127, 128, (vector_cache.PARALLEL_MIN_ROWS, 64), dtype=np.int8)
+    vector_cache._int8_dots(codes, codes[0])  # the parent's OpenMP pool, if it has two cores, now exists
+    parent, child = multiprocessing.Pipe()
+    worker = multiprocessing.get_context("fork").Process(target=_scan_in_child, args=(child,))
+    worker.start()
+    worker.join(60)
+    if worker.exitcode is None:  # hung in OpenMP's inherited pool
+        worker.kill()
+    assert worker.exitcode == 0, "a forked child must be able to scan"
+    threads, total = parent.recv()
+    assert threads == 1
+    assert total == float(np.asarray(_child_dots(), dtype=np.float32).sum())
+
+
+def _child_dots() -> np.ndarray:
+    rng = np.random.default_rng(8)
+    codes = rng.integers(-127, 128, (vector_cache.PARALLEL_MIN_ROWS, 64), dtype=np.int8)
+    query = rng.integers(-127, 128, 64, dtype=np.int8)
+    return (codes.astype(np.int64) @ query.astype(np.int64)).astype(np.float32)
+
+
+_IDLE_AFTER_SCAN = """
+import os, sys, time
+import numpy as np
+from memstack.adapters.sqlite import vector_cache
+codes = np.random.default_rng(0).integers(-127, 128, (vector_cache.PARALLEL_MIN_ROWS * 2, 64), dtype=np.int8)
+for _ in range(3):
+    vector_cache._int8_dots(codes, codes[0])
+start = time.process_time()
+time.sleep(0.05)
+print(vector_cache.scan_threads(), (time.process_time() - start) * 1000, os.environ.get("GOMP_SPINCOUNT"))
+"""
+
+
+def test_given_a_split_scan_when_it_has_ended_then_its_threads_burn_no_cpu_while_the_process_waits() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    out = subprocess.run(
+        [sys.executable, "-c", _IDLE_AFTER_SCAN],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split()
+    threads, idle_cpu_ms, left = int(out[0]), float(out[1]), out[2]
+    assert threads == min(vector_cache.MAX_SCAN_THREADS, len(os.sched_getaffinity(0)))
+    assert idle_cpu_ms < 4.0, f"{idle_cpu_ms:.1f} ms of CPU in a 50 ms pause: OpenMP threads spin"
+    assert left == "None", "the OpenMP setting is for SimSIMD's import only, not left in the environment"
