@@ -12,7 +12,8 @@ product. A larger one is first scored on int8 copies of its rows (a quarter of t
 int8 dot-product kernels), each score with a proven error bound; only the rows whose upper bound reaches the
 ``top_k``-th message's lower bound are then scored in float32 (ADR 0009). The result is the float32 search's
 own (the bound is Cauchy–Schwarz, not a guess), at the cost of a scan of ``dimension`` bytes per row plus a
-few dozen exact products. Approximate indexes were measured and rejected (ADR 0006, ADR 0009): on the hash
+few dozen exact products; from ``PARALLEL_MIN_ROWS`` rows the scan is split over the process's cores
+(ADR 0018). Approximate indexes were measured and rejected (ADR 0006, ADR 0009): on the hash
 embedder's vectors an HNSW graph found 0.69–0.94 of the exact top 8 and cost 5 ms per insert.
 """
 
