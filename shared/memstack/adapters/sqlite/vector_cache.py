@@ -149,8 +149,10 @@ PARALLEL_MIN_ROWS = 32_768
 """Rows from which the int8 scan is split over several cores. The scan reads ``dimension`` bytes a row and
 is bound by one core's memory bandwidth, so two cores take ~60% of the time for the same CPU time; waking
 the sleeping second thread costs ~0.05–0.1 ms, more than it saves below this. Measured on the 2-core build
-machine, 256-d codes, one process, split and whole interleaved, wall p50 whole → split: 100k rows 1.77 →
-1.05 ms (CPU +0.06 ms), 32k 0.56 → 0.39, 16k 0.17 → 0.22, 8k 0.09 → 0.14."""
+machine, 256-d codes, one process, split and whole interleaved on one array scanned again and again (so
+partly in the cache), wall p50 whole → split: 100k rows 1.77 → 1.05 ms (CPU +0.06 ms), 32k 0.56 → 0.39, 16k
+0.17 → 0.22, 8k 0.09 → 0.14. With other work evicting the codes between scans (stores taking turns), a 100k
+context gained only 0.1–0.3 ms (ADR 0018)."""
 
 MAX_SCAN_THREADS = 4
 """At most this many threads split one scan: a turn's other work waits for the scan, and other turns of a
