@@ -315,11 +315,15 @@ def test_given_a_scan_large_enough_to_split_when_run_then_every_sum_is_the_exact
     assert np.array_equal(vector_cache._int8_dots(codes[:100], query), want[:100].astype(np.float32))
 
 
-def _scan_in_child(conn: Any) -> None:
+def _split_scan_input() -> tuple[np.ndarray, np.ndarray]:
+    """Codes of ``PARALLEL_MIN_ROWS`` rows (a scan that splits) and a query, the same in every process."""
     rng = np.random.default_rng(8)
     codes = rng.integers(-127, 128, (vector_cache.PARALLEL_MIN_ROWS, 64), dtype=np.int8)
-    query = rng.integers(-127, 128, 64, dtype=np.int8)
-    dots = vector_cache._int8_dots(codes, query)
+    return codes, rng.integers(-127, 128, 64, dtype=np.int8)
+
+
+def _scan_in_child(conn: Any) -> None:
+    dots = vector_cache._int8_dots(*_split_scan_input())
     conn.send((vector_cache.scan_threads(), float(dots.sum())))
 
 
@@ -337,14 +341,8 @@ def test_given_a_process_that_split_a_scan_when_it_forks_then_the_child_scans_on
     assert worker.exitcode == 0, "a forked child must be able to scan"
     threads, total = parent.recv()
     assert threads == 1
-    assert total == float(np.asarray(_child_dots(), dtype=np.float32).sum())
-
-
-def _child_dots() -> np.ndarray:
-    rng = np.random.default_rng(8)
-    codes = rng.integers(-127, 128, (vector_cache.PARALLEL_MIN_ROWS, 64), dtype=np.int8)
-    query = rng.integers(-127, 128, 64, dtype=np.int8)
-    return (codes.astype(np.int64) @ query.astype(np.int64)).astype(np.float32)
+    codes, query = _split_scan_input()
+    assert total == float((codes.astype(np.int64) @ query.astype(np.int64)).astype(np.float32).sum())
 
 
 _IDLE_AFTER_SCAN = """
