@@ -373,3 +373,139 @@ def test_given_a_split_scan_when_it_has_ended_then_its_threads_burn_no_cpu_while
     assert threads == min(vector_cache.MAX_SCAN_THREADS, len(os.sched_getaffinity(0)))
     assert idle_cpu_ms < 4.0, f"{idle_cpu_ms:.1f} ms of CPU in a 50 ms pause: OpenMP threads spin"
     assert left == "None", "the OpenMP setting is for SimSIMD's import only, not left in the environment"
+
+
+def _worded(rows: np.ndarray) -> list[IndexEntry]:
+    """``_entries`` with keyword text that some queries match: a few words shared by many chunks."""
+    return [
+        IndexEntry(**{**vars_of(e), "text": f"topic{i % 40} shared note{i % 7}"})
+        for i, e in enumerate(_entries(rows, 0))
+    ]
+
+
+def vars_of(entry: IndexEntry) -> dict[str, Any]:
+    return {name: getattr(entry, name) for name in entry.__dataclass_fields__}
+
+
+def _hybrid(index: SqliteSearchIndex, query: np.ndarray, **kwargs: Any) -> tuple[list[Any], list[Any]]:
+    found = index.search("r1", top_k=12, vector=query.tolist(), text="topic3 note5 shared", **kwargs)
+    return _key(found.vector or []), _key(found.keyword or [])
+
+
+@pytest.fixture
+def two_cores(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A process that may run on two cores, with a ``beside()`` pool of its own (shut down after)."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(vector_cache, "_beside_pid", None)
+    monkeypatch.setattr(vector_cache, "_beside_pool", None)
+    yield
+    if vector_cache._beside_pool is not None:
+        vector_cache._beside_pool.shutdown()
+
+
+def test_given_a_large_resource_when_searched_by_both_halves_then_the_keyword_half_runs_beside_with_equal_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_cores: None
+) -> None:
+    import threading
+
+    from memstack.adapters.sqlite import index as index_module
+
+    db = SqliteDatabase(tmp_path / "m.db")
+    index = SqliteSearchIndex(db, DIM, quantised_min_rows=0)
+    index.upsert(_worded(_rows(11, 1500)))
+    ran_on: list[str] = []
+    reads: list[tuple[str, bool]] = []
+    keyword_half = SqliteSearchIndex._keyword_half
+    chunks_held = index_module._chunks_held
+
+    def spy(self: SqliteSearchIndex, *args: Any, **kwargs: Any) -> Any:
+        ran_on.append(threading.current_thread().name)
+        return keyword_half(self, *args, **kwargs)
+
+    def held_elsewhere(cached: ResourceVectors, *args: Any) -> Any:
+        got = cached.lock.acquire(blocking=False)
+        if got:
+            cached.lock.release()
+        reads.append((threading.current_thread().name, got))
+        return chunks_held(cached, *args)
+
+    monkeypatch.setattr(SqliteSearchIndex, "_keyword_half", spy)
+    monkeypatch.setattr(index_module, "_chunks_held", held_elsewhere)
+    queries = _rows(12, 6)
+    monkeypatch.setattr(index_module, "BESIDE_MIN_ROWS", 10**9)
+    alone = [_hybrid(index, q) for q in queries] + [_hybrid(index, queries[0], thread_id="t1")]
+    assert set(ran_on) == {"MainThread"} and {name for name, _ in reads} == {"MainThread"}
+    ran_on.clear()
+    reads.clear()
+    monkeypatch.setattr(index_module, "BESIDE_MIN_ROWS", 1000)
+    overlapped = [_hybrid(index, q) for q in queries] + [_hybrid(index, queries[0], thread_id="t1")]
+    assert overlapped == alone
+    assert all(v and k for v, k in alone)
+    assert len(ran_on) == len(queries) + 1 and all(name.startswith("memstack-search") for name in ran_on)
+    # the worker reads under the searching thread's hold: it cannot take the lock, and no write can
+    assert reads and all(name.startswith("memstack-search") and not got for name, got in reads)
+    # the worker busy with another search: this one does both halves itself rather than queue
+    assert vector_cache._beside_free.acquire(blocking=False)
+    try:
+        assert _hybrid(index, queries[1]) == alone[1]
+    finally:
+        vector_cache._beside_free.release()
+    assert ran_on[-1] == "MainThread"
+    # a keyword half that fails: the error reaches the caller, and the lock is free for writes after it
+    monkeypatch.setattr(SqliteSearchIndex, "_keyword_half", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        _hybrid(index, queries[2])
+    index.delete_messages("r1", [alone[2][0][0][0]])
+    db.close()
+
+
+def test_given_one_core_when_a_large_resource_is_searched_by_both_halves_then_they_run_in_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memstack.adapters.sqlite import index as index_module
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(vector_cache, "_beside_pid", None)
+    monkeypatch.setattr(vector_cache, "_beside_pool", None)
+    assert vector_cache.beside(lambda: 1) is None
+    db = SqliteDatabase(tmp_path / "m.db")
+    index = SqliteSearchIndex(db, DIM, quantised_min_rows=0)
+    index.upsert(_worded(_rows(13, 1200)))
+    query = _rows(14, 1)[0]
+    monkeypatch.setattr(index_module, "BESIDE_MIN_ROWS", 10**9)
+    alone = _hybrid(index, query)
+    monkeypatch.setattr(index_module, "BESIDE_MIN_ROWS", 1000)
+    assert _hybrid(index, query) == alone
+    db.close()
+
+
+def _hybrid_in_child(path: str, query: list[float], conn: Any) -> None:
+    db = SqliteDatabase(Path(path))
+    index = SqliteSearchIndex(db, DIM, quantised_min_rows=0)
+    conn.send(_hybrid(index, np.asarray(query, dtype=np.float32)))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX-only")
+def test_given_a_process_that_searched_beside_when_it_forks_then_the_child_searches_beside_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_cores: None
+) -> None:
+    from memstack.adapters.sqlite import index as index_module
+
+    monkeypatch.setattr(index_module, "BESIDE_MIN_ROWS", 1000)
+    db = SqliteDatabase(tmp_path / "m.db")
+    index = SqliteSearchIndex(db, DIM, quantised_min_rows=0)
+    index.upsert(_worded(_rows(15, 1500)))
+    query = _rows(16, 1)[0]
+    expected = _hybrid(index, query)  # the parent's pool now has its thread
+    assert vector_cache._beside_pool is not None
+    parent, child = multiprocessing.Pipe()
+    worker = multiprocessing.get_context("fork").Process(
+        target=_hybrid_in_child, args=(str(tmp_path / "m.db"), query.tolist(), child)
+    )
+    worker.start()
+    worker.join(60)
+    if worker.exitcode is None:  # waiting on the parent's pool, whose thread the child does not have
+        worker.kill()
+    assert worker.exitcode == 0, "a forked child must be able to search"
+    assert parent.recv() == expected
+    db.close()
