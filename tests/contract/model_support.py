@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import respx
 
 from memstack.adapters.testing import HashEmbedder, ScriptedChatModel
 from memstack.errors import InvalidInput, Unavailable
 from memstack.ports import ChatModel, ChatResult, Embedder
-from tests.openai_support import chat_body, embeddings_body, error_body, openai_http
+from tests.openai_support import chat_body, embeddings_body, error_body
 
 API = "https://api.openai.com/v1"
 KEY = "sk-contract-0123456789"
@@ -108,7 +109,7 @@ def _error(status: int, message: str, code: str | None = None) -> httpx.Response
 def openai_embedder() -> Iterator[EmbedderSubject]:
     from memstack.adapters.openai import OpenAIEmbedder
 
-    with openai_http(base_url=API, assert_all_mocked=True, assert_all_called=False) as api:
+    with respx.mock(base_url=API, assert_all_mocked=True, assert_all_called=False) as api:
         route = api.post("/embeddings").mock(side_effect=_echo_embeddings)
         embedder = OpenAIEmbedder(
             dimensions=OPENAI_DIMENSION, api_key=KEY, max_retries=1, sleep=lambda seconds: None
@@ -204,7 +205,7 @@ def _completion(result: ChatResult) -> dict[str, Any]:
 def openai_chat() -> Iterator[ChatSubject]:
     from memstack.adapters.openai import OpenAIChatModel
 
-    with openai_http(base_url=API, assert_all_mocked=True, assert_all_called=False) as api:
+    with respx.mock(base_url=API, assert_all_mocked=True, assert_all_called=False) as api:
         route = api.post("/chat/completions")
         model = OpenAIChatModel(api_key=KEY, max_retries=1, sleep=lambda seconds: None)
 

@@ -43,7 +43,7 @@ def test_given_only_the_lambda_distributions_then_the_aws_path_imports_and_build
         DynamoDBMemoryStore(table_name="t", region="us-east-1", bucket="b").close()
         make_client("https://x.us-east-1.aoss.amazonaws.com", service="aoss", region="us-east-1").close()
         embedder = make_embedder("openai", api_key="k")
-        embedder._connection.client()  # builds the SDK client: imports openai and its HTTP package
+        embedder._connection.client()  # builds the SDK client: imports openai and httpx
         make_chat_model(load_settings(openai_api_key="k"))
         assert default_tokenizer().count("hello world") > 0
         for module in ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.batch"):

@@ -127,9 +127,10 @@ def test_given_a_compatible_endpoint_when_demo_runs_observational_then_the_layer
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import httpx
+    import respx
 
     from memstack.adapters.testing import ScriptedChatModel
-    from tests.openai_support import openai_http, scripted_completion
+    from tests.openai_support import scripted_completion
 
     scripted = ScriptedChatModel()
 
@@ -138,7 +139,7 @@ def test_given_a_compatible_endpoint_when_demo_runs_observational_then_the_layer
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://llm.test/v1")
-    with openai_http(base_url="http://llm.test/v1", assert_all_called=True) as router:
+    with respx.mock(base_url="http://llm.test/v1", assert_all_called=True) as router:
         router.post("/chat/completions").mock(side_effect=answer)
         code = main(
             [

@@ -20,7 +20,7 @@ import respx
 from memstack import InvalidInput, Memory
 from memstack.adapters.testing import ScriptedChatModel
 from memstack.cli import main
-from tests.openai_support import openai_http, scripted_completion
+from tests.openai_support import scripted_completion
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_URL = "http://llm.test/v1"
@@ -56,7 +56,7 @@ def keyless_endpoint() -> Iterator[tuple[respx.MockRouter, ScriptedChatModel]]:
             return httpx.Response(400, json={"error": {"message": "this server takes no key"}})
         return scripted_completion(scripted, request)
 
-    with openai_http(base_url=BASE_URL, assert_all_called=False) as router:
+    with respx.mock(base_url=BASE_URL, assert_all_called=False) as router:
         router.post("/chat/completions").mock(side_effect=answer)
         yield router, scripted
 

@@ -17,12 +17,12 @@ import httpx
 import pytest
 import respx
 
-from memstack.adapters.openai import OpenAIChatModel, OpenAIEmbedder, connection
+from memstack.adapters.openai import OpenAIChatModel, OpenAIEmbedder
 from memstack.adapters.openai.connection import MAX_DELAY
 from memstack.bootstrap import make_embedder
 from memstack.errors import InvalidInput, PayloadTooLarge, Unavailable
 from memstack.ports import ChatModel, Embedder
-from tests.openai_support import chat_body, embeddings_body, error_body, openai_http
+from tests.openai_support import chat_body, embeddings_body, error_body
 
 API = "https://api.openai.com/v1"
 KEY = "sk-test-SECRET-0123456789"
@@ -30,7 +30,7 @@ KEY = "sk-test-SECRET-0123456789"
 
 @pytest.fixture
 def api() -> Iterator[respx.MockRouter]:
-    with openai_http(base_url=API, assert_all_mocked=True, assert_all_called=False) as router:
+    with respx.mock(base_url=API, assert_all_mocked=True, assert_all_called=False) as router:
         yield router
 
 
@@ -123,46 +123,6 @@ def test_given_bad_options_when_constructed_then_invalid_input_names_the_field(
 
 def test_given_an_embedder_when_shown_then_the_key_is_not_in_its_repr(sleeps: Sleeps) -> None:
     assert KEY not in repr(embedder(sleeps)) + repr(chat(sleeps)) + repr(embedder(sleeps)._connection)
-
-
-# --- transport -------------------------------------------------------------------------------------------
-
-
-def sdk_major() -> int:
-    from openai._version import __version__
-
-    return int(__version__.split(".")[0])
-
-
-def test_given_the_installed_sdk_when_the_client_is_built_then_its_http_client_is_the_sdks_native_one(
-    sleeps: Sleeps,
-) -> None:
-    import httpx2
-
-    native = httpx2.Client if sdk_major() >= 3 else httpx.Client
-
-    http = embedder(sleeps, timeout=7.5)._connection.client()._client
-
-    assert type(http) is native, f"openai {sdk_major()}.x was given a {type(http).__module__} client"
-    assert (http.timeout.connect, http.timeout.read, http.timeout.write, http.timeout.pool) == (7.5,) * 4
-    assert http.follow_redirects is True
-
-
-@pytest.mark.parametrize("key", [KEY, None], ids=["with-key", "keyless"])
-def test_given_an_sdk_on_httpx_when_embedding_then_an_httpx_client_sends_the_key_or_drops_it(
-    sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch, key: str | None
-) -> None:
-    """openai 1.x and 2.x run on ``httpx``: the same client settings, on that package."""
-    monkeypatch.setattr(connection, "transport_package", lambda: "httpx")
-    local = "http://localhost:8000/v1"
-    with openai_http(base_url=local, assert_all_mocked=True) as server:
-        route = server.post("/embeddings").respond(200, json=embeddings_body([unit(1)]))
-        made = embedder(sleeps, api_key=key, base_url=local)
-
-        assert made.embed_query("text 1") == pytest.approx(unit(1))
-
-        assert type(made._connection.client()._client) is httpx.Client
-        assert route.calls.last.request.headers.get("authorization") == (f"Bearer {key}" if key else None)
 
 
 # --- embeddings: success paths ---------------------------------------------------------------------------
@@ -259,7 +219,7 @@ def test_given_unnormalised_vectors_from_a_compatible_server_then_returned_unit_
 
 
 def test_given_unknown_model_when_dimension_read_then_probed_once_and_memoised(sleeps: Sleeps) -> None:
-    with openai_http(base_url="http://localhost:11434/v1", assert_all_mocked=True) as local:
+    with respx.mock(base_url="http://localhost:11434/v1", assert_all_mocked=True) as local:
         route = local.post("/embeddings").respond(200, json=embeddings_body([unit(0, 768)]))
         nomic = embedder(
             sleeps, model="nomic-embed-text", dimensions=None, base_url="http://localhost:11434/v1"
@@ -274,7 +234,7 @@ def test_given_unknown_model_when_dimension_read_then_probed_once_and_memoised(s
 def test_given_unknown_model_when_first_embedding_then_dimension_learnt_without_a_probe(
     sleeps: Sleeps,
 ) -> None:
-    with openai_http(base_url="http://localhost:8000/v1", assert_all_mocked=True) as local:
+    with respx.mock(base_url="http://localhost:8000/v1", assert_all_mocked=True) as local:
         route = local.post("/embeddings").respond(200, json=embeddings_body([unit(0, 5), unit(1, 5)]))
         custom = embedder(sleeps, model="my-model", dimensions=None, base_url="http://localhost:8000/v1/")
 
@@ -545,7 +505,7 @@ def test_given_a_tool_call_answer_when_completed_then_tool_calls_as_openai_dicts
 
 
 def test_given_a_compatible_endpoint_without_usage_when_completed_then_zero_tokens(sleeps: Sleeps) -> None:
-    with openai_http(base_url="http://localhost:8000/v1", assert_all_mocked=True) as local:
+    with respx.mock(base_url="http://localhost:8000/v1", assert_all_mocked=True) as local:
         body = chat_body({"role": "assistant", "content": "ok"})
         del body["usage"]
         route = local.post("/chat/completions").respond(200, json=body)
@@ -640,7 +600,7 @@ def test_given_env_when_make_embedder_openai_then_key_url_and_model_read_at_call
 
     assert isinstance(made, OpenAIEmbedder)
     assert made.model_id == "openai/text-embedding-3-large@3072"
-    with openai_http(base_url="http://localhost:9000/v1", assert_all_mocked=True) as local:
+    with respx.mock(base_url="http://localhost:9000/v1", assert_all_mocked=True) as local:
         route = local.post("/embeddings").respond(200, json=embeddings_body([unit(0, 3072)]))
         made.embed_query("hello")
         assert route.calls.last.request.headers["authorization"] == f"Bearer {KEY}"

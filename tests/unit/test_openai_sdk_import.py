@@ -24,25 +24,6 @@ def test_given_the_finder_when_a_client_is_built_then_the_response_types_are_not
     assert out == "False False", "building a client imported types the embeddings endpoint never uses"
 
 
-def test_given_openai_3_when_a_client_is_built_then_httpx_and_httpcore_are_not_imported() -> None:
-    """openai 3.x runs on ``httpx2``: an ``httpx`` client beside it would import a second HTTP stack."""
-    out = run(
-        """
-        import sys
-        from memstack.adapters.openai.connection import OpenAIConnection, default_sleep
-        from memstack.adapters.openai.sdk import install
-        install()
-        connection = OpenAIConnection(
-            api_key="k", base_url=None, timeout=5, max_retries=0, client=None, sleep=default_sleep
-        )
-        connection.client().embeddings
-        from openai._version import __version__
-        print(int(__version__.split(".")[0]) >= 3, "httpx" in sys.modules, "httpcore" in sys.modules)
-        """
-    )
-    assert out in ("True False False", "False True True"), f"(openai 3.x, httpx, httpcore imported): {out}"
-
-
 def test_given_the_finder_then_every_re_exported_name_resolves_as_without_it() -> None:
     out = run(
         """

@@ -1,8 +1,8 @@
 """OpenAI adapters: an ``Embedder`` and a ``ChatModel`` over the ``openai`` SDK, for api.openai.com or any
 OpenAI-compatible endpoint (``base_url``).
 
-Importing this package imports neither ``openai`` nor its HTTP package (``httpx`` or ``httpx2``): the SDK
-is loaded when the first request is made, so ``import memstack`` stays light.
+Importing this package imports neither ``openai`` nor ``httpx``: the SDK is loaded when the first request
+is made, so ``import memstack`` stays light.
 """
 
 from __future__ import annotations

@@ -26,14 +26,9 @@ Messages never carry the API key (the SDK's own 401 message shows part of it, so
 the endpoint's error text, which some compatible servers fill with the input; they name the status and the
 API's error ``code``/``param``/``type``.
 
-The SDK is given an HTTP client of our own, of the SDK's native transport (``transport_package``):
-``httpx`` for ``openai`` 1.x and 2.x, ``httpx2`` for ``openai`` 3.x, whose two clients take the same
-settings here (timeout, redirects, the keyless request hook). ``openai`` 3.x also accepts an
-``httpx.Client``, but imports ``httpx2`` regardless, so that client would make a cold function import both
-stacks (``httpx``, ``httpcore``, ``h11`` beside ``httpx2``, ``httpcore2``): 60-90 ms more CPU for the SDK's
-import, the client and one embedding than with an ``httpx2.Client`` (``benchmarks/cold_start_profile.py``).
-``httpx2`` verifies TLS against the system's CA store where ``httpx`` uses ``certifi``'s, as the SDK's own
-default client does on 3.x.
+The SDK is given an ``httpx.Client`` of our own: with ``openai`` 1.x and 2.x that is its native transport,
+and ``openai`` 3.x (built on ``httpx2``) still accepts it, so timeouts, the connection pool and test mocks
+(respx) behave the same on every SDK version this adapter allows.
 """
 
 from __future__ import annotations
@@ -51,10 +46,9 @@ from memstack.errors import InvalidInput, MemstackError, PayloadTooLarge, Unavai
 
 if TYPE_CHECKING:
     import httpx
-    import httpx2
     import openai
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAIConnection", "transport_package"]
+__all__ = ["DEFAULT_BASE_URL", "OpenAIConnection"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -69,37 +63,9 @@ MIN_ATTEMPT_SECONDS = 0.05
 _T = TypeVar("_T")
 
 
-def _drop_authorization(request: httpx.Request | httpx2.Request) -> None:
-    """A request hook (``httpx`` or ``httpx2``): no ``Authorization`` header (a keyless OpenAI-compatible
-    server)."""
+def _drop_authorization(request: httpx.Request) -> None:
+    """An httpx request hook: no ``Authorization`` header (a keyless OpenAI-compatible server)."""
     request.headers.pop("Authorization", None)
-
-
-def transport_package() -> str:
-    """The HTTP package the installed ``openai`` SDK is built on: ``"httpx2"`` from 3.x on, else ``"httpx"``.
-
-    Read from ``openai._version`` (present since 1.0), which imports nothing else of the SDK.
-    """
-    from openai._version import __version__
-
-    major = __version__.split(".", 1)[0]
-    return "httpx2" if major.isdigit() and int(major) >= 3 else "httpx"
-
-
-def _http_client(timeout: float, *, keyless: bool) -> httpx.Client | httpx2.Client:
-    """An HTTP client of the SDK's native transport (``transport_package``): ``timeout`` seconds for each of
-    connect, read, write and pool wait, redirects followed, and for a ``keyless`` server no
-    ``Authorization`` header."""
-    http: Any
-    if transport_package() == "httpx2":
-        import httpx2 as http
-    else:
-        import httpx as http
-    hooks = {"request": [_drop_authorization]} if keyless else {}
-    return cast(
-        "httpx.Client | httpx2.Client",
-        http.Client(timeout=http.Timeout(timeout), follow_redirects=True, event_hooks=hooks),
-    )
 
 
 class OpenAIConnection:
@@ -159,17 +125,22 @@ class OpenAIConnection:
         """The SDK client, built (and ``openai`` imported) on first use."""
         with self._lock:
             if self._client is None:
+                import httpx
                 import openai  # lazily typed in a deployed function (bootstrap.memory_from_env, sdk.py)
 
                 # keyless (a compatible server at base_url): every SDK version insists on some key, so
                 # it gets a placeholder, and the transport drops the Authorization header it makes of it
-                http_client = _http_client(self.timeout, keyless=not self._api_key)
+                hooks = {} if self._api_key else {"request": [_drop_authorization]}
+                http_client = httpx.Client(
+                    timeout=httpx.Timeout(self.timeout), follow_redirects=True, event_hooks=hooks
+                )
                 self._client = openai.OpenAI(
                     api_key=self._api_key or "keyless",
                     base_url=self.base_url,
                     timeout=self.timeout,
                     max_retries=0,
-                    http_client=cast(Any, http_client),  # typed for 3.x's httpx2 alone
+                    # openai 3.x types it as httpx2.Client yet accepts httpx.Client (see the module docstring)
+                    http_client=cast(Any, http_client),
                 )
             return self._client
 
