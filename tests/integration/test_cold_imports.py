@@ -102,6 +102,13 @@ def test_given_the_context_function_when_imported_then_only_the_context_route_mo
     assert not others, f"the context function imports the other routes' modules {others}"
 
 
+def test_given_the_context_function_when_imported_then_the_other_routes_bodies_are_not_defined() -> None:
+    modules = imported("context")
+
+    assert "memstack.api.context_schemas" in modules
+    assert "memstack.api.schemas" not in modules, "the context function defines every route's body models"
+
+
 @pytest.mark.parametrize("function", ["api", "context"])
 def test_given_an_http_function_when_imported_then_its_body_models_wait_for_their_first_use(
     function: str,

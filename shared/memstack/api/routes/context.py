@@ -4,9 +4,9 @@ of the ``context`` function (``memstack.api.app.ROUTE_SETS``; infra/api.py sends
 import logging
 from typing import TYPE_CHECKING, Annotated
 
+from memstack.api.context_schemas import ContextBody, ContextOut, ResourceQuery, SystemOut
 from memstack.api.deps import API_PREFIX, current_memory, new_router
 from memstack.api.params import Query
-from memstack.api.schemas import ContextBody, ContextOut, ResourceQuery, SystemOut
 from memstack.observability import TURNS, add_metric
 
 if TYPE_CHECKING:
