@@ -221,6 +221,14 @@ def test_given_a_cold_function_when_its_first_context_request_runs_then_it_impor
     assert not found, f"the first context request of functions/{function} imports {found}"
 
 
+def test_given_the_context_function_when_its_first_context_request_runs_then_the_other_routes_bodies_wait(
+    first_requests: dict[str, dict[str, Any]],
+) -> None:
+    assert "memstack.api.schemas" not in first_requests["context"]["modules"], (
+        "the context function's first request defines every route's body models"
+    )
+
+
 @pytest.mark.parametrize("function", ["api", "context"])
 def test_given_a_cold_function_when_it_serves_two_context_requests_then_it_makes_each_client_it_needs_once(
     function: str, first_requests: dict[str, dict[str, Any]]
