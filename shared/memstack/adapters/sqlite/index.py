@@ -584,41 +584,61 @@ class SqliteSearchIndex:
 
         with self._db.read() as conn:
             # Read once for both halves: the caches check their data against it in this snapshot.
-            cached = None
             if query is None:
                 row = conn.execute(_GET_GENERATION, (resource_id,)).fetchone()
                 generation = 0 if row is None else int(row[0])
-            else:  # a vector search also checks the file's model, in the same statement
-                found, *facts = conn.execute(_GET_GENERATION_AND_MODEL, (resource_id,)).fetchone()
-                generation = 0 if found is None else int(found)
-                self._check_current(conn, (facts[0], facts[1]))
-                cached = self._cache.get(conn, resource_id, generation)
-            keyword_half = (
-                None
-                if terms is None
-                else partial(
-                    self._keyword_half,
-                    conn,
-                    terms,
-                    resource_id,
-                    generation,
-                    cached,
-                    thread_id,
-                    checked,
-                    top_k,
+                keyword_hits = (
+                    None
+                    if terms is None
+                    else self._keyword_half(
+                        conn, terms, resource_id, generation, None, thread_id, checked, top_k
+                    )
                 )
-            )
-            if query is None:
-                return SearchResults(vector=None, keyword=None if keyword_half is None else keyword_half())
+                return SearchResults(vector=None, keyword=keyword_hits)
+            # a vector search also checks the file's model, in the same statement
+            found, *facts = conn.execute(_GET_GENERATION_AND_MODEL, (resource_id,)).fetchone()
+            generation = 0 if found is None else int(found)
+            self._check_current(conn, (facts[0], facts[1]))
+            cached = self._cache.get(conn, resource_id, generation)
             allowed = None if cached is None else self._allowed(conn, resource_id, thread_id, checked)
-            if keyword_half is not None and cached is not None and cached.keeps_floats:
-                both = _both_at_once(cached, query, allowed, top_k, partial(keyword_half, locked=True))
-                if both is not None:
-                    return both
+            if (
+                terms is not None
+                and cached is not None
+                and cached.keeps_floats
+                and cached.live >= BESIDE_MIN_ROWS
+            ):
+                with cached.lock:
+                    keyword_half = beside(
+                        partial(
+                            self._keyword_half,
+                            conn,
+                            terms,
+                            resource_id,
+                            generation,
+                            cached,
+                            thread_id,
+                            checked,
+                            top_k,
+                            locked=True,
+                        )
+                    )
+                    if keyword_half is not None:
+                        try:
+                            vector_hits = cached.search(query, allowed, top_k, split=False)  # a core each
+                        finally:
+                            wait([keyword_half])  # it reads the cache under this lock and uses conn
+                        return SearchResults(vector=vector_hits, keyword=keyword_half.result())
             vector_hits = self._vector_search(
                 conn, query, cached, resource_id, thread_id, checked, top_k, allowed
             )
-            return SearchResults(vector=vector_hits, keyword=None if keyword_half is None else keyword_half())
+            keyword_hits = (
+                None
+                if terms is None
+                else self._keyword_half(
+                    conn, terms, resource_id, generation, cached, thread_id, checked, top_k
+                )
+            )
+        return SearchResults(vector=vector_hits, keyword=keyword_hits)
 
     def _keyword_half(
         self,
@@ -637,7 +657,7 @@ class SqliteSearchIndex:
         ``cached`` when it holds this snapshot and no filter needs the file's metadata.
 
         With ``locked`` the caller's thread holds ``cached.lock`` until this returns: a hybrid search of a
-        large resource runs this half on the search worker (``vector_cache.beside``) while its own thread
+        large resource runs this half on the vector worker (``vector_cache.beside``) while its own thread
         scans the vectors (the scan releases the GIL; this half is mostly Python and SQLite), both reading
         the cache under that one hold while a write waits, and ``conn`` used by this half alone meanwhile.
         """
@@ -874,33 +894,6 @@ def _vector_sql(
         f"GROUP BY c.message_id HAVING d IS NOT NULL ORDER BY d, c.message_id LIMIT {p.bind(top_k)}"
     )
     return sql, p.values
-
-
-def _both_at_once(
-    cached: ResourceVectors,
-    query: _Floats,
-    allowed: npt.NDArray[np.int64] | None,
-    top_k: int,
-    keyword_half: Callable[[], list[IndexHit]],
-) -> SearchResults | None:
-    """Both halves of a hybrid search of a large resource held in float32, at once: ``keyword_half`` on the
-    search worker (``vector_cache.beside``) while this thread scans the vectors on one core; ``None``
-    (nothing run) for a resource below ``BESIDE_MIN_ROWS`` rows or when the worker cannot take it.
-
-    This thread holds ``cached.lock`` from before the hand-over until the worker is done, also when the
-    scan fails: the worker reads the cache under that hold (``keyword_half`` must not take the lock).
-    """
-    if cached.live < BESIDE_MIN_ROWS:
-        return None
-    with cached.lock:
-        started = beside(keyword_half)
-        if started is None:
-            return None
-        try:
-            vector_hits = cached.search(query, allowed, top_k, split=False)  # the other core has the keywords
-        finally:
-            wait([started])
-        return SearchResults(vector=vector_hits, keyword=started.result())
 
 
 def _held_chunks(
