@@ -49,11 +49,6 @@ rank alike. Free text is never query syntax: ``search_text.query_terms`` splits 
 dropped unless nothing else is left); BM25 then ranks chunks that contain more, and rarer, terms first.
 Chunks are mapped to messages best first (``_keyword_search``), with thread and filter tests applied there.
 
-**Both at once.** A hybrid search of a resource of ``BESIDE_MIN_ROWS`` rows or more (held in float32) runs its
-keyword half on a worker thread (``vector_cache.beside``) while its own thread scans the vectors: the int8
-scan releases the GIL and the keyword half is mostly Python and SQLite, so on two cores the halves overlap
-(ADR 0019). A process on one core, or a worker busy with another search, runs them in turn.
-
 Every user value reaches SQL as a bound parameter; the metadata filter is compiled into ``json_type`` /
 ``json_extract`` / ``json_each`` calls whose JSON paths are bound parameters too.
 """
@@ -62,7 +57,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import wait
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -77,14 +71,7 @@ from memstack.adapters.sqlite import keywords
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.posting_cache import DEFAULT_KEYWORD_CACHE_BYTES, PostingCache
 from memstack.adapters.sqlite.selection import count_th_largest
-from memstack.adapters.sqlite.vector_cache import (
-    BESIDE_MIN_ROWS,
-    QUANTISED_MIN_ROWS,
-    Added,
-    ResourceVectors,
-    VectorCache,
-    beside,
-)
+from memstack.adapters.sqlite.vector_cache import QUANTISED_MIN_ROWS, Added, ResourceVectors, VectorCache
 from memstack.errors import InvalidInput, Unavailable
 from memstack.filters import kind, validate_filter
 from memstack.model import check_id
@@ -584,101 +571,30 @@ class SqliteSearchIndex:
 
         with self._db.read() as conn:
             # Read once for both halves: the caches check their data against it in this snapshot.
-            if query is None:
+            vector_hits = None
+            cached = None
+            if query is not None:  # a vector search also checks the file's model, in the same statement
+                found, *facts = conn.execute(_GET_GENERATION_AND_MODEL, (resource_id,)).fetchone()
+                generation = 0 if found is None else int(found)
+                self._check_current(conn, (facts[0], facts[1]))
+                cached = self._cache.get(conn, resource_id, generation)
+                vector_hits = self._vector_search(conn, query, cached, resource_id, thread_id, checked, top_k)
+            else:
                 row = conn.execute(_GET_GENERATION, (resource_id,)).fetchone()
                 generation = 0 if row is None else int(row[0])
-                keyword_hits = (
+            keyword_hits = None
+            if terms is not None:
+                rowids, scores = self._postings.score(conn, resource_id, generation, terms)
+                # the chunks' messages from the vector cache when it holds this snapshot (no filter to test)
+                known = (
                     None
-                    if terms is None
-                    else self._keyword_half(
-                        conn, terms, resource_id, generation, None, thread_id, checked, top_k
-                    )
+                    if cached is None or checked
+                    else partial(_held_chunks, cached, generation, thread_id)
                 )
-                return SearchResults(vector=None, keyword=keyword_hits)
-            # a vector search also checks the file's model, in the same statement
-            found, *facts = conn.execute(_GET_GENERATION_AND_MODEL, (resource_id,)).fetchone()
-            generation = 0 if found is None else int(found)
-            self._check_current(conn, (facts[0], facts[1]))
-            cached = self._cache.get(conn, resource_id, generation)
-            allowed = None if cached is None else self._allowed(conn, resource_id, thread_id, checked)
-            if (
-                terms is not None
-                and cached is not None
-                and cached.keeps_floats
-                and cached.live >= BESIDE_MIN_ROWS
-            ):
-                with cached.lock:
-                    keyword_half = beside(
-                        partial(
-                            self._keyword_half,
-                            conn,
-                            terms,
-                            resource_id,
-                            generation,
-                            cached,
-                            thread_id,
-                            checked,
-                            top_k,
-                            locked=True,
-                        )
-                    )
-                    if keyword_half is not None:
-                        try:
-                            vector_hits = cached.search(query, allowed, top_k, split=False)  # a core each
-                        finally:
-                            wait([keyword_half])  # it reads the cache under this lock and uses conn
-                        return SearchResults(vector=vector_hits, keyword=keyword_half.result())
-            vector_hits = self._vector_search(
-                conn, query, cached, resource_id, thread_id, checked, top_k, allowed
-            )
-            keyword_hits = (
-                None
-                if terms is None
-                else self._keyword_half(
-                    conn, terms, resource_id, generation, cached, thread_id, checked, top_k
+                keyword_hits = _keyword_search(
+                    conn, rowids, scores, resource_id, thread_id, checked, top_k, known=known
                 )
-            )
         return SearchResults(vector=vector_hits, keyword=keyword_hits)
-
-    def _keyword_half(
-        self,
-        conn: Any,
-        terms: list[str],
-        resource_id: str,
-        generation: int,
-        cached: ResourceVectors | None,
-        thread_id: str | None,
-        filter: dict[str, Any] | None,
-        top_k: int,
-        *,
-        locked: bool = False,
-    ) -> list[IndexHit]:
-        """The keyword hits: BM25 over the resource's postings, then the chunks' messages, read from
-        ``cached`` when it holds this snapshot and no filter needs the file's metadata.
-
-        With ``locked`` the caller's thread holds ``cached.lock`` until this returns: a hybrid search of a
-        large resource runs this half on the vector worker (``vector_cache.beside``) while its own thread
-        scans the vectors (the scan releases the GIL; this half is mostly Python and SQLite), both reading
-        the cache under that one hold while a write waits, and ``conn`` used by this half alone meanwhile.
-        """
-        rowids, scores = self._postings.score(conn, resource_id, generation, terms)
-        known = (
-            None
-            if cached is None or filter
-            else partial(_chunks_held if locked else _held_chunks, cached, generation, thread_id)
-        )
-        return _keyword_search(conn, rowids, scores, resource_id, thread_id, filter, top_k, known=known)
-
-    def _allowed(
-        self, conn: Any, resource_id: str, thread_id: str | None, filter: dict[str, Any] | None
-    ) -> npt.NDArray[np.int64] | None:
-        """The rowids of the scope's chunks that pass ``filter``, or ``None`` for all of the resource's."""
-        if thread_id is None and not filter:
-            return None
-        p = _Params()
-        where = _scope_sql(p, resource_id, thread_id, filter)
-        rows = conn.execute(f"SELECT c.rowid FROM search_chunks AS c WHERE {where}", p.values).fetchall()
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def _vector_search(
         self,
@@ -689,15 +605,19 @@ class SqliteSearchIndex:
         thread_id: str | None,
         filter: dict[str, Any] | None,
         top_k: int,
-        allowed: npt.NDArray[np.int64] | None,
     ) -> list[IndexHit]:
-        """The vector hits: from ``cached`` among ``allowed`` (``_allowed``), or in SQL without it."""
         if cached is None:
             sql, params = _vector_sql(query, resource_id, thread_id, filter, top_k)
             return [
                 IndexHit(message_id=m, thread_id=t, score=max(-1.0, min(1.0, 1.0 - d)), seq=q)
                 for m, t, q, d in conn.execute(sql, params)
             ]
+        allowed = None
+        if thread_id is not None or filter:
+            p = _Params()
+            where = _scope_sql(p, resource_id, thread_id, filter)
+            rows = conn.execute(f"SELECT c.rowid FROM search_chunks AS c WHERE {where}", p.values).fetchall()
+            allowed = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         with cached.lock:
             return cached.search(
                 query, allowed, top_k, floats=lambda rowids: _embeddings(conn, rowids, self.dimension)
@@ -902,16 +822,9 @@ def _held_chunks(
     """``ResourceVectors.chunk_messages`` when the cached data is still at ``generation`` (a write of
     this process may have moved it on since the search's snapshot), else ``None``."""
     with cached.lock:
-        return _chunks_held(cached, generation, thread_id, rowids)
-
-
-def _chunks_held(
-    cached: ResourceVectors, generation: int, thread_id: str | None, rowids: list[int]
-) -> list[tuple[int, str, str, int]] | None:
-    """``_held_chunks`` for a caller under a hold of ``cached.lock`` by another thread of its search."""
-    if cached.generation != generation:
-        return None
-    return cached.chunk_messages(rowids, thread_id)
+        if cached.generation != generation:
+            return None
+        return cached.chunk_messages(rowids, thread_id)
 
 
 def _keyword_search(

@@ -13,7 +13,7 @@ int8 dot-product kernels), each score with a proven error bound; only the rows w
 ``top_k``-th message's lower bound are then scored in float32 (ADR 0009). The result is the float32 search's
 own (the bound is Cauchy–Schwarz, not a guess), at the cost of a scan of ``dimension`` bytes per row plus a
 few dozen exact products; from ``PARALLEL_MIN_ROWS`` rows the scan is split over the process's cores
-(ADR 0018), unless a hybrid search's keyword half runs on the other core meanwhile (``beside``, ADR 0019). Approximate indexes were measured and rejected (ADR 0006, ADR 0009): on the hash
+(ADR 0018). Approximate indexes were measured and rejected (ADR 0006, ADR 0009): on the hash
 embedder's vectors an HNSW graph found 0.69–0.94 of the exact top 8 and cost 5 ms per insert.
 """
 
@@ -24,9 +24,8 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -100,20 +99,19 @@ def quantise(rows: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int8], _Floats, _Fl
     return codes, scales, errors.astype(np.float32)
 
 
-def _int8_dots(codes: npt.NDArray[np.int8], query: npt.NDArray[np.int8], *, split: bool = True) -> _Floats:
+def _int8_dots(codes: npt.NDArray[np.int8], query: npt.NDArray[np.int8]) -> _Floats:
     """``codes @ query`` as float32, by SimSIMD's int8 kernels (AVX2, AVX-512 VNNI, NEON), in a new array.
 
     The sums are integers, exact in float32 below 2**24 (1040 dimensions at full scale); above, their
     rounding is far inside ``_ROUNDING`` once scaled. From ``PARALLEL_MIN_ROWS`` rows the rows are split
-    over ``scan_threads()`` cores (the same sums: each row's product is computed whole by one thread),
-    unless ``split`` is false (the process's other core is busy with the same search's other half).
+    over ``scan_threads()`` cores (the same sums: each row's product is computed whole by one thread).
 
     numpy has no int8 product that accumulates in int32 without first widening every row (slower than
     the float32 product it would replace, measured), hence the library.
     """
     if len(codes) == 0:
         return np.zeros(0, dtype=np.float32)
-    threads = scan_threads() if split and len(codes) >= PARALLEL_MIN_ROWS else 1
+    threads = scan_threads() if len(codes) >= PARALLEL_MIN_ROWS else 1
     dots: _Floats = np.asarray(
         _simsimd().cdist(query[None, :], codes, metric="dot", out_dtype="float32", threads=threads)
     )[0]
@@ -179,65 +177,6 @@ def scan_threads() -> int:
         cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
         _scan_cores = max(1, min(MAX_SCAN_THREADS, len(cores)))
     return _scan_cores if pid == _scan_pid else 1
-
-
-BESIDE_MIN_ROWS = PARALLEL_MIN_ROWS
-"""Rows from which a hybrid search runs its keyword half on another thread (``beside``) while the calling
-thread scans the vectors on one core (``SqliteSearchIndex.search``). The scan releases the GIL and the
-keyword half is mostly Python and SQLite, so on two cores the halves overlap. Starting the worker costs
-~0.05–0.1 ms, and a scan below this size takes well under a millisecond (ADR 0018): too little to hide."""
-
-_T = TypeVar("_T")
-
-_beside_pid: int | None = None
-_beside_pool: Any = None
-_beside_free = threading.Lock()
-_beside_setup = threading.Lock()
-
-
-def beside(work: Callable[[], _T]) -> Future[_T] | None:
-    """``work`` started on this process's search worker, or ``None`` (the caller runs it itself) when the
-    process may run on one core only (nothing would overlap) or the worker is busy with another search's
-    (queueing behind it would make this search wait longer than doing the work itself).
-
-    One worker thread per process: a pool made before ``fork()`` has no thread in the child, yet believes
-    it has an idle one, so work handed to it would never run; a forked child makes its own.
-    """
-    global _beside_pid, _beside_pool, _beside_free
-    pid = os.getpid()
-    if _beside_pid != pid:
-        with _beside_setup:
-            if _beside_pid != pid:
-                from concurrent.futures import ThreadPoolExecutor
-
-                cores = (
-                    os.sched_getaffinity(0)
-                    if hasattr(os, "sched_getaffinity")
-                    else range(os.cpu_count() or 1)
-                )
-                _beside_pool = (
-                    ThreadPoolExecutor(max_workers=1, thread_name_prefix="memstack-search")
-                    if len(cores) > 1
-                    else None
-                )
-                _beside_free = threading.Lock()  # the parent's may have been held at the fork
-                _beside_pid = pid
-    pool, free = _beside_pool, _beside_free
-    if pool is None or not free.acquire(blocking=False):
-        return None
-
-    def run() -> _T:
-        try:
-            return work()
-        finally:
-            free.release()
-
-    try:
-        future: Future[_T] = pool.submit(run)
-    except RuntimeError:  # the pool was shut down (interpreter exit)
-        free.release()
-        return None
-    return future
 
 
 class ResourceVectors:
@@ -464,15 +403,12 @@ class ResourceVectors:
         allowed: _Ints | None,
         top_k: int,
         floats: Callable[[_Ints], npt.NDArray[Any]] | None = None,
-        *,
-        split: bool = True,
     ) -> list[IndexHit]:
         """The ``top_k`` best messages among the ``allowed`` chunk rowids (all chunks when ``None``).
 
         A message scores by its best chunk (exact cosine similarity); equal scores are ordered by message
         id. ``floats`` gives the stored float32 vectors of some rowids, in that order (read in the same
-        snapshot as this data); it is called only without ``keeps_floats``. ``split``: whether a large
-        int8 scan may be split over cores (``_int8_dots``). Call with ``lock`` held.
+        snapshot as this data); it is called only without ``keeps_floats``. Call with ``lock`` held.
 
         Raises:
             ValueError: the rows are not held in float32 and ``floats`` is ``None``.
@@ -482,14 +418,14 @@ class ResourceVectors:
         if not self.keeps_floats:
             if floats is None:
                 raise ValueError("this resource's float32 rows are not held: pass floats")
-            chosen = self._candidates(unit, positions, top_k, split=split)
+            chosen = self._candidates(unit, positions, top_k)
             scores = np.einsum("ij,j->i", unit_rows(floats(self.rowids[chosen])), unit)
             return self._ranked(self.codes[chosen], scores, top_k)
-        return self._exact(unit, positions, top_k, split=split)
+        return self._exact(unit, positions, top_k)
 
-    def _exact(self, unit: _Floats, positions: _Ints | None, top_k: int, *, split: bool) -> list[IndexHit]:
+    def _exact(self, unit: _Floats, positions: _Ints | None, top_k: int) -> list[IndexHit]:
         if (self.n if positions is None else len(positions)) >= self.quantised_min_rows:
-            positions = self._candidates(unit, positions, top_k, split=split)
+            positions = self._candidates(unit, positions, top_k)
         if positions is None:
             # einsum rather than BLAS: OpenBLAS would spread a product this small over threads that then
             # spin, slowing the SQL that runs next.
@@ -500,7 +436,7 @@ class ResourceVectors:
         scores = np.einsum("ij,j->i", self.matrix[positions], unit)
         return self._ranked(self.codes[positions], scores, top_k)
 
-    def _candidates(self, unit: _Floats, positions: _Ints | None, top_k: int, *, split: bool = True) -> _Ints:
+    def _candidates(self, unit: _Floats, positions: _Ints | None, top_k: int) -> _Ints:
         """The positions (among ``positions``, or all rows) of the usable rows that can belong to a
         ``top_k`` message, found by the int8 scan (ADR 0009).
 
@@ -518,7 +454,7 @@ class ResourceVectors:
         query = np.rint(unit.astype(np.float64) / t).astype(np.int8)
         query_error = float(np.linalg.norm(unit.astype(np.float64) - query * t))
         rows = slice(0, self.n) if positions is None else positions
-        approx = _int8_dots(self.codes8[rows], query, split=split)
+        approx = _int8_dots(self.codes8[rows], query)
         approx *= self.live_scales[rows]  # NaN on rows that cannot be hits: they fail every comparison
         codes = self.codes[rows]
         # At least every row's float32 slack: float32 rounding of the scores is ~1e-7 of them.
