@@ -308,7 +308,9 @@ def test_given_a_schema_3_file_with_postings_pending_per_term_when_opened_then_t
     """Schema 3 kept a pending row per posting (``search_keyword_pending``); the migrated file answers as a
     file written by this code, and its pending chunks still merge, and still leave with their messages."""
     vectors = np.eye(DIM, dtype=np.float32)
-    bulk = [entry(f"b{i:03d}", f"hiking trip number {i} with Caroline", vectors[0].tolist()) for i in range(70)]
+    bulk = [
+        entry(f"b{i:03d}", f"hiking trip number {i} with Caroline", vectors[0].tolist()) for i in range(70)
+    ]
     singles = [
         entry(f"p{i:03d}", f"pottery class {i} and a hiking plan, Straße {i % 3}", vectors[1].tolist(), seq=i)
         for i in range(pending)
