@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import sys
 import tempfile
 import threading
@@ -686,6 +687,36 @@ def _measured_side_by_side(
     return entries
 
 
+STORE_BYTES_PER_MESSAGE = 4_400
+"""Bytes of a grown store per stored message (the hash embedder's 256-d vectors, chat text, the keyword
+index): 4.1 GB at 1M messages, 426 MB at 100k in the last full runs."""
+
+
+def disk_needed(one_sizes: Sequence[int], corpus_sizes: Sequence[int]) -> int:
+    """Bytes the resource scenario holds on disk at its peak: a copy of each size's store, and the growing
+    store beside the copy of its largest size (``grow_copies``), the long-lived user's copies still there
+    while the corpus grows."""
+    one = sum(one_sizes)
+    corpus = sum(corpus_sizes) + max(corpus_sizes, default=0)
+    return STORE_BYTES_PER_MESSAGE * (one + max(one_sizes, default=0) + corpus)
+
+
+def check_disk(folder: Path, needed: int) -> None:
+    """Refuse to start growing when ``folder`` has less than ``needed`` bytes free (a store growing into a
+    full disk fails an hour in, after the peer's growth, with SQLite's "database or disk is full").
+
+    Raises:
+        SystemExit: naming the folder, both amounts and the ways out.
+    """
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise SystemExit(
+            f"speed.py --scenario resource needs about {needed / 1e9:.1f} GB free in {folder} for its stores "
+            f"({STORE_BYTES_PER_MESSAGE} bytes a message, a copy per size), and {free / 1e9:.1f} GB are free: "
+            "free space there (TMPDIR chooses the folder) or ask for smaller --one-sizes / --corpus-sizes"
+        )
+
+
 def run_resource(
     *,
     data: Path,
@@ -735,6 +766,7 @@ def run_resource(
     one_resource = f"one-{conv.resource_id}"
     with tempfile.TemporaryDirectory(prefix="memstack-speed-resource-") as tmp:
         folder = Path(tmp)
+        check_disk(folder, disk_needed(one_sizes, corpus_sizes))
         for sub in ("one", "corpus"):
             (folder / sub).mkdir()
         one_grown = grow_copies(

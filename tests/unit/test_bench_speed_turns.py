@@ -9,7 +9,16 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from benchmarks.speed import MODES, MemstackSide, grow_copies, measure_in_turns
+import pytest
+from benchmarks.speed import (
+    MODES,
+    STORE_BYTES_PER_MESSAGE,
+    MemstackSide,
+    check_disk,
+    disk_needed,
+    grow_copies,
+    measure_in_turns,
+)
 
 from memstack import locomo
 from memstack.demo import default_data_path
@@ -73,3 +82,23 @@ def test_given_a_growing_store_when_copies_are_kept_then_each_copy_holds_its_siz
             (count,) = db.execute("SELECT count(*) FROM messages WHERE resource_id = 'one-user'").fetchone()
         assert count == size, "the copy holds what the store held at that size, not later growth"
     assert not (tmp_path / "src" / "speed.db").exists(), "the growing store is deleted once copied"
+
+
+def test_given_the_default_sizes_when_the_disk_needed_is_estimated_then_it_holds_every_copy_and_the_growing_store() -> (
+    None
+):
+    needed = disk_needed([1_000, 10_000, 100_000], [10_000, 100_000, 1_000_000])
+    # copies 1k+10k+100k and the 100k growth; copies 10k+100k+1M and the 1M growth
+    assert needed == STORE_BYTES_PER_MESSAGE * (111_000 + 100_000 + 1_110_000 + 1_000_000)
+    assert disk_needed([], []) == 0
+
+
+def test_given_too_little_free_space_when_the_resource_scenario_starts_then_it_stops_naming_both_amounts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda _path: SimpleNamespace(free=3_000_000_000))
+    with pytest.raises(SystemExit, match=r"needs about 9\.0 GB free in .* and 3\.0 GB are free"):
+        check_disk(tmp_path, 9_000_000_000)
+    check_disk(tmp_path, 2_000_000_000)
