@@ -364,3 +364,20 @@ def test_given_a_schema_3_file_with_postings_pending_per_term_when_opened_then_t
     assert answers(migrated) == answers(fresh)
     assert db.query(stats) == fresh._db.query(stats)
     assert db.query("SELECT count(*) FROM search_pending_chunks WHERE resource_id = 'r1'")[0][0] < 64
+
+
+def test_given_a_saved_chunk_when_it_waits_for_the_merge_then_it_is_one_pending_row_whatever_its_terms() -> (
+    None
+):
+    """A save inserts one row in the pending table (one B-tree insert), not one per term."""
+    db = SqliteDatabase(":memory:")
+    index = SqliteSearchIndex(db, DIM)
+    words = " ".join(f"word{i}" for i in range(40))
+    index.upsert([entry("m1", words, np.eye(DIM)[0].tolist())])
+    index.upsert([entry("m2", "", np.eye(DIM)[1].tolist(), seq=1)])  # no terms: still one pending chunk
+
+    assert db.query("SELECT count(*) FROM search_pending_chunks") == [(2,)]
+    assert db.query("SELECT pending FROM search_keyword_stats") == [(2,)]
+    assert [h.message_id for h in index.search("r1", top_k=3, text="word7").keyword or []] == ["m1"]
+    index.delete_messages("r1", ["m2"])
+    assert db.query("SELECT pending FROM search_keyword_stats") == [(1,)]
