@@ -48,10 +48,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f]")
-"""A control character an id may not hold (C0 and DEL)."""
-
-
 def check_id(value: object, field: str) -> str:
     """Validate an id: a non-empty string of at most 256 characters without control characters.
 
@@ -64,7 +60,7 @@ def check_id(value: object, field: str) -> str:
         raise InvalidInput(f"{field} must be a non-empty string", field=field)
     if len(value) > MAX_ID_LENGTH:
         raise InvalidInput(f"{field} is longer than the limit of {MAX_ID_LENGTH} characters", field=field)
-    if _CONTROL.search(value) is not None:
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise InvalidInput(f"{field} must not contain control characters", field=field)
     check_text(value, field)
     return value
@@ -177,8 +173,6 @@ def check_metadata(value: object, field: str = "metadata") -> dict[str, Any]:
         return {}
     if not isinstance(value, dict):
         raise InvalidInput(f"{field} must be a JSON object", field=field)
-    if not value:  # most messages carry none: nothing to encode, measure or copy
-        return {}
     check_json_depth(value, field)
     try:
         encoded = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)

@@ -77,10 +77,10 @@ from memstack.filters import kind, validate_filter
 from memstack.model import check_id
 from memstack.ports import IndexEntry, IndexHit, SearchResults, Vector
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 3
 """Version of the tables' layout, recorded in ``search_meta`` (1: keywords in an FTS5 table ``search_fts``;
 2: the per-resource inverted index of ``keywords``; 3: its terms folded for compatibility forms and case,
-``keywords.fold``; 4: its pending postings one row a chunk, ``search_pending_chunks``)."""
+``keywords.fold``)."""
 
 REBUILD_KEY = "rebuilding_for"
 """``search_meta`` key present while a rebuild (``memstack reindex``) is unfinished: the model it is for."""
@@ -683,19 +683,16 @@ def _rebuild_facts(
 
 def _migrate(conn: Any) -> None:
     """Bring an earlier file's tables to ``SCHEMA_VERSION``, in the open transaction: schema 1 to 2
-    (``_migrate_fts``), 3 to 4 (``keywords.migrate_pending``: the pending postings regrouped by chunk, the
-    same postings), then 2 to 3 (``keywords.refold``: terms written before compatibility forms and case
+    (``_migrate_fts``), then 2 to 3 (``keywords.refold``: terms written before compatibility forms and case
     were folded are re-derived, and their resources' generations advanced so every process's caches
     re-read them)."""
     _migrate_fts(conn)
-    keywords.migrate_pending(conn)
     facts = dict(
         conn.execute("SELECT key, value FROM search_meta WHERE key IN ('dimension', 'schema_version')")
     )
     if "dimension" not in facts or int(facts.get("schema_version", 2)) >= SCHEMA_VERSION:
         return  # a new file (its version is written with its dimension), or a current one
-    if int(facts.get("schema_version", 2)) < 3:
-        _bump(conn, keywords.refold(conn))
+    _bump(conn, keywords.refold(conn))
     conn.execute(
         "INSERT INTO search_meta (key, value) VALUES ('schema_version', ?) "
         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",

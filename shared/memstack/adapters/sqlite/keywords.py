@@ -17,9 +17,8 @@ Tables (in the shared file, beside ``search_chunks``):
   concatenation.
   A search reads a term's blocks as a few BLOBs and scores them with numpy, rather than one row per
   posting.
-* ``search_pending_chunks`` — ``(resource_id, rowid)`` → ``counts``, ``length``: recently written chunks
-  whose postings are not yet merged into the blocks, one row a chunk (``counts``, a JSON object term →
-  frequency; ``add``: a save writes one row, one or two pages).
+* ``search_keyword_pending`` — ``(resource_id, rowid, term)`` → ``tf``, ``length``: postings of recently
+  written chunks, not yet merged into the blocks (``add``: a save then writes one or two pages).
 * ``search_keyword_stats`` — per resource: ``chunks`` (how many indexed chunks) and ``tokens`` (their total
   length), BM25's ``N`` and ``avgdl = tokens / chunks``; ``pending``, the chunks in the pending table.
 * ``search_chunks.terms`` (a column of the chunk table): the chunk's distinct terms, space separated, so
@@ -83,12 +82,13 @@ SCHEMA = (
         postings BLOB NOT NULL,
         PRIMARY KEY (resource_id, term, block)
     ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS search_pending_chunks (
+    """CREATE TABLE IF NOT EXISTS search_keyword_pending (
         resource_id TEXT NOT NULL,
         rowid INTEGER NOT NULL,
-        counts TEXT NOT NULL,
+        term TEXT NOT NULL,
+        tf INTEGER NOT NULL,
         length INTEGER NOT NULL,
-        PRIMARY KEY (resource_id, rowid)
+        PRIMARY KEY (resource_id, rowid, term)
     ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS search_keyword_stats (
         resource_id TEXT PRIMARY KEY,
@@ -168,13 +168,12 @@ def refold(conn: Any) -> set[str]:
         The resources whose postings were rewritten (their generation must be advanced).
     """
     changed_terms: dict[str, set[str]] = defaultdict(set)
-    for resource_id, term in conn.execute(
-        "SELECT DISTINCT resource_id, term FROM search_postings WHERE term GLOB '*[^ -~]*' UNION "
-        "SELECT DISTINCT p.resource_id, j.key FROM search_pending_chunks AS p, json_each(p.counts) AS j "
-        "WHERE j.key GLOB '*[^ -~]*'"
-    ):
-        if tokens(term) != [term]:
-            changed_terms[resource_id].add(term)
+    for table in ("search_postings", "search_keyword_pending"):
+        for resource_id, term in conn.execute(
+            f"SELECT DISTINCT resource_id, term FROM {table} WHERE term GLOB '*[^ -~]*'"
+        ):
+            if tokens(term) != [term]:
+                changed_terms[resource_id].add(term)
     for resource_id, changed in changed_terms.items():
         merge(conn, resource_id)
         counts: dict[int, dict[str, int]] = defaultdict(dict)
@@ -283,12 +282,11 @@ def unpack(blob: bytes) -> npt.NDArray[np.void]:
 def add(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> None:
     """Index these chunks of one resource (inside the caller's write transaction).
 
-    Each chunk goes to ``search_pending_chunks`` as one row (its term counts as JSON), so that a save
-    writes one or two pages in one statement (appending to each term's block would dirty a page per term,
-    and the commit writes every dirty page; a row per posting cost a B-tree insert per term). Once
-    ``MERGE_PENDING`` chunks are pending they are merged into the blocks in one go; a search reads the
-    pending postings of its terms besides the blocks. A batch of ``MERGE_PENDING`` chunks or more (a bulk
-    write) goes to the blocks directly.
+    The chunks' postings go to ``search_keyword_pending``, keyed ``(resource_id, rowid, term)`` so that a
+    save writes one or two pages (appending to each term's block would dirty a page per term, and the
+    commit writes every dirty page). Once ``MERGE_PENDING`` chunks are pending they are merged into the
+    blocks in one go; a search reads the pending postings of its terms besides the blocks. A batch of
+    ``MERGE_PENDING`` chunks or more (a bulk write) goes to the blocks directly.
 
     Args:
         conn: the writer connection, in a transaction.
@@ -309,11 +307,12 @@ def add(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> 
         )
         return
     conn.executemany(
-        "INSERT INTO search_pending_chunks (resource_id, rowid, counts, length) VALUES (?, ?, ?, ?)",
-        [
-            (resource_id, rowid, json.dumps(analysed.counts, ensure_ascii=False), analysed.length)
+        "INSERT INTO search_keyword_pending (resource_id, rowid, term, tf, length) VALUES (?, ?, ?, ?, ?)",
+        (
+            (resource_id, rowid, term, tf, analysed.length)
             for rowid, analysed in chunks
-        ],
+            for term, tf in analysed.counts.items()
+        ),
     )
     pending = conn.execute(
         """INSERT INTO search_keyword_stats (resource_id, chunks, tokens, pending) VALUES (?1, ?2, ?3, ?2)
@@ -333,14 +332,13 @@ def merge(conn: Any, resource_id: str) -> None:
     ).fetchone()
     if row is None or not row[0]:
         return
-    chunks = [
-        (int(rowid), Analysed(json.loads(counts), int(length)))
-        for rowid, counts, length in conn.execute(
-            "DELETE FROM search_pending_chunks WHERE resource_id = ? RETURNING rowid, counts, length",
-            (resource_id,),
-        ).fetchall()
-    ]
-    _append_blocks(conn, resource_id, sorted(chunks, key=lambda c: c[0]))
+    chunks: dict[int, Analysed] = {}
+    for rowid, term, tf, length in conn.execute(
+        "DELETE FROM search_keyword_pending WHERE resource_id = ? RETURNING rowid, term, tf, length",
+        (resource_id,),
+    ).fetchall():
+        chunks.setdefault(int(rowid), Analysed({}, int(length))).counts[term] = int(tf)
+    _append_blocks(conn, resource_id, sorted(chunks.items()))
     conn.execute("UPDATE search_keyword_stats SET pending = 0 WHERE resource_id = ?", (resource_id,))
 
 
@@ -406,21 +404,20 @@ def remove(conn: Any, resource_id: str, chunks: Iterable[tuple[int, str | None, 
         chunks: ``(rowid, terms, length)`` as ``search_chunks`` holds them (``terms`` space separated).
     """
     by_term: dict[str, list[int]] = defaultdict(list)
-    rowids_of: dict[int, None] = {}
-    total = 0
+    count = total = 0
     for rowid, terms, length in chunks:
-        rowids_of[int(rowid)] = None
+        count += 1
         total += int(length or 0)
         for term in (terms or "").split():
             by_term[term].append(int(rowid))
-    count = len(rowids_of)
     if not count:
         return
     was_pending = {
-        rowid
-        for rowid in rowids_of
+        int(rowid)
+        for rowids in by_term.values()
+        for rowid in dict.fromkeys(rowids)
         if conn.execute(
-            "DELETE FROM search_pending_chunks WHERE resource_id = ? AND rowid = ? RETURNING 1",
+            "DELETE FROM search_keyword_pending WHERE resource_id = ? AND rowid = ? RETURNING 1",
             (resource_id, rowid),
         ).fetchall()
     }
@@ -469,27 +466,6 @@ def remove(conn: Any, resource_id: str, chunks: Iterable[tuple[int, str | None, 
     conn.execute("DELETE FROM search_keyword_stats WHERE resource_id = ? AND chunks <= 0", (resource_id,))
 
 
-def migrate_pending(conn: Any) -> None:
-    """Move an earlier file's pending postings, one row a posting in ``search_keyword_pending``, to one row
-    a chunk in ``search_pending_chunks``, then drop the old table (in the caller's write transaction;
-    nothing to do on a file without it). The pending counts in ``search_keyword_stats`` stay as they are."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_keyword_pending'").fetchone() is None:
-        return
-    chunks: dict[tuple[str, int], Analysed] = {}
-    for resource_id, rowid, term, tf, length in conn.execute(
-        "SELECT resource_id, rowid, term, tf, length FROM search_keyword_pending"
-    ):
-        chunks.setdefault((resource_id, int(rowid)), Analysed({}, int(length))).counts[term] = int(tf)
-    conn.executemany(
-        "INSERT INTO search_pending_chunks (resource_id, rowid, counts, length) VALUES (?, ?, ?, ?)",
-        [
-            (resource_id, rowid, json.dumps(analysed.counts, ensure_ascii=False), analysed.length)
-            for (resource_id, rowid), analysed in chunks.items()
-        ],
-    )
-    conn.execute("DROP TABLE search_keyword_pending")
-
-
 def drop_all(conn: Any) -> None:
     """Remove every posting and statistic of every resource (a rebuild, in the caller's transaction)."""
     for statement in SCHEMA:
@@ -499,7 +475,7 @@ def drop_all(conn: Any) -> None:
 def drop_resource(conn: Any, resource_id: str) -> None:
     """Remove every posting and the statistics of the resource (in the caller's transaction)."""
     conn.execute("DELETE FROM search_postings WHERE resource_id = ?", (resource_id,))
-    conn.execute("DELETE FROM search_pending_chunks WHERE resource_id = ?", (resource_id,))
+    conn.execute("DELETE FROM search_keyword_pending WHERE resource_id = ?", (resource_id,))
     conn.execute("DELETE FROM search_keyword_stats WHERE resource_id = ?", (resource_id,))
 
 
@@ -520,8 +496,8 @@ def pending_postings(conn: Any, resource_id: str, terms: Sequence[str]) -> dict[
     """
     found: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for term, rowid, tf, length in conn.execute(
-        "SELECT j.key, p.rowid, j.value, p.length FROM search_pending_chunks AS p, json_each(p.counts) AS j "
-        "WHERE p.resource_id = ? AND j.key IN (SELECT value FROM json_each(?)) ORDER BY j.key, p.rowid",
+        "SELECT term, rowid, tf, length FROM search_keyword_pending "
+        "WHERE resource_id = ? AND term IN (SELECT value FROM json_each(?)) ORDER BY term, rowid",
         (resource_id, json.dumps(list(terms))),
     ):
         found[term].append((rowid, tf, length))
