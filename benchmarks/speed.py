@@ -694,11 +694,11 @@ index): 4.1 GB at 1M messages, 426 MB at 100k in the last full runs."""
 
 def disk_needed(one_sizes: Sequence[int], corpus_sizes: Sequence[int]) -> int:
     """Bytes the resource scenario holds on disk at its peak: a copy of each size's store, and the growing
-    store beside the copy of its largest size (``grow_copies``), the long-lived user's copies still there
-    while the corpus grows."""
-    one = sum(one_sizes)
+    store beside the copy of its largest size (``grow_copies`` deletes it after that copy); the long-lived
+    user's copies are still there while the corpus grows."""
+    growing_one = max(one_sizes, default=0)
     corpus = sum(corpus_sizes) + max(corpus_sizes, default=0)
-    return STORE_BYTES_PER_MESSAGE * (one + max(one_sizes, default=0) + corpus)
+    return STORE_BYTES_PER_MESSAGE * (sum(one_sizes) + max(growing_one, corpus))
 
 
 def check_disk(folder: Path, needed: int) -> None:

@@ -88,8 +88,10 @@ def test_given_the_default_sizes_when_the_disk_needed_is_estimated_then_it_holds
     None
 ):
     needed = disk_needed([1_000, 10_000, 100_000], [10_000, 100_000, 1_000_000])
-    # copies 1k+10k+100k and the 100k growth; copies 10k+100k+1M and the 1M growth
-    assert needed == STORE_BYTES_PER_MESSAGE * (111_000 + 100_000 + 1_110_000 + 1_000_000)
+    # the 1k+10k+100k copies stay; then the 10k+100k+1M copies and the 1M store growing beside its copy
+    assert needed == STORE_BYTES_PER_MESSAGE * (111_000 + 1_110_000 + 1_000_000)
+    # without a corpus the peak is the long-lived user's copies and its growing store
+    assert disk_needed([1_000, 100_000], []) == STORE_BYTES_PER_MESSAGE * (101_000 + 100_000)
     assert disk_needed([], []) == 0
 
 
