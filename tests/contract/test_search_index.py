@@ -975,7 +975,9 @@ def _postings(db: Any) -> list[tuple[str, str, int]]:
         (resource_id, term, int(rowid))
         for resource_id, term, blob in db.query("SELECT resource_id, term, postings FROM search_postings")
         for rowid in unpack(bytes(blob))["rowid"].tolist()
-    ] + db.query("SELECT resource_id, term, rowid FROM search_keyword_pending")
+    ] + db.query(
+        "SELECT p.resource_id, j.key, p.rowid FROM search_pending_chunks AS p, json_each(p.counts) AS j"
+    )
 
 
 @pytest.mark.parametrize("cache_bytes", [0, 10_000_000])

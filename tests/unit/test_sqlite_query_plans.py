@@ -22,7 +22,7 @@ RESOURCE_TABLES = (
     "observations",
     "search_chunks",
     "search_postings",
-    "search_keyword_pending",
+    "search_pending_chunks",
     "search_keyword_stats",
     "search_generations",
 )

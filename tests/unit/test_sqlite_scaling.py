@@ -12,7 +12,7 @@ import pytest
 
 from memstack.adapters.sqlite import keywords
 from memstack.adapters.sqlite.db import SqliteDatabase
-from memstack.adapters.sqlite.index import SqliteSearchIndex
+from memstack.adapters.sqlite.index import SCHEMA_VERSION, SqliteSearchIndex
 from memstack.adapters.sqlite.keywords import Analysed, tokens
 from memstack.ports import IndexEntry
 
@@ -96,7 +96,7 @@ def test_given_a_schema_1_file_when_opened_then_its_fts5_keywords_move_to_the_pe
     found = index.search("r1", top_k=5, text="hike dog").keyword or []
     assert [h.message_id for h in found] == ["m1"]
     assert db.query("SELECT 1 FROM sqlite_master WHERE name = 'search_fts'") == []
-    assert db.query("SELECT value FROM search_meta WHERE key = 'schema_version'") == [("3",)]
+    assert db.query("SELECT value FROM search_meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     assert db.query("SELECT chunks, tokens FROM search_keyword_stats") == [(2, 6)]
     index.delete_messages("r1", ["m1"])  # its postings, rebuilt from FTS5, go with it
     assert index.search("r1", top_k=5, text="hike dog").keyword == []
@@ -151,7 +151,7 @@ def test_given_a_rebuild_for_another_model_when_opened_then_no_keyword_posting_o
 
     rebuilt = SqliteSearchIndex(db, DIM, model_id="new-model", rebuild=True)
 
-    for table in ("search_postings", "search_keyword_pending", "search_keyword_stats"):
+    for table in ("search_postings", "search_pending_chunks", "search_keyword_stats"):
         assert db.query(f"SELECT count(*) FROM {table}") == [(0,)], table
     assert rebuilt.search("r1", top_k=5, text="hiking").keyword == []
 
@@ -267,7 +267,7 @@ def test_given_a_schema_2_file_when_opened_then_its_terms_are_refolded_as_a_new_
     db = SqliteDatabase(tmp_path / "old.db")
     migrated = SqliteSearchIndex(db, DIM)
 
-    assert db.query("SELECT value FROM search_meta WHERE key = 'schema_version'") == [("3",)]
+    assert db.query("SELECT value FROM search_meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     after = dict(db.query("SELECT resource_id, generation FROM search_generations"))
     assert after["r1"] > generations["r1"] and after["r2"] == generations["r2"], "only r1 had terms to refold"
     for query in [
@@ -299,3 +299,123 @@ def test_given_a_schema_2_file_when_opened_then_its_terms_are_refolded_as_a_new_
     migrated.upsert([entry("later", "another Straße", vectors[1].tolist(), seq=10_000)])
     assert "later" in {h.message_id for h in migrated.search("r1", top_k=400, text="strasse").keyword or []}
     db.close()
+
+
+@pytest.mark.parametrize("pending", [1, 30, 63])
+def test_given_a_schema_3_file_with_postings_pending_per_term_when_opened_then_they_are_kept_per_chunk(
+    tmp_path: Path, pending: int
+) -> None:
+    """Schema 3 kept a pending row per posting (``search_keyword_pending``); the migrated file answers as a
+    file written by this code, and its pending chunks still merge, and still leave with their messages."""
+    vectors = np.eye(DIM, dtype=np.float32)
+    bulk = [
+        entry(f"b{i:03d}", f"hiking trip number {i} with Caroline", vectors[0].tolist()) for i in range(70)
+    ]
+    singles = [
+        entry(f"p{i:03d}", f"pottery class {i} and a hiking plan, Straße {i % 3}", vectors[1].tolist(), seq=i)
+        for i in range(pending)
+    ]
+    other = dataclasses.replace(entry("o1", "hiking elsewhere", vectors[0].tolist()), resource_id="r2")
+
+    def written(path: Path) -> SqliteSearchIndex:
+        index = SqliteSearchIndex(SqliteDatabase(path), DIM)
+        index.upsert(bulk)
+        for one in singles:
+            index.upsert([one])
+        index.upsert([other])
+        return index
+
+    old = written(tmp_path / "old.db")
+    with old._db.transaction() as conn:  # the pending rows as schema 3 kept them
+        conn.execute(
+            "CREATE TABLE search_keyword_pending (resource_id TEXT NOT NULL, rowid INTEGER NOT NULL, "
+            "term TEXT NOT NULL, tf INTEGER NOT NULL, length INTEGER NOT NULL, "
+            "PRIMARY KEY (resource_id, rowid, term)) WITHOUT ROWID"
+        )
+        conn.execute(
+            "INSERT INTO search_keyword_pending SELECT p.resource_id, p.rowid, j.key, j.value, p.length "
+            "FROM search_pending_chunks AS p, json_each(p.counts) AS j"
+        )
+        conn.execute("DROP TABLE search_pending_chunks")
+        conn.execute("UPDATE search_meta SET value = '3' WHERE key = 'schema_version'")
+    old._db.close()
+    fresh = written(tmp_path / "fresh.db")
+
+    db = SqliteDatabase(tmp_path / "old.db")
+    migrated = SqliteSearchIndex(db, DIM)
+
+    assert db.query("SELECT 1 FROM sqlite_master WHERE name = 'search_keyword_pending'") == []
+    assert db.query("SELECT value FROM search_meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
+
+    def answers(index: SqliteSearchIndex) -> list[list[tuple[str, float]]]:
+        return [
+            [(h.message_id, round(h.score, 9)) for h in index.search(r, top_k=100, text=q).keyword or []]
+            for r in ("r1", "r2")
+            for q in ("pottery", "hiking plan", "strasse 2", "caroline")
+        ]
+
+    assert answers(migrated) == answers(fresh) and any(answers(fresh))
+    stats = "SELECT resource_id, chunks, tokens, pending FROM search_keyword_stats ORDER BY resource_id"
+    assert db.query(stats) == fresh._db.query(stats)
+    for index in (migrated, fresh):  # a pending chunk leaves with its message, then the rest merge
+        index.delete_messages("r1", ["p000"])
+        for i in range(pending, pending + 70):
+            index.upsert([entry(f"p{i:03d}", f"pottery class {i}", vectors[1].tolist(), seq=i)])
+    assert answers(migrated) == answers(fresh)
+    assert db.query(stats) == fresh._db.query(stats)
+    assert db.query("SELECT count(*) FROM search_pending_chunks WHERE resource_id = 'r1'")[0][0] < 64
+
+
+def test_given_a_saved_chunk_when_it_waits_for_the_merge_then_it_is_one_pending_row_whatever_its_terms() -> (
+    None
+):
+    """A save inserts one row in the pending table (one B-tree insert), not one per term."""
+    db = SqliteDatabase(":memory:")
+    index = SqliteSearchIndex(db, DIM)
+    words = " ".join(f"word{i}" for i in range(40))
+    index.upsert([entry("m1", words, np.eye(DIM)[0].tolist())])
+    index.upsert([entry("m2", "", np.eye(DIM)[1].tolist(), seq=1)])  # no terms: still one pending chunk
+
+    assert db.query("SELECT count(*) FROM search_pending_chunks") == [(2,)]
+    assert db.query("SELECT pending FROM search_keyword_stats") == [(2,)]
+    assert [h.message_id for h in index.search("r1", top_k=3, text="word7").keyword or []] == ["m1"]
+    index.delete_messages("r1", ["m2"])
+    assert db.query("SELECT pending FROM search_keyword_stats") == [(1,)]
+
+
+def _keyword_answers(index: SqliteSearchIndex, text: str) -> list[tuple[str, float]]:
+    return [(h.message_id, round(h.score, 9)) for h in index.search("r1", top_k=20, text=text).keyword or []]
+
+
+def test_given_pending_chunks_held_when_saves_add_and_merge_them_then_new_terms_are_found_as_without_a_cache() -> (
+    None
+):
+    """Each save is followed by a search for a term only it holds (read with the held pending chunks) and
+    for older terms; 150 single saves cross two merges (``MERGE_PENDING``)."""
+    cached = SqliteSearchIndex(SqliteDatabase(":memory:"), DIM)
+    plain = SqliteSearchIndex(SqliteDatabase(":memory:"), DIM, keyword_cache_bytes=0)
+    held = 0
+    for i in range(150):
+        saved = entry(f"m{i:03d}", f"word{i % 17} topic{i} shared", np.eye(DIM)[i % DIM].tolist(), seq=i)
+        cached.upsert([saved])
+        plain.upsert([saved])
+        for text in (f"topic{i}", f"word{i % 17}", f"topic{max(0, i - 5)}", "shared"):
+            assert _keyword_answers(cached, text) == _keyword_answers(plain, text), (i, text)
+        entry_ = cached._postings._resources.get("r1")
+        held += entry_ is not None and entry_.pending is not None
+    assert held > 100, "the searches never used held pending chunks: the comparison proves little"
+
+
+def test_given_pending_chunks_held_when_another_process_saves_then_its_chunks_are_found(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "shared.db"
+    mine = SqliteSearchIndex(SqliteDatabase(path), DIM)
+    other = SqliteSearchIndex(SqliteDatabase(path), DIM)
+    mine.upsert([entry("m1", "hiking with dogs", np.eye(DIM)[0].tolist())])
+    assert [m for m, _ in _keyword_answers(mine, "hiking")] == ["m1"]  # its pending chunks now held
+
+    other.upsert([entry("m2", "pottery and hiking", np.eye(DIM)[1].tolist(), seq=1)])
+
+    assert [m for m, _ in _keyword_answers(mine, "pottery")] == ["m2"]
+    assert {m for m, _ in _keyword_answers(mine, "hiking")} == {"m1", "m2"}

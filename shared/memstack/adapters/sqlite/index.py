@@ -77,10 +77,10 @@ from memstack.filters import kind, validate_filter
 from memstack.model import check_id
 from memstack.ports import IndexEntry, IndexHit, SearchResults, Vector
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the tables' layout, recorded in ``search_meta`` (1: keywords in an FTS5 table ``search_fts``;
 2: the per-resource inverted index of ``keywords``; 3: its terms folded for compatibility forms and case,
-``keywords.fold``)."""
+``keywords.fold``; 4: its pending postings one row a chunk, ``search_pending_chunks``)."""
 
 REBUILD_KEY = "rebuilding_for"
 """``search_meta`` key present while a rebuild (``memstack reindex``) is unfinished: the model it is for."""
@@ -382,8 +382,7 @@ class SqliteSearchIndex:
                 by_resource: dict[str, list[tuple[int, keywords.Analysed]]] = {}
                 for n, r in enumerate(rows):
                     by_resource.setdefault(r.resource_id, []).append((first + n, r.analysed))
-                for resource_id, analysed in by_resource.items():
-                    keywords.add(conn, resource_id, analysed)
+                merged = {rid: keywords.add(conn, rid, chunks) for rid, chunks in by_resource.items()}
                 generations = _bump(conn, {r.resource_id for r in rows})
             for resource_id, generation in generations.items():
                 replaced = {m for m, r in messages if r == resource_id}
@@ -396,7 +395,9 @@ class SqliteSearchIndex:
                 if resource_id in shrunk:  # a message re-indexed: its old postings are gone from the file
                     self._postings.drop(resource_id)
                 else:
-                    self._postings.added(resource_id, generation, by_resource[resource_id])
+                    self._postings.added(
+                        resource_id, generation, by_resource[resource_id], merged[resource_id]
+                    )
         written: dict[str, list[str]] = {}
         for r in sorted(rows, key=lambda r: r.chunk):
             written.setdefault(r.message_id, []).append(f"{r.message_id}#{r.chunk}")
@@ -683,16 +684,19 @@ def _rebuild_facts(
 
 def _migrate(conn: Any) -> None:
     """Bring an earlier file's tables to ``SCHEMA_VERSION``, in the open transaction: schema 1 to 2
-    (``_migrate_fts``), then 2 to 3 (``keywords.refold``: terms written before compatibility forms and case
+    (``_migrate_fts``), 3 to 4 (``keywords.migrate_pending``: the pending postings regrouped by chunk, the
+    same postings), then 2 to 3 (``keywords.refold``: terms written before compatibility forms and case
     were folded are re-derived, and their resources' generations advanced so every process's caches
     re-read them)."""
     _migrate_fts(conn)
+    keywords.migrate_pending(conn)
     facts = dict(
         conn.execute("SELECT key, value FROM search_meta WHERE key IN ('dimension', 'schema_version')")
     )
     if "dimension" not in facts or int(facts.get("schema_version", 2)) >= SCHEMA_VERSION:
         return  # a new file (its version is written with its dimension), or a current one
-    _bump(conn, keywords.refold(conn))
+    if int(facts.get("schema_version", 2)) < 3:
+        _bump(conn, keywords.refold(conn))
     conn.execute(
         "INSERT INTO search_meta (key, value) VALUES ('schema_version', ?) "
         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",

@@ -17,8 +17,9 @@ Tables (in the shared file, beside ``search_chunks``):
   concatenation.
   A search reads a term's blocks as a few BLOBs and scores them with numpy, rather than one row per
   posting.
-* ``search_keyword_pending`` — ``(resource_id, rowid, term)`` → ``tf``, ``length``: postings of recently
-  written chunks, not yet merged into the blocks (``add``: a save then writes one or two pages).
+* ``search_pending_chunks`` — ``(resource_id, rowid)`` → ``counts``, ``length``: recently written chunks
+  whose postings are not yet merged into the blocks, one row a chunk (``counts``, a JSON object term →
+  frequency; ``add``: a save writes one row, one or two pages).
 * ``search_keyword_stats`` — per resource: ``chunks`` (how many indexed chunks) and ``tokens`` (their total
   length), BM25's ``N`` and ``avgdl = tokens / chunks``; ``pending``, the chunks in the pending table.
 * ``search_chunks.terms`` (a column of the chunk table): the chunk's distinct terms, space separated, so
@@ -82,13 +83,12 @@ SCHEMA = (
         postings BLOB NOT NULL,
         PRIMARY KEY (resource_id, term, block)
     ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS search_keyword_pending (
+    """CREATE TABLE IF NOT EXISTS search_pending_chunks (
         resource_id TEXT NOT NULL,
         rowid INTEGER NOT NULL,
-        term TEXT NOT NULL,
-        tf INTEGER NOT NULL,
+        counts TEXT NOT NULL,
         length INTEGER NOT NULL,
-        PRIMARY KEY (resource_id, rowid, term)
+        PRIMARY KEY (resource_id, rowid)
     ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS search_keyword_stats (
         resource_id TEXT PRIMARY KEY,
@@ -168,12 +168,13 @@ def refold(conn: Any) -> set[str]:
         The resources whose postings were rewritten (their generation must be advanced).
     """
     changed_terms: dict[str, set[str]] = defaultdict(set)
-    for table in ("search_postings", "search_keyword_pending"):
-        for resource_id, term in conn.execute(
-            f"SELECT DISTINCT resource_id, term FROM {table} WHERE term GLOB '*[^ -~]*'"
-        ):
-            if tokens(term) != [term]:
-                changed_terms[resource_id].add(term)
+    for resource_id, term in conn.execute(
+        "SELECT DISTINCT resource_id, term FROM search_postings WHERE term GLOB '*[^ -~]*' UNION "
+        "SELECT DISTINCT p.resource_id, j.key FROM search_pending_chunks AS p, json_each(p.counts) AS j "
+        "WHERE j.key GLOB '*[^ -~]*'"
+    ):
+        if tokens(term) != [term]:
+            changed_terms[resource_id].add(term)
     for resource_id, changed in changed_terms.items():
         merge(conn, resource_id)
         counts: dict[int, dict[str, int]] = defaultdict(dict)
@@ -279,23 +280,27 @@ def unpack(blob: bytes) -> npt.NDArray[np.void]:
     return np.frombuffer(blob, dtype=POSTING)
 
 
-def add(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> None:
+def add(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> bool:
     """Index these chunks of one resource (inside the caller's write transaction).
 
-    The chunks' postings go to ``search_keyword_pending``, keyed ``(resource_id, rowid, term)`` so that a
-    save writes one or two pages (appending to each term's block would dirty a page per term, and the
-    commit writes every dirty page). Once ``MERGE_PENDING`` chunks are pending they are merged into the
-    blocks in one go; a search reads the pending postings of its terms besides the blocks. A batch of
-    ``MERGE_PENDING`` chunks or more (a bulk write) goes to the blocks directly.
+    Each chunk goes to ``search_pending_chunks`` as one row (its term counts as JSON), so that a save
+    writes one or two pages in one statement (appending to each term's block would dirty a page per term,
+    and the commit writes every dirty page; a row per posting cost a B-tree insert per term). Once
+    ``MERGE_PENDING`` chunks are pending they are merged into the blocks in one go; a search reads the
+    pending postings of its terms besides the blocks. A batch of ``MERGE_PENDING`` chunks or more (a bulk
+    write) goes to the blocks directly.
 
     Args:
         conn: the writer connection, in a transaction.
         resource_id: the owner of every chunk.
         chunks: ``(rowid, analysed)`` pairs; every rowid is above every rowid already indexed for the
             resource (``SqliteSearchIndex`` assigns ``max(rowid) + 1`` onwards), so postings are appended.
+
+    Returns:
+        Whether the resource's pending chunks were merged into its blocks (none are pending after it).
     """
     if not chunks:
-        return
+        return False
     if len(chunks) >= MERGE_PENDING:  # a bulk write: straight to the blocks, after what is pending
         merge(conn, resource_id)
         _append_blocks(conn, resource_id, chunks)
@@ -305,14 +310,13 @@ def add(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> 
                 tokens = tokens + excluded.tokens""",
             (resource_id, len(chunks), sum(a.length for _, a in chunks)),
         )
-        return
+        return True
     conn.executemany(
-        "INSERT INTO search_keyword_pending (resource_id, rowid, term, tf, length) VALUES (?, ?, ?, ?, ?)",
-        (
-            (resource_id, rowid, term, tf, analysed.length)
+        "INSERT INTO search_pending_chunks (resource_id, rowid, counts, length) VALUES (?, ?, ?, ?)",
+        [
+            (resource_id, rowid, json.dumps(analysed.counts, ensure_ascii=False), analysed.length)
             for rowid, analysed in chunks
-            for term, tf in analysed.counts.items()
-        ),
+        ],
     )
     pending = conn.execute(
         """INSERT INTO search_keyword_stats (resource_id, chunks, tokens, pending) VALUES (?1, ?2, ?3, ?2)
@@ -323,6 +327,8 @@ def add(conn: Any, resource_id: str, chunks: Sequence[tuple[int, Analysed]]) -> 
     ).fetchone()[0]
     if int(pending) >= MERGE_PENDING:
         merge(conn, resource_id)
+        return True
+    return False
 
 
 def merge(conn: Any, resource_id: str) -> None:
@@ -332,13 +338,14 @@ def merge(conn: Any, resource_id: str) -> None:
     ).fetchone()
     if row is None or not row[0]:
         return
-    chunks: dict[int, Analysed] = {}
-    for rowid, term, tf, length in conn.execute(
-        "DELETE FROM search_keyword_pending WHERE resource_id = ? RETURNING rowid, term, tf, length",
-        (resource_id,),
-    ).fetchall():
-        chunks.setdefault(int(rowid), Analysed({}, int(length))).counts[term] = int(tf)
-    _append_blocks(conn, resource_id, sorted(chunks.items()))
+    chunks = [
+        (int(rowid), Analysed(json.loads(counts), int(length)))
+        for rowid, counts, length in conn.execute(
+            "DELETE FROM search_pending_chunks WHERE resource_id = ? RETURNING rowid, counts, length",
+            (resource_id,),
+        ).fetchall()
+    ]
+    _append_blocks(conn, resource_id, sorted(chunks, key=lambda c: c[0]))
     conn.execute("UPDATE search_keyword_stats SET pending = 0 WHERE resource_id = ?", (resource_id,))
 
 
@@ -404,20 +411,21 @@ def remove(conn: Any, resource_id: str, chunks: Iterable[tuple[int, str | None, 
         chunks: ``(rowid, terms, length)`` as ``search_chunks`` holds them (``terms`` space separated).
     """
     by_term: dict[str, list[int]] = defaultdict(list)
-    count = total = 0
+    rowids_of: dict[int, None] = {}
+    total = 0
     for rowid, terms, length in chunks:
-        count += 1
+        rowids_of[int(rowid)] = None
         total += int(length or 0)
         for term in (terms or "").split():
             by_term[term].append(int(rowid))
+    count = len(rowids_of)
     if not count:
         return
     was_pending = {
-        int(rowid)
-        for rowids in by_term.values()
-        for rowid in dict.fromkeys(rowids)
+        rowid
+        for rowid in rowids_of
         if conn.execute(
-            "DELETE FROM search_keyword_pending WHERE resource_id = ? AND rowid = ? RETURNING 1",
+            "DELETE FROM search_pending_chunks WHERE resource_id = ? AND rowid = ? RETURNING 1",
             (resource_id, rowid),
         ).fetchall()
     }
@@ -466,6 +474,27 @@ def remove(conn: Any, resource_id: str, chunks: Iterable[tuple[int, str | None, 
     conn.execute("DELETE FROM search_keyword_stats WHERE resource_id = ? AND chunks <= 0", (resource_id,))
 
 
+def migrate_pending(conn: Any) -> None:
+    """Move an earlier file's pending postings, one row a posting in ``search_keyword_pending``, to one row
+    a chunk in ``search_pending_chunks``, then drop the old table (in the caller's write transaction;
+    nothing to do on a file without it). The pending counts in ``search_keyword_stats`` stay as they are."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_keyword_pending'").fetchone() is None:
+        return
+    chunks: dict[tuple[str, int], Analysed] = {}
+    for resource_id, rowid, term, tf, length in conn.execute(
+        "SELECT resource_id, rowid, term, tf, length FROM search_keyword_pending"
+    ):
+        chunks.setdefault((resource_id, int(rowid)), Analysed({}, int(length))).counts[term] = int(tf)
+    conn.executemany(
+        "INSERT INTO search_pending_chunks (resource_id, rowid, counts, length) VALUES (?, ?, ?, ?)",
+        [
+            (resource_id, rowid, json.dumps(analysed.counts, ensure_ascii=False), analysed.length)
+            for (resource_id, rowid), analysed in chunks.items()
+        ],
+    )
+    conn.execute("DROP TABLE search_keyword_pending")
+
+
 def drop_all(conn: Any) -> None:
     """Remove every posting and statistic of every resource (a rebuild, in the caller's transaction)."""
     for statement in SCHEMA:
@@ -475,7 +504,7 @@ def drop_all(conn: Any) -> None:
 def drop_resource(conn: Any, resource_id: str) -> None:
     """Remove every posting and the statistics of the resource (in the caller's transaction)."""
     conn.execute("DELETE FROM search_postings WHERE resource_id = ?", (resource_id,))
-    conn.execute("DELETE FROM search_keyword_pending WHERE resource_id = ?", (resource_id,))
+    conn.execute("DELETE FROM search_pending_chunks WHERE resource_id = ?", (resource_id,))
     conn.execute("DELETE FROM search_keyword_stats WHERE resource_id = ?", (resource_id,))
 
 
@@ -496,8 +525,8 @@ def pending_postings(conn: Any, resource_id: str, terms: Sequence[str]) -> dict[
     """
     found: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for term, rowid, tf, length in conn.execute(
-        "SELECT term, rowid, tf, length FROM search_keyword_pending "
-        "WHERE resource_id = ? AND term IN (SELECT value FROM json_each(?)) ORDER BY term, rowid",
+        "SELECT j.key, p.rowid, j.value, p.length FROM search_pending_chunks AS p, json_each(p.counts) AS j "
+        "WHERE p.resource_id = ? AND j.key IN (SELECT value FROM json_each(?)) ORDER BY j.key, p.rowid",
         (resource_id, json.dumps(list(terms))),
     ):
         found[term].append((rowid, tf, length))
@@ -532,12 +561,7 @@ def read_postings(conn: Any, resource_id: str, terms: Sequence[str]) -> dict[str
     """
     pending = pending_postings(conn, resource_id, terms)
     found: dict[str, Postings] = {}
-    for term in terms:
-        blobs = conn.execute(
-            "SELECT postings FROM search_postings WHERE resource_id = ? AND term = ? ORDER BY block",
-            (resource_id, term),
-        ).fetchall()
-        postings = unpack(b"".join(b[0] for b in blobs))  # the driver gives each BLOB as bytes
+    for term, postings in read_blocks(conn, resource_id, terms).items():
         if term in pending:
             postings = np.concatenate([postings, pending[term]])
         found[term] = (
@@ -546,6 +570,28 @@ def read_postings(conn: Any, resource_id: str, terms: Sequence[str]) -> dict[str
             postings["length"].astype(np.float64),
         )
     return found
+
+
+def read_blocks(conn: Any, resource_id: str, terms: Sequence[str]) -> dict[str, npt.NDArray[np.void]]:
+    """The merged postings (blocks) of these terms, each term's in ascending rowid."""
+    found = {}
+    for term in terms:
+        blobs = conn.execute(
+            "SELECT postings FROM search_postings WHERE resource_id = ? AND term = ? ORDER BY block",
+            (resource_id, term),
+        ).fetchall()
+        found[term] = unpack(b"".join(b[0] for b in blobs))  # the driver gives each BLOB as bytes
+    return found
+
+
+def pending_chunks(conn: Any, resource_id: str) -> dict[int, Analysed]:
+    """The resource's pending chunks, parsed: rowid → ``Analysed``."""
+    return {
+        int(rowid): Analysed(json.loads(counts), int(length))
+        for rowid, counts, length in conn.execute(
+            "SELECT rowid, counts, length FROM search_pending_chunks WHERE resource_id = ?", (resource_id,)
+        )
+    }
 
 
 def score(conn: Any, resource_id: str, query: Sequence[str]) -> tuple[_Ints, _Floats]:

@@ -10,6 +10,9 @@ question naming a speaker and three common words, and fetching them from SQLite 
   not met yet; one that shows a newer generation (another process wrote) drops the resource's terms and
   reads afresh; one that shows an older generation (a reader behind a commit of this process) reads from
   the file, leaving the cache alone;
+* the resource's pending chunks (written, not yet merged into the blocks: ``keywords.add``) are held
+  parsed beside its terms once a search has read them, so a search's new terms do not parse every pending
+  chunk again; a save by this process adds its chunks to them, or empties them when it merged;
 * a save by this process appends its chunks' postings to the cached terms they contain (rowids only grow,
   so every column stays in ascending rowid order; each term has room to append, ``HEADROOM``) and moves the
   statistics, in time proportional to the chunks' distinct terms; any write that removes chunks drops the resource's terms instead (rare: a
@@ -100,6 +103,7 @@ class _Resource:
     chunks: int
     tokens: int
     terms: dict[str, TermPostings] = field(default_factory=dict)
+    pending: dict[int, keywords.Analysed] | None = None
 
 
 class PostingCache:
@@ -150,7 +154,7 @@ class PostingCache:
             return keywords.score(conn, resource_id, query)
         missing = [term for term in terms if term not in postings]
         if missing:
-            read = keywords.read_postings(conn, resource_id, missing)
+            read = self._read(conn, entry, resource_id, generation, missing)
             postings.update(read)
             with self._lock:
                 for term, columns in read.items():
@@ -160,6 +164,38 @@ class PostingCache:
                 if self._resources.get(resource_id) is entry and not entry.terms:
                     del self._resources[resource_id]  # nothing held: no entry kept for its statistics alone
         return keywords.score_postings(postings, query, chunks, tokens)
+
+    def _read(
+        self, conn: Any, entry: _Resource, resource_id: str, generation: int, terms: list[str]
+    ) -> dict[str, keywords.Postings]:
+        """These terms' postings from the file's blocks and the resource's pending chunks, as columns.
+
+        The pending chunks come from ``entry`` when it holds them at the snapshot's ``generation``; else
+        they are read (every pending chunk of the resource, at most ``keywords.MERGE_PENDING``) and, if the
+        entry is still at that generation, held for the next search's new terms.
+        """
+        blocks = keywords.read_blocks(conn, resource_id, terms)
+        with self._lock:
+            current = self._resources.get(resource_id) is entry and entry.generation == generation
+            pending = entry.pending if current else None
+        if pending is None:
+            pending = keywords.pending_chunks(conn, resource_id)
+            with self._lock:
+                if self._resources.get(resource_id) is entry and entry.generation == generation:
+                    entry.pending = pending
+        waiting = sorted(pending.items())
+        read: dict[str, keywords.Postings] = {}
+        for term in terms:
+            found = blocks[term]
+            extra = [(rowid, a.counts[term], a.length) for rowid, a in waiting if term in a.counts]
+            if extra:
+                found = np.concatenate([found, np.array(extra, dtype=keywords.POSTING)])
+            read[term] = (
+                found["rowid"].astype(np.int64),
+                found["tf"].astype(np.float64),
+                found["length"].astype(np.float64),
+            )
+        return read
 
     def _held(self, entry: _Resource, resource_id: str, terms: list[str]) -> dict[str, keywords.Postings]:
         held: dict[str, keywords.Postings] = {}
@@ -188,13 +224,19 @@ class PostingCache:
                 del self._resources[resource_id]
 
     def added(
-        self, resource_id: str, generation: int, chunks: Sequence[tuple[int, keywords.Analysed]]
+        self,
+        resource_id: str,
+        generation: int,
+        chunks: Sequence[tuple[int, keywords.Analysed]],
+        merged: bool | None = None,
     ) -> None:
         """Apply this process's committed write that added ``chunks`` (``(rowid, analysed)``, rowids above
         every one indexed) and removed none, taking the resource to ``generation``.
 
         Only data exactly one generation behind is patched (nobody else wrote in between); otherwise the
-        resource's terms are dropped and the next search reads them.
+        resource's terms are dropped and the next search reads them. ``merged``: whether the write merged
+        the resource's pending chunks into its blocks (``keywords.add``'s answer); the held pending chunks
+        then empty, else take these chunks; ``None`` (not known) drops them, read again when needed.
         """
         with self._lock:
             entry = self._resources.get(resource_id)
@@ -215,6 +257,13 @@ class PostingCache:
             entry.chunks += len(chunks)
             entry.tokens += sum(analysed.length for _, analysed in chunks)
             entry.generation = generation
+            # A new dict each time: a search may be reading the one it took.
+            if merged is None or entry.pending is None:
+                entry.pending = None  # read again by the next search that needs it
+            elif merged:
+                entry.pending = {}
+            else:
+                entry.pending = {**entry.pending, **dict(chunks)}
 
     def held(self, resource_id: str) -> tuple[int, dict[str, int]] | None:
         """What is held for the resource: its generation and each held term's postings count, or ``None``."""
