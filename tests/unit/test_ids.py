@@ -12,7 +12,7 @@ import pytest
 from aws_lambda_powertools.event_handler.api_gateway import _SAFE_URI, _UNSAFE_URI
 
 from memstack import InvalidInput, Memory, NotFound
-from memstack.model import Thread, is_routable
+from memstack.model import Thread, check_id, is_routable
 
 POWERTOOLS_PARAMETER = re.compile(rf"[{_SAFE_URI}{_UNSAFE_URI}\w]+")
 """The pattern Powertools' resolver matches a ``<name>`` of a rule with (``_NAMED_GROUP_BOUNDARY_PATTERN``)."""
@@ -29,6 +29,17 @@ def test_given_every_character_then_an_id_of_it_is_routable_exactly_when_powerto
         != (chr(code) != "%" and POWERTOOLS_PARAMETER.fullmatch(f"x{chr(code)}") is not None)
     ]
     assert differ == []
+
+
+def test_given_every_character_below_u0800_then_an_id_holding_it_is_refused_exactly_when_it_is_c0_or_del() -> None:
+    refused = []
+    for code in range(0x800):
+        try:
+            check_id(f"a{chr(code)}b", "thread_id")
+        except InvalidInput as exc:
+            assert exc.field == "thread_id" and "control characters" in str(exc)
+            refused.append(code)
+    assert refused == [*range(32), 127]  # C1 controls (0x80-0x9f) and the rest are text
 
 
 @pytest.mark.parametrize("dots", [".", ".."])
