@@ -31,7 +31,9 @@ def test_given_every_character_then_an_id_of_it_is_routable_exactly_when_powerto
     assert differ == []
 
 
-def test_given_every_character_below_u0800_then_an_id_holding_it_is_refused_exactly_when_it_is_c0_or_del() -> None:
+def test_given_every_character_below_u0800_then_an_id_holding_it_is_refused_exactly_when_it_is_c0_or_del() -> (
+    None
+):
     refused = []
     for code in range(0x800):
         try:
