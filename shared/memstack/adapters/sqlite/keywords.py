@@ -564,12 +564,17 @@ def read_postings(conn: Any, resource_id: str, terms: Sequence[str]) -> dict[str
     for term, postings in read_blocks(conn, resource_id, terms).items():
         if term in pending:
             postings = np.concatenate([postings, pending[term]])
-        found[term] = (
-            postings["rowid"].astype(np.int64),
-            postings["tf"].astype(np.float64),
-            postings["length"].astype(np.float64),
-        )
+        found[term] = columns(postings)
     return found
+
+
+def columns(postings: npt.NDArray[np.void]) -> Postings:
+    """Structured postings (``POSTING``'s fields) as the columns a search scores (``Postings``)."""
+    return (
+        postings["rowid"].astype(np.int64),
+        postings["tf"].astype(np.float64),
+        postings["length"].astype(np.float64),
+    )
 
 
 def read_blocks(conn: Any, resource_id: str, terms: Sequence[str]) -> dict[str, npt.NDArray[np.void]]:

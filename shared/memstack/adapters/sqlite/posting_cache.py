@@ -190,11 +190,7 @@ class PostingCache:
             extra = [(rowid, a.counts[term], a.length) for rowid, a in waiting if term in a.counts]
             if extra:
                 found = np.concatenate([found, np.array(extra, dtype=keywords.POSTING)])
-            read[term] = (
-                found["rowid"].astype(np.int64),
-                found["tf"].astype(np.float64),
-                found["length"].astype(np.float64),
-            )
+            read[term] = keywords.columns(found)
         return read
 
     def _held(self, entry: _Resource, resource_id: str, terms: list[str]) -> dict[str, keywords.Postings]:
