@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["create_client", "credentials", "region", "session"]
+__all__ = ["ca_bundle", "create_client", "credentials", "region", "session"]
 
 _lock = threading.RLock()
 _session: Any = None
@@ -54,6 +54,15 @@ def region() -> str | None:
     or ``None``."""
     with _lock:
         value = session().get_config_variable("region")
+    return str(value) if value else None
+
+
+def ca_bundle() -> str | None:
+    """The CA bundle botocore's configuration names for verifying AWS endpoints (``AWS_CA_BUNDLE``, else
+    the profile's ``ca_bundle``), or ``None`` for the library's default roots. Memstack's own client of an
+    AWS endpoint (the OpenSearch adapter's) verifies against it as botocore's clients do."""
+    with _lock:
+        value = session().get_config_variable("ca_bundle")
     return str(value) if value else None
 
 

@@ -85,6 +85,11 @@ def make_client(
         max_retries: transport retries on connection errors and 502/503/504; a timeout is never retried.
         credentials: botocore credentials for SigV4; unset, botocore's default chain.
 
+    A SigV4 endpoint (``aoss``, ``es``) is an AWS one: over HTTPS its certificate is verified against the CA
+    bundle botocore is configured with (``AWS_CA_BUNDLE`` or the profile's ``ca_bundle``;
+    ``aws_session.ca_bundle``), as the DynamoDB and S3 clients verify theirs, so a network that re-signs TLS
+    (a corporate proxy) needs one setting for all of them; without one, certifi's roots.
+
     Raises:
         InvalidInput: an unknown ``service``, a malformed endpoint, SigV4 without a region or credentials,
             or basic auth asked with a SigV4 service.
@@ -107,6 +112,7 @@ def make_client(
     if url.path not in ("", "/"):
         host["url_prefix"] = url.path.rstrip("/")
     auth: Any = None
+    ca_certs: str | None = None
     if service == "none":
         if username:
             auth = (username, password or "")
@@ -114,11 +120,16 @@ def make_client(
         if username:
             raise InvalidInput(f"basic auth is not used with service {service!r} (SigV4)", field="username")
         auth = _sigv4(service, region, credentials)
+        if use_ssl:
+            from memstack.adapters import aws_session
+
+            ca_certs = aws_session.ca_bundle()
     return OpenSearch(
         hosts=[host],
         http_auth=auth,
         use_ssl=use_ssl,
         verify_certs=use_ssl,
+        ca_certs=ca_certs,
         connection_class=Urllib3HttpConnection,
         timeout=timeout,
         max_retries=max_retries,
