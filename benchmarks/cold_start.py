@@ -12,7 +12,9 @@ the unzipped size of what each function runs.
   hybrid recall; ``count_tokens`` not set, as an agent's turn loop sends it). CPU is the process's
   (``time.process_time``, every thread), so the servers the function talks to do not count: DynamoDB and S3
   on a moto server, the OpenSearch test double (Serverless mode) and an OpenAI-compatible embeddings endpoint,
-  all on 127.0.0.1 in the benchmark's process. The first request builds the ``Memory`` (settings, clients:
+  all on 127.0.0.1 in the benchmark's process, each reached over TLS (a keep-alive HTTPS proxy,
+  tests/tls_proxy.py; the function verifies it against certifi's roots plus the proxy's certificate), so
+  the request loads its clients' CA bundles and runs their handshakes as against AWS and OpenAI. The first request builds the ``Memory`` (settings, clients:
   ``MEMSTACK_EMBEDDER=openai`` with the real SDK). Three configurations: ``openai-secret``, the deployment's
   default (``-c models=openai``: the key read from Secrets Manager, here moto's, on the first request,
   through the Parameters and Secrets Lambda Extension's double), ``openai-secret-client`` (the same with a
@@ -523,7 +525,7 @@ def render(imports: list[ImportTime], bundles: list[BundleSize], requests: list[
             "",
             "A cold function's first context request (CPU of the function's process: init, then the first "
             "and a second request; DynamoDB/S3 on moto, the OpenSearch double and an embeddings endpoint on "
-            "127.0.0.1; median of runs). `on-demand`: init is the handler's import, and a cold start runs it "
+            "127.0.0.1, each over TLS as on AWS; median of runs). `on-demand`: init is the handler's import, and a cold start runs it "
             "and the first request. `snap-start` (`-c snapStart=true`): init also primes "
             "(`memstack.snapstart`: builds the Memory, assembles one context); Lambda runs it once per "
             "published version before the snapshot, so a cold start is a restore plus the first request "

@@ -2,7 +2,7 @@
 ``benchmarks/cold_start.py``'s "first request CPU ms" column.
 
 In the same world as that benchmark (``tests.cold_world.request_environment``: DynamoDB, S3 and Secrets Manager on
-a moto server, the OpenSearch test double and an OpenAI-compatible embeddings endpoint, all on 127.0.0.1;
+a moto server, the OpenSearch test double and an OpenAI-compatible embeddings endpoint, all on 127.0.0.1 and reached over TLS;
 the handler in a fresh interpreter behind the Lambda bundle's import guard), each function (``api``,
 ``context``) is imported and sent the first request in fresh interpreters, for four views:
 

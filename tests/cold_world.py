@@ -1,7 +1,9 @@
 """The world of a cold function's first context request, on 127.0.0.1: DynamoDB, S3 and Secrets Manager on
 a moto server, the OpenSearch test double (Serverless mode), an OpenAI-compatible embeddings endpoint and the
 Parameters and Secrets Lambda Extension's double (tests/secrets_extension_double.py), with a short
-conversation saved. ``benchmarks/cold_start.py`` measures the functions' first request in it, and
+conversation saved. Every endpoint but the extension's (plain HTTP on localhost, as on Lambda) is reached
+over TLS through a keep-alive proxy (tests/tls_proxy.py), so the function loads its CA bundles and runs its
+handshakes as it does against AWS and OpenAI. ``benchmarks/cold_start.py`` measures the functions' first request in it, and
 tests/integration/test_cold_imports.py checks what that request imports and builds.
 """
 
@@ -13,13 +15,16 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from tests.json_http import JsonHandler
+from tests.tls_proxy import LocalCertificate, tls_in_front
 
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDING_DIMENSIONS = 64
@@ -62,7 +67,9 @@ class _Embeddings(JsonHandler):
 def request_environment() -> Iterator[dict[str, dict[str, str]]]:
     """The first request's world, on 127.0.0.1 in this process (their CPU is not the function's):
     DynamoDB, S3 and Secrets Manager on a moto server, the OpenSearch test double (Serverless mode) and an
-    OpenAI-compatible embeddings endpoint, with the thread ``t-cold`` of ``r-cold`` saved (``_seed``).
+    OpenAI-compatible embeddings endpoint, each behind an HTTPS proxy whose certificate the function trusts
+    through a bundle of certifi's roots plus it (``AWS_CA_BUNDLE``, ``SSL_CERT_FILE``), with the thread
+    ``t-cold`` of ``r-cold`` saved (``_seed``).
 
     Yields:
         The function's environment per configuration of ``CONFIGS``.
@@ -78,25 +85,34 @@ def request_environment() -> Iterator[dict[str, dict[str, str]]]:
     embeddings = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
     threading.Thread(target=embeddings.serve_forever, daemon=True).start()
     try:
-        with OpenSearchDouble("serverless") as double:
+        with contextlib.ExitStack() as stack:
+            double = stack.enter_context(OpenSearchDouble("serverless"))
             host, port = moto.get_host_and_port()
             moto_url = f"http://{host}:{port}"
+            certificate = LocalCertificate(Path(stack.enter_context(tempfile.TemporaryDirectory())))
+            aws_url = stack.enter_context(tls_in_front(port, certificate))
+            opensearch_url = stack.enter_context(tls_in_front(urlparse(double.url).port or 0, certificate))
+            openai_url = stack.enter_context(tls_in_front(embeddings.server_address[1], certificate))
             env = function_env() | {
                 "AWS_ACCESS_KEY_ID": "testing",
                 "AWS_SECRET_ACCESS_KEY": "testing",
                 "AWS_SESSION_TOKEN": SESSION_TOKEN,
                 "AWS_REGION": "us-east-1",
-                "AWS_ENDPOINT_URL_SECRETS_MANAGER": moto_url,
+                # every endpoint over TLS, verified against certifi's roots plus the local certificate:
+                # botocore and the OpenSearch adapter read AWS_CA_BUNDLE, the OpenAI SDK's httpx SSL_CERT_FILE
+                "AWS_CA_BUNDLE": str(certificate.bundle),
+                "SSL_CERT_FILE": str(certificate.bundle),
+                "AWS_ENDPOINT_URL_SECRETS_MANAGER": aws_url,
                 "MEMSTACK_BACKEND": "aws",
                 "MEMSTACK_TABLE": "memstack-cold",
                 "MEMSTACK_BUCKET": "memstack-cold-bodies",
-                "MEMSTACK_DYNAMODB_ENDPOINT_URL": moto_url,
-                "MEMSTACK_S3_ENDPOINT_URL": moto_url,
-                "MEMSTACK_OPENSEARCH_ENDPOINT": double.url,
+                "MEMSTACK_DYNAMODB_ENDPOINT_URL": aws_url,
+                "MEMSTACK_S3_ENDPOINT_URL": aws_url,
+                "MEMSTACK_OPENSEARCH_ENDPOINT": opensearch_url,
                 "MEMSTACK_OPENSEARCH_SERVICE": "aoss",
                 "MEMSTACK_EMBEDDER": "openai",
                 "MEMSTACK_OPENAI_API_KEY": "sk-local",
-                "MEMSTACK_OPENAI_BASE_URL": f"http://127.0.0.1:{embeddings.server_address[1]}",
+                "MEMSTACK_OPENAI_BASE_URL": openai_url,
                 "MEMSTACK_EMBEDDING_DIMENSIONS": str(EMBEDDING_DIMENSIONS),
             }
             _seed(env)
