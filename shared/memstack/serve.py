@@ -43,12 +43,13 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import re
 import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -345,7 +346,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.access(method, path, status, (time.perf_counter() - started) * 1000)
 
     def _respond(self, verb: str, path: str, query: str) -> Answer:
-        early = answer_before_body(verb, path, self.headers.get, self._limit())
+        early = answer_before_body(
+            verb, path, self.headers.get, self._limit(), self.headers.get_all("Content-Length") or []
+        )
         if isinstance(early, Early):
             self.close_connection = self.close_connection or early.close
             self._linger = early.linger
@@ -430,19 +433,32 @@ def body_limit(config: ServeConfig) -> int:
     return config.max_body_bytes if config.max_body_bytes is not None else MAX_BODY_BYTES
 
 
-def answer_before_body(verb: str, path: str, header: Callable[[str], str | None], limit: int) -> Early | int:
+_DIGITS = re.compile(r"[0-9]+")
+"""A ``Content-Length`` value (RFC 9112 §6.2: ``1*DIGIT``; no sign, space, ``_`` or other digits)."""
+
+
+def answer_before_body(
+    verb: str,
+    path: str,
+    header: Callable[[str], str | None],
+    limit: int,
+    lengths: Sequence[str] = (),
+) -> Early | int:
     """What a request gets before its body is read, or the number of body bytes to read.
 
     Memstack Studio (``memstack.studio``) and the pages (``_PAGES``) answer at once (a body sent to them
     is never read, so that connection closes); the body's framing is checked next: ``Transfer-Encoding``
-    other than ``identity`` is 411, a ``Content-Length`` that is not a number 400, one over ``limit`` 413
-    (the body unread: a lingering close). Every refusal closes the connection.
+    other than ``identity`` is 411; ``Content-Length`` fields that are not one run of digits, or that
+    declare different lengths, are 400 (RFC 9112 §6.3: the framing is invalid, and reading by one of them
+    would take the rest of the body for a next request); one over ``limit`` is 413 (the body unread: a
+    lingering close). Every refusal closes the connection.
 
     Args:
         verb: the method (``GET`` for ``HEAD``).
         path: the request path, without the query string.
         header: a request header's value by name (case-insensitive), ``None`` when absent.
         limit: the body limit in bytes (``body_limit``).
+        lengths: the value of every ``Content-Length`` field the request has, in order.
 
     Returns:
         An ``Early`` answer, or the body's length (0: no body).
@@ -459,14 +475,18 @@ def answer_before_body(verb: str, path: str, header: Callable[[str], str | None]
         return Early(
             _error(411, "invalid_input", "send the body with a Content-Length", "content-length"), close=True
         )
-    try:
-        length = int(declared or 0)
-        if length < 0:
-            raise ValueError
-    except ValueError:
+    declared_lengths = {
+        part.strip(" \t") for value in lengths or [declared or ""] for part in value.split(",")
+    }
+    declared_lengths.discard("")
+    if any(not _DIGITS.fullmatch(value) for value in declared_lengths):
         return Early(
             _error(400, "invalid_input", "Content-Length is not a number", "content-length"), close=True
         )
+    if len({int(value) for value in declared_lengths}) > 1:
+        message = "the request has Content-Length fields that declare different lengths"
+        return Early(_error(400, "invalid_input", message, "content-length"), close=True)
+    length = int(next(iter(declared_lengths), "0"))
     if length > limit:  # answered at once, the body unread; the connection cannot be reused
         message = f"the request body is larger than the limit of {limit} bytes"
         return Early(_error(413, "payload_too_large", message, "body"), close=True, linger=True)

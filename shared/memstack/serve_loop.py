@@ -160,13 +160,14 @@ class LoopServer(LocalServer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["serial"] = True
-        super().__init__(*args, **kwargs)
+        # before the base class binds: a failed bind calls server_close, which reads these
         self._conns: dict[int, _Conn] = {}
         self._selector = selectors.DefaultSelector()
         self._stop = threading.Event()
         self._stopped = threading.Event()
         self._stopped.set()
         self._date = (0, "")
+        super().__init__(*args, **kwargs)
 
     # ------------------------------------------------------------------------------ the server's life
 
@@ -360,7 +361,8 @@ class LoopServer(LocalServer):
         """Answer ``head`` once its body is in; ``False`` while the body is still arriving."""
         started = time.perf_counter()
         verb = "GET" if head.method == "HEAD" else head.method
-        early = answer_before_body(verb, head.path, head.header, body_limit(self.config))
+        lengths = [value for name, value in head.pairs if name.lower() == "content-length"]
+        early = answer_before_body(verb, head.path, head.header, body_limit(self.config), lengths)
         if isinstance(early, Early):
             del conn.inbox[: head.size]
             self._answer(conn, head, early.answer, close=early.close, linger=early.linger, started=started)

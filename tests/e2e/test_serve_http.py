@@ -191,6 +191,49 @@ def test_given_a_declared_length_over_the_limit_then_413_at_once_and_the_connect
     assert (answer.status, answer.json()["error"]["code"]) == (413, "payload_too_large")  # type: ignore[index]
 
 
+def _with_lengths(*lengths: str, body: bytes) -> bytes:
+    fields = "".join(f"Content-Length: {value}\r\n" for value in lengths)
+    return (
+        f"POST /v1/threads?resource_id=u HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{fields}\r\n"
+    ).encode() + body
+
+
+HIDDEN = b"POST /v1/threads?resource_id=smuggled HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+"""A second request inside a body, which a server reading by the first of two lengths would run."""
+
+
+@pytest.mark.parametrize("lengths", [("2", str(2 + len(HIDDEN))), (str(2 + len(HIDDEN)), "2"), ("2, 87",)])
+def test_given_content_length_fields_that_differ_then_400_closed_and_nothing_in_the_body_runs(
+    server: LocalServer, lengths: tuple[str, ...]
+) -> None:
+    answer = refused(server, _with_lengths(*lengths, body=b"{}" + HIDDEN))
+
+    error = answer.json()["error"]
+    assert (answer.status, error["code"], error["field"]) == (400, "invalid_input", "content-length")  # type: ignore[index]
+    listed = request(server, b"GET /v1/threads?resource_id=smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert listed.json()["threads"] == []
+
+
+@pytest.mark.parametrize("value", ["+2", "1_2", "-1", "0x2", "\u0662", "2.0", "two"])
+def test_given_a_content_length_that_is_not_digits_then_400_and_closed(
+    server: LocalServer, value: str
+) -> None:
+    raw = _with_lengths("PLACEHOLDER", body=b"{}").replace(b"PLACEHOLDER", value.encode())
+
+    answer = refused(server, raw)
+
+    assert (answer.status, answer.json()["error"]["field"]) == (400, "content-length")  # type: ignore[index]
+
+
+@pytest.mark.parametrize("lengths", [("2", "2"), ("2, 2",), ("2", "02")])
+def test_given_content_length_fields_that_agree_then_the_request_is_served(
+    server: LocalServer, lengths: tuple[str, ...]
+) -> None:
+    answer = request(server, _with_lengths(*lengths, body=b"{}"))
+
+    assert answer.status == 201, answer.body
+
+
 def test_given_a_body_shorter_than_declared_then_408_after_the_read_timeout_and_closed(
     server: LocalServer,
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -159,3 +160,18 @@ def test_given_options_and_observational_flags_when_served_then_the_api_applies_
             ctx = client.context(thread_id="t", message="next", options={"semantic_recall": False})
 
     assert len(ctx.history_ids) == shown
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_given_a_port_in_use_when_serve_starts_then_exit_1_saying_it_cannot_listen(
+    workers: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        db = str(tmp_path / "memory.db")
+
+        code = main(["serve", "--embedder", "hash", "--db", db, "--port", str(port), "--workers", workers])
+
+    assert code == 1
+    err = capsys.readouterr().err
+    assert f"memstack: cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err
