@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from memstack.limits import SizeLimit
 
@@ -254,7 +254,8 @@ class ToolResultPart(_Frozen):
     tool_call_id: str
     name: str = ""
     result: Any = None
-    is_error: bool = False
+    is_error: StrictBool = False
+    """Whether the tool failed: a JSON boolean (``"no"`` or ``1`` are refused, not read as one)."""
 
 
 class FilePart(_Frozen):

@@ -19,6 +19,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     StrictInt,
     ValidationError,
     ValidatorFunctionWrapHandler,
@@ -58,8 +59,9 @@ LastN = Annotated[int, Field(ge=0, le=MAX_PAGE), _in_range(0, MAX_PAGE)]
 """``last``: the newest N messages."""
 Neighbours = Annotated[StrictInt, Field(ge=0, le=100), _in_range(0, 100)]
 """``include`` items' ``before``/``after`` (strict: ``true`` is refused)."""
-Seq = Annotated[int, Field(ge=0, le=MAX_SEQ), _in_range(0, MAX_SEQ)]
-"""A thread's ``seq`` (``expected_last_seq``)."""
+Seq = Annotated[StrictInt, Field(ge=0, le=MAX_SEQ), _in_range(0, MAX_SEQ)]
+"""A thread's ``seq`` (``expected_last_seq``), in a JSON body: an integer, as ``Memory`` takes it (strict:
+``"12"``, ``12.0`` and ``true`` are refused)."""
 ReadLimit = Annotated[int, Field(ge=1, le=100_000), _in_range(1, 100_000)]
 """How many messages ``index-health`` reads."""
 
@@ -178,7 +180,7 @@ class TurnBody(_Request):
 class ContextBody(TurnBody):
     """``POST /v1/threads/{thread_id}/context``: the turn to assemble."""
 
-    count_tokens: bool = Field(
+    count_tokens: StrictBool = Field(
         False,
         description="Count the tokens of messages + tools (tiktoken o200k_base) into token_count. Off by "
         "default: loading the tokenizer costs a cold function ~250 ms of CPU. A token budget in the "
