@@ -162,12 +162,15 @@ def load(path: str | Path, indexes: list[int] | None = None) -> list[Conversatio
     ``indexes``.
 
     Raises:
-        InvalidInput: the file is missing, not LoCoMo JSON, or an index is out of range.
+        InvalidInput: the file is missing, not LoCoMo JSON, or an index is out of range or listed twice (the
+            same conversation replayed twice would be counted, and its questions scored, twice).
     """
     data = read_samples(path)
     chosen = range(len(data)) if indexes is None else indexes
     out = []
-    for i in chosen:
+    for n, i in enumerate(chosen):
+        if i in chosen[:n]:
+            raise InvalidInput(f"conversation {i} is listed twice", field="conversations")
         if not 0 <= i < len(data):
             raise InvalidInput(
                 f"conversation {i} is out of range (0..{len(data) - 1})", field="conversations"

@@ -94,6 +94,13 @@ def test_given_a_bad_conversation_index_when_demo_runs_then_exit_2(
     assert "out of range" in capsys.readouterr().err
 
 
+def test_given_a_conversation_listed_twice_when_demo_runs_then_exit_2_naming_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--data", str(DATA), "--conversations", "0,0", "--embedder", "hash"]) == 2
+    assert "conversation 0 is listed twice" in capsys.readouterr().err
+
+
 def test_given_malformed_samples_when_loaded_then_invalid_input(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('[{"sample_id": "x"}, {"conversation": {"session_1": [{"dia_id": "D1:1"}]}}]')
