@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from memstack.cursors import decode_cursor, encode_cursor
-from memstack.errors import InvalidInput, PayloadTooLarge, Unavailable
+from memstack.errors import InvalidInput, NotFound, PayloadTooLarge, Unavailable
 from memstack.inputs import coerce_message
 from memstack.layers.base import MessagesDeleted
 from memstack.model import Message, MessagePage, SavedBatch, Thread, ToolCallPart, ToolResultPart, check_id
@@ -58,27 +59,53 @@ class Messages:
         _check_batch_rules(parsed)
         if core.options.read_only:
             return SavedBatch()
-        stored = core.store.get_thread(scope.resource_id, scope.thread)
-        thread = stored or Thread(
-            id=scope.thread, resource_id=scope.resource_id, created_at=now, updated_at=now
-        )
-        batch = name_tool_results(parsed)
-        for layer in core.layers:
-            batch = layer.before_save(thread, core.options, batch)
-        if not batch:
+        stored = self._store(scope, parsed, now, expected_last_seq)
+        if stored is None:
             return SavedBatch()
-        saved = core.store.save_messages(
-            scope.resource_id,
-            scope.thread,
-            batch,
-            create=thread if stored is None else None,
-            expected_last_seq=expected_last_seq,
-        )
+        thread, saved = stored
         logger.debug("saved messages", extra={"thread_id": scope.thread, "count": len(saved)})
         unindexed = follow_up(core, thread, saved)
         if unindexed is None:
             return SavedBatch(saved)
         return SavedBatch(saved, unindexed=unindexed.message_ids, index_error=unindexed.reason)
+
+    def _store(
+        self, scope: Scope, parsed: list[Message], now: datetime, expected_last_seq: int | None
+    ) -> tuple[Thread, list[Message]] | None:
+        """The layers' ``before_save`` on the batch, then the store's write: the thread and the stored
+        messages, or ``None`` when the layers left nothing to store.
+
+        A save creates its thread when it is missing. A thread read here may be deleted before the write (a
+        ``delete_thread`` racing the save); the store then refuses the write (``NotFound``, nothing written)
+        and the save is made again against the thread as it is now — a new one — as if the delete had come
+        first, instead of failing with a 404 that no order of the two calls gives.
+        """
+        core = self.core
+        retried = False
+        while True:
+            stored = core.store.get_thread(scope.resource_id, scope.thread)
+            thread = stored or Thread(
+                id=scope.thread, resource_id=scope.resource_id, created_at=now, updated_at=now
+            )
+            batch = name_tool_results(parsed)
+            for layer in core.layers:
+                batch = layer.before_save(thread, core.options, batch)
+            if not batch:
+                return None
+            try:
+                saved = core.store.save_messages(
+                    scope.resource_id,
+                    scope.thread,
+                    batch,
+                    create=thread if stored is None else None,
+                    expected_last_seq=expected_last_seq,
+                )
+            except NotFound:
+                if stored is None or retried:
+                    raise
+                retried = True  # deleted since it was read
+                continue
+            return thread, saved
 
     def index_saved(self, scope: Scope, message_ids: Sequence[str]) -> int:
         """See ``Memory.index_saved``."""
