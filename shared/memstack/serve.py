@@ -320,7 +320,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         started = time.perf_counter()
         method = self.command
-        path, _, query = self.path.partition("?")
+        path, _, query = origin_form(self.path).partition("?")
         with self.server.in_flight():
             verb = "GET" if method == "HEAD" else method
             status, headers, body = self._respond(verb, path, query)
@@ -431,6 +431,21 @@ def body_limit(config: ServeConfig) -> int:
     from memstack.api.app import MAX_BODY_BYTES
 
     return config.max_body_bytes if config.max_body_bytes is not None else MAX_BODY_BYTES
+
+
+_ABSOLUTE_FORM = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
+"""The scheme and authority of a request target in absolute form (``http://host:port/path?query``)."""
+
+
+def origin_form(target: str) -> str:
+    """A request target as a path and query: the absolute form (``http://127.0.0.1:8765/v1/health``) loses
+    its scheme and authority, which a server must accept (RFC 9112 §3.2.2) and this server, serving one
+    origin, does not check; anything else is returned as it is."""
+    found = _ABSOLUTE_FORM.match(target)
+    if found is None:
+        return target
+    rest = target[found.end() :]
+    return rest if rest.startswith("/") else "/" + rest
 
 
 _DIGITS = re.compile(r"[0-9]+")

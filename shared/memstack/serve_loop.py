@@ -45,6 +45,7 @@ from memstack.serve import (
     api_answer,
     body_limit,
     late_body,
+    origin_form,
 )
 
 MAX_LINE_BYTES = 65_536
@@ -95,7 +96,7 @@ class _Head:
             self.headers.setdefault(name.lower(), value)  # the first occurrence, as the stdlib reads it
         if len(self.pairs) > MAX_HEADERS:
             raise _Refused(431, f"more than {MAX_HEADERS} headers")
-        self.path, _, self.query = target.partition("?")
+        self.path, _, self.query = origin_form(target).partition("?")
         tokens = {t.strip().lower() for t in self.headers.get("connection", "").split(",")}
         self.close = "close" in tokens or (minor == 0 and "keep-alive" not in tokens)
         self.expect_continue = minor >= 1 and self.headers.get("expect", "").lower() == "100-continue"

@@ -333,6 +333,20 @@ def test_given_a_keep_alive_request_when_answered_then_head_and_body_leave_in_on
 # --- one connection, several requests; slow and stalled clients ---------------------------------------
 
 
+@pytest.mark.parametrize(
+    "target", ["http://127.0.0.1:{port}/v1/threads?resource_id=u", "HTTP://x/v1/threads?resource_id=u"]
+)
+def test_given_a_request_target_in_absolute_form_then_it_is_served_as_its_path(
+    server: LocalServer, target: str
+) -> None:
+    port = server.server_address[1]
+    raw = f"GET {target.format(port=port)} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+
+    answer = request(server, raw)
+
+    assert answer.status == 200 and answer.json()["threads"] == []
+
+
 def test_given_two_requests_in_one_send_when_pipelined_then_both_are_answered_in_order(
     server: LocalServer,
 ) -> None:
