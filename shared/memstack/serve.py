@@ -28,7 +28,10 @@ connection from one thread, for a ``Memory`` that computes in this process (``ma
   and 404 elsewhere; malformed requests the stdlib refuses (bad request line, header limits) get JSON too.
 * Bodies: a declared ``Content-Length`` over the limit is answered 413 at once, without reading the body,
   and the connection is closed. Every connection has a socket read timeout (``read_timeout``, 30 s): a
-  client that declares more than it sends is answered 408 and closed, so no thread waits forever.
+  client that declares more than it sends is answered 408 and closed, so no thread waits forever. Framing
+  that cannot be trusted — ``Content-Length`` fields that differ or are not digits, a ``Transfer-Encoding``
+  — is refused (400, 411) and the connection closed, so nothing after it is read as another request. A
+  request target in absolute form (``http://host/path``) is served as its path (RFC 9112 §3.2.2).
 * Ctrl-C / SIGTERM: stop accepting, let requests in flight finish (up to ``SHUTDOWN_GRACE_SECONDS``),
   close the ``Memory``, exit 0.
 
