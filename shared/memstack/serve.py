@@ -52,7 +52,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -349,9 +349,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.access(method, path, status, (time.perf_counter() - started) * 1000)
 
     def _respond(self, verb: str, path: str, query: str) -> Answer:
-        early = answer_before_body(
-            verb, path, self.headers.get, self._limit(), self.headers.get_all("Content-Length") or []
-        )
+        early = answer_before_body(verb, path, lambda name: self.headers.get_all(name) or [], self._limit())
         if isinstance(early, Early):
             self.close_connection = self.close_connection or early.close
             self._linger = early.linger
@@ -455,56 +453,51 @@ _DIGITS = re.compile(r"[0-9]+")
 """A ``Content-Length`` value (RFC 9112 §6.2: ``1*DIGIT``; no sign, space, ``_`` or other digits)."""
 
 
-def answer_before_body(
-    verb: str,
-    path: str,
-    header: Callable[[str], str | None],
-    limit: int,
-    lengths: Sequence[str] = (),
-) -> Early | int:
+def answer_before_body(verb: str, path: str, fields: Callable[[str], list[str]], limit: int) -> Early | int:
     """What a request gets before its body is read, or the number of body bytes to read.
 
     Memstack Studio (``memstack.studio``) and the pages (``_PAGES``) answer at once (a body sent to them
-    is never read, so that connection closes); the body's framing is checked next: ``Transfer-Encoding``
-    other than ``identity`` is 411; ``Content-Length`` fields that are not one run of digits, or that
-    declare different lengths, are 400 (RFC 9112 §6.3: the framing is invalid, and reading by one of them
-    would take the rest of the body for a next request); one over ``limit`` is 413 (the body unread: a
-    lingering close). Every refusal closes the connection.
+    is never read, so that connection closes); the body's framing is checked next, over every field of a
+    framing header, not its first (a server reading by one field while a proxy reads by another would take
+    the rest of a body for a next request): any ``Transfer-Encoding`` other than ``identity`` is 411;
+    ``Content-Length`` fields that are not one run of digits, or that declare different lengths, are 400
+    (RFC 9112 §6.3); one over ``limit`` is 413 (the body unread: a lingering close). Every refusal closes
+    the connection.
 
     Args:
         verb: the method (``GET`` for ``HEAD``).
         path: the request path, without the query string.
-        header: a request header's value by name (case-insensitive), ``None`` when absent.
+        fields: the values of every field of a request header by name (case-insensitive), in order; ``[]``
+            when absent.
         limit: the body limit in bytes (``body_limit``).
-        lengths: the value of every ``Content-Length`` field the request has, in order.
 
     Returns:
         An ``Early`` answer, or the body's length (0: no body).
     """
     from memstack.studio import studio_response
 
-    declared = header("Content-Length")
+    declared = {part.strip(" \t") for value in fields("Content-Length") for part in value.split(",")}
+    declared.discard("")
     studio = studio_response(verb, path)
     if studio is None and path in _PAGES:
         studio = _page(verb, path)
     if studio is not None:
-        return Early(studio, close=declared not in (None, "", "0"))
-    if (header("Transfer-Encoding") or "").lower() not in ("", "identity"):
+        return Early(studio, close=bool(declared - {"0"}))
+    codings = {
+        part.strip(" \t").lower() for value in fields("Transfer-Encoding") for part in value.split(",")
+    }
+    if codings - {"", "identity"}:
         return Early(
             _error(411, "invalid_input", "send the body with a Content-Length", "content-length"), close=True
         )
-    declared_lengths = {
-        part.strip(" \t") for value in lengths or [declared or ""] for part in value.split(",")
-    }
-    declared_lengths.discard("")
-    if any(not _DIGITS.fullmatch(value) for value in declared_lengths):
+    if any(not _DIGITS.fullmatch(value) for value in declared):
         return Early(
             _error(400, "invalid_input", "Content-Length is not a number", "content-length"), close=True
         )
-    if len({int(value) for value in declared_lengths}) > 1:
+    if len({int(value) for value in declared}) > 1:
         message = "the request has Content-Length fields that declare different lengths"
         return Early(_error(400, "invalid_input", message, "content-length"), close=True)
-    length = int(next(iter(declared_lengths), "0"))
+    length = int(next(iter(declared), "0"))
     if length > limit:  # answered at once, the body unread; the connection cannot be reused
         message = f"the request body is larger than the limit of {limit} bytes"
         return Early(_error(413, "payload_too_large", message, "body"), close=True, linger=True)

@@ -106,6 +106,11 @@ class _Head:
         """A header's (first) value by name, case-insensitive."""
         return self.headers.get(name.lower())
 
+    def fields(self, name: str) -> list[str]:
+        """The values of every field of a header by name, case-insensitive, in order."""
+        lowered = name.lower()
+        return [value for field, value in self.pairs if field.lower() == lowered]
+
 
 def _version(text: str) -> int:
     """The minor version of ``HTTP/1.x`` (400 for anything unreadable, 505 for a major version above 1)."""
@@ -362,8 +367,7 @@ class LoopServer(LocalServer):
         """Answer ``head`` once its body is in; ``False`` while the body is still arriving."""
         started = time.perf_counter()
         verb = "GET" if head.method == "HEAD" else head.method
-        lengths = [value for name, value in head.pairs if name.lower() == "content-length"]
-        early = answer_before_body(verb, head.path, head.header, body_limit(self.config), lengths)
+        early = answer_before_body(verb, head.path, head.fields, body_limit(self.config))
         if isinstance(early, Early):
             del conn.inbox[: head.size]
             self._answer(conn, head, early.answer, close=early.close, linger=early.linger, started=started)

@@ -214,6 +214,27 @@ def test_given_content_length_fields_that_differ_then_400_closed_and_nothing_in_
     assert listed.json()["threads"] == []
 
 
+@pytest.mark.parametrize("codings", [("identity", "chunked"), ("identity, chunked",), ("gzip",)])
+def test_given_a_transfer_coding_in_any_field_then_411_closed_and_nothing_in_the_body_runs(
+    server: LocalServer, codings: tuple[str, ...]
+) -> None:
+    fields = "".join(f"Transfer-Encoding: {value}\r\n" for value in codings)
+    raw = (
+        (
+            "POST /v1/threads?resource_id=u HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"{fields}Content-Length: 2\r\n\r\n"
+        ).encode()
+        + b"{}"
+        + HIDDEN
+    )
+
+    answer = refused(server, raw)
+
+    assert answer.status == 411
+    listed = request(server, b"GET /v1/threads?resource_id=smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert listed.json()["threads"] == []
+
+
 @pytest.mark.parametrize("value", ["+2", "1_2", "-1", "0x2", "\u0662", "2.0", "two"])
 def test_given_a_content_length_that_is_not_digits_then_400_and_closed(
     server: LocalServer, value: str
