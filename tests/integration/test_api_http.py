@@ -125,6 +125,50 @@ def test_given_the_library_when_an_unroutable_id_is_used_then_it_is_refused_by_t
     assert memory.list_threads(resource_id="u1").threads == ()
 
 
+UNROUTABLE_MATCHED = {"dot": ".", "dot-dot": "..", "percent": "%", "trailing percent": "50%"}
+"""Ids the routes' path pattern matches (sent percent-encoded; a path is decoded, and ``%`` alone stays
+``%`` however often it is) but the rule refuses."""
+
+
+def _encoded(value: str) -> str:
+    return "".join(f"%{byte:02X}" for byte in value.encode())
+
+
+def _id_routes(app: MemstackResolver) -> list[tuple[str, str]]:
+    """(method, OpenAPI path) of every route but health."""
+    return [(r.method, r.openapi_path) for r in app._routes() if r.openapi_path != "/v1/health"]
+
+
+@pytest.mark.parametrize("bad", list(UNROUTABLE_MATCHED.values()), ids=list(UNROUTABLE_MATCHED))
+def test_given_an_unroutable_id_in_any_path_or_query_then_every_route_answers_400_naming_it(
+    app: MemstackResolver, memory: Memory, bad: str
+) -> None:
+    """The rule holds on every route, removals included, whichever ids the ``Memory`` method behind a route
+    takes (``delete_thread``, ``erase_resource`` and ``delete_messages`` take any valid id, so data stored
+    under a legacy id stays removable in the library): over HTTP such an id is never reached."""
+    memory.save_messages(thread_id="t", resource_id="u1", messages=["kept"])
+    checked = 0
+    for method, path in _id_routes(app):
+        for name in ("thread_id", "resource_id"):
+            if "{" + name + "}" not in path:
+                continue
+            target = path.replace("{" + name + "}", _encoded(bad)).replace("{thread_id}", "t")
+            query = "" if name == "resource_id" else "resource_id=u1"
+            answer, body = call(app, method, target, query=query)
+            error = error_of(answer, body, 400, "invalid_input")
+            assert error["field"] == name and ROUTABLE_SPECIALS in error["message"], (method, path, body)
+            checked += 1
+        if "{resource_id}" in path:
+            continue  # the erase route takes no query
+        concrete = path.replace("{thread_id}", "t")
+        answer, body = call(app, method, concrete, query=f"resource_id={_encoded(bad)}")
+        error = error_of(answer, body, 400, "invalid_input")
+        assert error["field"] == "resource_id" and ROUTABLE_SPECIALS in error["message"], (method, path, body)
+        checked += 1
+    assert checked > len(_id_routes(app))
+    assert [m.parts[0].text for m in memory.list_messages(thread_id="t", resource_id="u1").messages] == ["kept"]
+
+
 @pytest.mark.parametrize("thread_id", [EVERY_SPECIAL, "a b", "ÄÖü"])
 def test_given_an_event_whose_path_is_still_percent_encoded_when_resolved_then_the_route_gets_the_id(
     app: MemstackResolver, thread_id: str

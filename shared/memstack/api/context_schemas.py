@@ -68,13 +68,14 @@ ReadLimit = Annotated[int, Field(ge=1, le=100_000), _in_range(1, 100_000)]
 
 def _routable(value: str) -> str:
     if not ids.is_routable(value):
-        raise PydanticCustomError("thread_id_not_routable", ids.RULE)
+        raise PydanticCustomError(ids.NOT_ROUTABLE, ids.RULE)
     return value
 
 
+RoutableId = Annotated[Id, AfterValidator(_routable)]
+"""A thread or resource id in a query or a body: one the API can address in a path (``ids``)."""
 ThreadId = Annotated[
-    Id,
-    AfterValidator(_routable),
+    RoutableId,
     Field(
         description="A thread id the API can route: Unicode letters and digits, '_' and "
         f"{ids.ROUTABLE_SPECIALS!r}; not '.' or '..' (docs/api.md).",
@@ -113,7 +114,7 @@ class _Request(_Schema):
 class ResourceQuery(_Request):
     """The query of every route but health: the resource the call acts for."""
 
-    resource_id: Id = Field(description="The resource (owner) the call acts for.")
+    resource_id: RoutableId = Field(description="The resource (owner) the call acts for.")
 
 
 # --- request bodies ---------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import content_types
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
+from memstack.api.ids import NOT_ROUTABLE
 from memstack.errors import InvalidInput, MemstackError, MethodNotAllowed, error_class, from_validation
 
 logger = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def from_validation_errors(
     return from_memstack_error(from_validation(kind, message, field))
 
 
-PHRASED_KINDS = frozenset({"int_range", "thread_id_not_routable"})
+PHRASED_KINDS = frozenset({"int_range", NOT_ROUTABLE})
 """Error types of the API's own validators (``memstack.api.schemas``) whose message is a predicate in the
 library's words (``must be an integer from 1 to 1000``): the answer says ``<field> <message>``."""
 

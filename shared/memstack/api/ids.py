@@ -15,4 +15,10 @@ from memstack.model import ROUTABLE_ID, ROUTABLE_RULE, ROUTABLE_SPECIALS, is_rou
 RULE = ROUTABLE_RULE
 """The rule, as error messages state it."""
 
-__all__ = ["ROUTABLE_ID", "ROUTABLE_SPECIALS", "RULE", "is_routable"]
+NOT_ROUTABLE = "id_not_routable"
+"""The validation error type of an id the rule refuses, in a path, a query or a body."""
+
+PATH_IDS = ("thread_id", "resource_id")
+"""The routes' path parameters that hold a thread or resource id."""
+
+__all__ = ["NOT_ROUTABLE", "PATH_IDS", "ROUTABLE_ID", "ROUTABLE_SPECIALS", "RULE", "is_routable"]

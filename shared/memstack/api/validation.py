@@ -38,6 +38,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from memstack.api import ids
 from memstack.api.params import Header, Query
 
 __all__ = ["RoutePlan", "route_plan"]
@@ -106,8 +107,9 @@ class RoutePlan:
     returns: type[BaseModel] | TypeAdapter[Any] | None | object
 
     def arguments(self, event: Any, path_values: Mapping[str, str]) -> dict[str, Any]:
-        """The route function's keyword arguments for a request: the path values as routed, then the query
-        model, the headers and the body, each validated by its model.
+        """The route function's keyword arguments for a request: the path values as routed (a thread or
+        resource id the routable rule refuses is an error: ``memstack.api.ids``), then the query model, the
+        headers and the body, each validated by its model.
 
         Args:
             event: the request (Powertools' ``APIGatewayProxyEvent``: ``get``, ``headers``, ``json_body``).
@@ -121,6 +123,12 @@ class RoutePlan:
         """
         values: dict[str, Any] = dict(path_values)
         errors: list[dict[str, Any]] = []
+        for name in ids.PATH_IDS:
+            value = values.get(name)
+            if isinstance(value, str) and not ids.is_routable(value):
+                # the routes' pattern matches '.', '..' and '%' (decoded once): the rule refuses them here,
+                # on every route, whichever ids the ``Memory`` method behind it takes (removals take any)
+                errors.append({"type": ids.NOT_ROUTABLE, "loc": ("path", name), "msg": ids.RULE, "input": value})
         if self.query is not None or self.query_params:
             query = self._query_values(event)
             if self.query is not None:
