@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memstack.adapters.testing import HashEmbedder, ScriptedChatModel
 from memstack.api import AuthConfig, create_app
 from memstack.model import ModelUsage
@@ -37,11 +39,11 @@ class CountingEmbedder(HashEmbedder):
         self.requests.append([text])
         return super().embed_query(text)
 
-    def expected(self) -> tuple[int, int, int]:
-        """(calls, texts, tokens) as the record should count them."""
+    def expected(self, since: int = 0) -> tuple[int, int, int]:
+        """(calls, texts, tokens) as the record should count them: of every request from the ``since``-th."""
         tokenizer = default_tokenizer()
-        texts = [t for request in self.requests for t in request]
-        return len(self.requests), len(texts), sum(tokenizer.count(t) for t in texts)
+        texts = [t for request in self.requests[since:] for t in request]
+        return len(self.requests) - since, len(texts), sum(tokenizer.count(t) for t in texts)
 
 
 def embedding(usage: ModelUsage) -> tuple[int, int, int]:
@@ -162,3 +164,56 @@ def test_given_threads_with_costs_when_observations_are_read_with_resource_usage
     total = summed.body["resource_usage"]
     assert (total["usage"]["title_calls"], total["records"], total["complete"]) == (3, 3, True)
     assert chat.count("title") == 3
+
+
+REMOVALS = ("delete_thread", "erase_resource")
+SCOPES: dict[str, Any] = {"off": False, "thread": OM, "resource": {**OM, "scope": "resource"}}
+
+
+def remove(memory: Any, removal: str, thread_id: str) -> None:
+    if removal == "delete_thread":
+        memory.delete_thread(thread_id=thread_id, resource_id=R)
+    else:
+        memory.erase_resource(resource_id=R)
+
+
+@pytest.mark.parametrize("removal", REMOVALS)
+@pytest.mark.parametrize("scope", list(SCOPES))
+def test_given_usage_pending_when_its_thread_is_removed_and_made_again_then_the_new_one_starts_at_nothing(
+    tmp_path: Path, removal: str, scope: str
+) -> None:
+    """What a deleted thread (or an erased resource) cost goes with it: counts still pending in the process
+    are not written onto a new thread of the same id, nor onto the resource's next record."""
+    path = str(tmp_path / "memory.db")
+    emb = CountingEmbedder()
+    options = {"observational_memory": SCOPES[scope], "semantic_recall": RECALL}
+    with om_memory(ScriptedChatModel(), path=path, embedder=emb, **options) as memory:
+        save(memory, "t1", 3)
+        memory.context(thread_id="t1", resource_id=R, message="what did I say?")
+        assert emb.requests, "calls are pending"
+        remove(memory, removal, "t1")
+        made_again = len(emb.requests)
+        save(memory, "t1", 1, start=10)  # a text not embedded before (the query cache would answer it)
+    with om_memory(ScriptedChatModel(), path=path, **options) as reopened:
+        record = reopened.get_observation_record(resource_id=R, thread_id="t1")
+    assert record is not None
+    assert embedding(record.usage) == emb.expected(made_again) == (1, 1, emb.expected(made_again)[2])
+
+
+@pytest.mark.parametrize("scope", list(SCOPES))
+def test_given_usage_pending_when_the_resource_is_erased_then_closing_writes_nothing_back(
+    tmp_path: Path, scope: str
+) -> None:
+    path = str(tmp_path / "memory.db")
+    options = {"observational_memory": SCOPES[scope], "semantic_recall": RECALL}
+    with om_memory(ScriptedChatModel(), path=path, embedder=CountingEmbedder(), **options) as memory:
+        save(memory, "t1", 3)
+        memory.context(thread_id="t1", resource_id=R, message="what did I say?")
+        erased = memory.erase_resource(resource_id=R)
+        assert erased.counts["threads"] == 1
+        # a turn in flight during the erase counts its embedding after it
+        memory._core.observation.usage.add_embedding((R, "t1"), ["a late query"])
+    with om_memory(ScriptedChatModel(), path=path, **options) as reopened:
+        assert reopened.resource_usage(resource_id=R).records == 0
+        again = reopened.erase_resource(resource_id=R)
+    assert set(again.counts.values()) == {0}, again.counts

@@ -1565,12 +1565,19 @@ class ObservationEngine:
         for _ in range(MAX_WRITE_ATTEMPTS):
             if self.usage.pending_calls(key) == 0:
                 return False
-            rec = self.get_record(om, resource_id, thread_id) or self._fresh(om, resource_id, thread_id)
+            rec = self.get_record(om, resource_id, thread_id)
+            if rec is None:
+                if self.store.get_thread(resource_id, thread_id) is None:
+                    # gone (deleted, or its resource erased) after a call was counted: so is what it cost,
+                    # and no record — a resource-scope one included — is made anew for it
+                    self.usage.discard(resource_id, thread_id)
+                    return False
+                rec = self._fresh(om, resource_id, thread_id)
             try:
                 if self._write(rec, rec):
                     return True
             except NotFound:  # the thread is gone: so is what it cost
-                self.usage.take(key)
+                self.usage.discard(resource_id, thread_id)
                 return False
         return False
 

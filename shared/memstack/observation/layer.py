@@ -264,10 +264,12 @@ class ObservationalLayer(LayerBase):
         resource has a log, whatever the configured options (per-call options may have written one), under
         every label the thread may have been shown with. The record is rewritten even when nothing of the
         thread is in it, so a background run that read it before the delete loses its compare-and-set and,
-        finding the thread gone, commits nothing."""
+        finding the thread gone, commits nothing. The usage still pending for the thread is dropped
+        (``UsageMeter.discard``): a new thread of the same id starts at nothing."""
+        resource_id, thread_id = event.scope.resource_id, event.scope.thread
+        self.engine.usage.discard(resource_id, thread_id)
         if event.erasing:
             return {}
-        resource_id, thread_id = event.scope.resource_id, event.scope.thread
         for _ in range(MAX_CLEANUP_ATTEMPTS):
             rec = self.store.get_observation_record(resource_id, None)
             if rec is None:
@@ -337,5 +339,7 @@ class ObservationalLayer(LayerBase):
 
     def on_resource_erased(self, scope: Scope, options: MemoryOptions) -> Mapping[str, int]:
         """Delete the resource-scoped record (thread-scoped ones went with their threads), whatever the
-        configured scope: an erasure leaves nothing behind."""
+        configured scope, and drop the usage still pending for the resource: an erasure leaves nothing behind,
+        and nothing written afterwards brings a record back."""
+        self.engine.usage.discard(scope.resource_id)
         return {"observation_records": int(self.store.delete_observation_record(scope.resource_id, None))}

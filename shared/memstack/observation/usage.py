@@ -7,7 +7,8 @@ an answer, or the one that records its failure), so counting costs no extra stor
 record takes its thread's totals, a resource-scope record every thread's of its resource. Totals that
 no such write comes for are written on their own, as the record's only change, once they reach
 ``FLUSH_CALLS`` calls, after a title when observational memory is off, and when ``Memory`` closes
-(``ObservationEngine.flush_usage``). A lost write puts the totals back for the next one. Totals of a
+(``ObservationEngine.flush_usage``). A lost write puts the totals back for the next one. Deleting a thread
+or erasing a resource drops its pending totals (``discard``). Totals of a
 process that stops before any write of the record (a Lambda reclaimed mid-way) are lost: the figures are
 a floor.
 """
@@ -112,6 +113,18 @@ class UsageMeter:
         """Every key with pending totals, oldest first."""
         with self._lock:
             return list(self._pending)
+
+    def discard(self, resource_id: str, thread_id: str | None = None) -> None:
+        """Drop the pending totals of a thread (``thread_id``) or of every thread of the resource (``None``)
+        without writing them: what a deleted thread or an erased resource cost goes with it, and must not be
+        written onto a record made later under the same id (a new thread of that id, the resource's next
+        resource-scope record)."""
+        with self._lock:
+            keys = [k for k in self._pending if k[0] == resource_id and thread_id in (None, k[1])]
+            keys += [k for k in self._uncounted if k[0] == resource_id and thread_id in (None, k[1])]
+            for k in keys:
+                self._pending.pop(k, None)
+                self._uncounted.pop(k, None)
 
     def restore(self, key: RecordKey, usage: ModelUsage) -> None:
         """Add ``usage`` to the pending totals of ``key`` (a write that lost puts its totals back)."""
