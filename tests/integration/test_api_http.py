@@ -15,6 +15,7 @@ from memstack import InvalidInput, Memory
 from memstack.api import AuthConfig, HttpResponse, MemstackResolver, create_app, handle_http
 from memstack.api.http import to_event, to_http_response
 from memstack.api.ids import ROUTABLE_SPECIALS
+from memstack.model import check_routable_id
 
 JSON = {"Content-Type": "application/json"}
 EVERY_SPECIAL = "id" + ROUTABLE_SPECIALS + "é字٣_"
@@ -106,7 +107,9 @@ def test_given_an_id_the_routes_cannot_address_when_creating_or_cloning_then_400
     created, body = call(app, "POST", "/v1/threads", {"id": thread_id})
     error = error_of(created, body, 400, "invalid_input")
     assert error["field"] == "id"
-    assert ROUTABLE_SPECIALS in error["message"] and "'..'" in error["message"]
+    with pytest.raises(InvalidInput) as library:
+        check_routable_id(thread_id, "id")
+    assert error["message"] == library.value.message, "the library's words (the rule, or a control character)"
 
     assert call(app, "POST", "/v1/threads", {"id": "source"})[0].status == 201
     cloned, body = call(app, "POST", thread_path("source", "clone"), {"new_thread_id": thread_id})

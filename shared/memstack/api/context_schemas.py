@@ -30,7 +30,8 @@ from pydantic_core import PydanticCustomError
 
 from memstack.api import ids
 from memstack.context import SystemKind
-from memstack.model import MAX_ID_LENGTH, Author, Message, Part, Role
+from memstack.errors import InvalidInput
+from memstack.model import MAX_ID_LENGTH, Author, Message, Part, Role, check_routable_id
 from memstack.usecases.checks import MAX_PAGE, MAX_SEQ
 
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
@@ -67,9 +68,12 @@ ReadLimit = Annotated[int, Field(ge=1, le=100_000), _in_range(1, 100_000)]
 
 
 def _routable(value: str) -> str:
-    if not ids.is_routable(value):
-        raise PydanticCustomError(ids.NOT_ROUTABLE, ids.RULE)
-    return value
+    """``value`` if ``check_routable_id`` takes it; else its error, in the library's words (the first rule
+    broken: a control character is named as one, not as a character outside the rule)."""
+    try:
+        return check_routable_id(value, "id")
+    except InvalidInput as exc:
+        raise PydanticCustomError(ids.NOT_ROUTABLE, exc.message.removeprefix("id ")) from None
 
 
 RoutableId = Annotated[Id, AfterValidator(_routable)]
