@@ -89,15 +89,27 @@ class MemoryStore(Protocol):
         updated_at: datetime,
         expected_version: int | None = None,
         expected_title: str | None = None,
+        expected_created_at: datetime | None = None,
+        expected_messages: Mapping[str, int] | None = None,
     ) -> Thread:
         """Partial update: ``None`` leaves a field as it is; metadata is merged shallowly over the stored
         object; ``version`` increases by one.
 
+        Args:
+            expected_created_at: the thread's ``created_at`` as read: the write lands only on that thread,
+                not on one deleted and made again under the same id since.
+            expected_messages: ``{message id: seq}``: the write happens only while each of these messages
+                is still stored in the thread at that seq, checked atomically with the write (a title made
+                from them is not set once one of them is deleted).
+
         Raises:
             NotFound: the thread is missing or another resource's.
-            Conflict: ``expected_version`` is given and the stored version differs, or ``expected_title``
-                is given and the stored title differs (a field-level compare-and-set: a background title
-                is set only while the title is still ``""``, whatever else changed). Nothing is written.
+            Conflict: a condition does not hold, and nothing is written: ``expected_version`` differs from
+                the stored version (field ``version``); ``expected_title`` from the stored title (field
+                ``title``: a field-level compare-and-set — a background title is set only while the title
+                is still ``""``, whatever else changed); ``expected_created_at`` from the stored one (field
+                ``thread_id``); a message of ``expected_messages`` is gone (field ``messages``).
+            InvalidInput: more ``expected_messages`` than the store checks in one write (DynamoDB: 99).
         """
         ...
 

@@ -587,6 +587,53 @@ def test_given_an_expected_title_when_updated_then_only_the_title_is_compared(st
     assert store.get_thread("r1", "t1").title == "Trip"  # type: ignore[union-attr]
 
 
+def test_given_expected_messages_when_they_are_all_kept_then_the_update_lands_whatever_was_added(
+    store: MemoryStore,
+) -> None:
+    saved = store.save_messages("r1", "t1", [msg("m1"), msg("m2")], create=thread())
+    store.save_messages("r1", "t1", [msg("m3")])
+    titled = store.update_thread(
+        "r1",
+        "t1",
+        title="Trip",
+        updated_at=T0,
+        expected_title="",
+        expected_messages={m.id: m.seq for m in saved},
+    )
+    assert titled.title == store.get_thread("r1", "t1").title == "Trip"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("removal", ["delete one", "delete the thread and make it again"])
+def test_given_expected_messages_when_one_is_gone_then_conflict_and_nothing_written(
+    store: MemoryStore, removal: str
+) -> None:
+    """A title made from messages is never set once one of them is deleted, nor on a thread made again
+    under the same id with messages of the same ids (``expected_created_at``)."""
+    read = store.save_messages("r1", "t1", [msg("m1"), msg("m2")], create=thread())
+    before = store.get_thread("r1", "t1")
+    assert before is not None
+    if removal == "delete one":
+        store.delete_messages("r1", ["m2"])
+        field = "messages"
+    else:
+        store.delete_thread("r1", "t1")
+        later = T0 + timedelta(seconds=1)
+        store.save_messages("r1", "t1", [msg("m1"), msg("m2")], create=thread(at=later))
+        field = "thread_id"
+    with pytest.raises(Conflict) as err:
+        store.update_thread(
+            "r1",
+            "t1",
+            title="made from the deleted messages",
+            updated_at=T0,
+            expected_title="",
+            expected_created_at=before.created_at,
+            expected_messages={m.id: m.seq for m in read},
+        )
+    assert err.value.field == field
+    assert store.get_thread("r1", "t1").title == ""  # type: ignore[union-attr]
+
+
 def test_given_saves_when_read_then_the_thread_knows_its_last_seq(store: MemoryStore) -> None:
     store.save_messages("r1", "t1", [msg("m1"), msg("m2")], create=thread())
     store.save_messages("r1", "t1", [msg("m1", text="edited")])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -190,3 +191,51 @@ def test_given_a_non_title_answer_when_saving_then_the_thread_stays_untitled_and
         memory.save_messages(thread_id="t", resource_id="r", messages=["second message"])
         memory.settled()
         assert memory.get_thread(thread_id="t", resource_id="r").title == "Scripted title"
+
+
+REMOVALS = ("delete_thread", "erase_resource", "delete_messages")
+
+
+@pytest.mark.parametrize("removal", REMOVALS)
+def test_given_a_title_in_flight_when_its_messages_are_removed_then_no_title_from_them_is_ever_set(
+    tmp_path: object, removal: str
+) -> None:
+    """A title computed from messages deleted while the model was answering is not written: not on the
+    thread whose message went, and not on a new thread made under the same id meanwhile (as the Observer's
+    commits, docs/observational-memory.md "Guards")."""
+    import threading
+    from pathlib import Path
+
+    from memstack import Memory
+
+    asked, release = threading.Event(), threading.Event()
+
+    def hold(call: object) -> None:
+        if getattr(call, "kind", None) == "title":
+            asked.set()
+            release.wait(10)
+
+    def title_of(call: object) -> str:  # the first words the user said, as a title model might answer
+        said = re.search(r"User: (.*)", str(getattr(call, "last_content", "")))
+        return " ".join(said.group(1).split()[:3]).title() if said else "Untitled"
+
+    model = ScriptedChatModel(on_call=hold, respond=title_of)
+    path = Path(str(tmp_path)) / "memory.db"
+    with Memory.local(path, embedder="hash", chat_model=model, generate_title=True) as memory:
+        memory.save_messages(
+            thread_id="t",
+            resource_id="u",
+            messages=[{"id": "m1", "role": "user", "content": "my test results"}],
+        )
+        assert asked.wait(10)
+        if removal == "delete_messages":
+            assert memory.delete_messages(resource_id="u", message_ids=["m1"]) == 1
+        else:
+            getattr(memory, removal)(
+                **({"thread_id": "t"} if removal == "delete_thread" else {}), resource_id="u"
+            )
+            memory.save_messages(thread_id="t", resource_id="u", messages=["let's plan a party"])
+        release.set()
+        memory.settled(10)
+        # untitled: a later save titles it from what it holds then (title_job: at most once a minute)
+        assert memory.get_thread(thread_id="t", resource_id="u").title == ""  # type: ignore[union-attr]

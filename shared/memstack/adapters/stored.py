@@ -4,14 +4,14 @@ DynamoDB so the same data sorts and round-trips the same way on both."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memstack.errors import Conflict
 
 if TYPE_CHECKING:
-    from memstack.model import Message
+    from memstack.model import Message, Thread
 
 
 def ts(value: datetime) -> str:
@@ -42,6 +42,47 @@ def check_last_seq(thread_id: str, last_seq: int, expected: int | None) -> None:
         raise Conflict(
             f"thread {thread_id!r} moved on: its last seq is {last_seq}, not the expected {expected}",
             field="expected_last_seq",
+        )
+
+
+def check_thread_update(
+    current: Thread,
+    *,
+    expected_version: int | None,
+    expected_title: str | None,
+    expected_created_at: datetime | None,
+) -> None:
+    """The conditions of ``MemoryStore.update_thread`` that the stored thread itself decides.
+
+    Raises:
+        Conflict: naming the first that does not hold (``version``, ``title``, ``thread_id``).
+    """
+    thread_id = current.id
+    if expected_version is not None and current.version != expected_version:
+        raise Conflict(
+            f"thread {thread_id!r} changed (version {current.version}, expected {expected_version})",
+            field="version",
+        )
+    if expected_title is not None and current.title != expected_title:
+        raise Conflict(f"thread {thread_id!r} title changed", field="title")
+    if expected_created_at is not None and current.created_at != expected_created_at:
+        raise Conflict(f"thread {thread_id!r} was deleted and made again", field="thread_id")
+
+
+def check_messages_kept(thread_id: str, expected: Mapping[str, int], stored: Mapping[str, int]) -> None:
+    """``update_thread(expected_messages=...)``: every expected message is stored at its seq.
+
+    Args:
+        stored: message id → seq of the thread's messages among the expected ids, as stored now.
+
+    Raises:
+        Conflict: a message is gone (or another message holds its id), field ``messages``.
+    """
+    gone = [mid for mid, seq in expected.items() if stored.get(mid) != seq]
+    if gone:
+        raise Conflict(
+            f"thread {thread_id!r} lost {len(gone)} of the messages the update was made from",
+            field="messages",
         )
 
 

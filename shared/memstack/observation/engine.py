@@ -1607,8 +1607,11 @@ class ObservationEngine:
         """Title an untitled thread from its first messages once it has a user message (spec §2.6).
 
         Returns the title set, or ``None`` (not due, no user message yet, or the title was set meanwhile:
-        the write is a compare-and-set on the title alone — set only while it is still ``""`` — so a title
-        a user set wins, and an unrelated write meanwhile, such as working memory, does not drop it).
+        the write is a compare-and-set on the title — set only while it is still ``""`` — so a title a user
+        set wins, and an unrelated write meanwhile, such as working memory, does not drop it). The write also
+        requires the thread as read (``created_at``) and every message the title was made from: a title
+        computed from messages deleted meanwhile (``delete_messages``, ``delete_thread``, an erasure) is never
+        set, on this thread or on a new one made under the same id.
 
         Raises:
             InvalidInput: no chat model. Unavailable: the model failed or returned no title.
@@ -1632,6 +1635,8 @@ class ObservationEngine:
                 title=title,
                 updated_at=self.clock.now(),
                 expected_title="",
+                expected_created_at=thread.created_at,
+                expected_messages={m.id: m.seq for m in messages},
             )
         except (Conflict, NotFound):
             return None

@@ -247,6 +247,7 @@ class Background:
                 title=title[:MAX_TITLE_CHARS],
                 updated_at=core.clock.now(),
                 expected_title="",
+                expected_created_at=thread.created_at,  # not onto a thread made again under its id
             )
         except MemstackError:
             return None

@@ -79,7 +79,7 @@ from memstack.adapters.dynamodb.items import (
     unindexed_shards,
 )
 from memstack.adapters.dynamodb.transfer import DynamoDBTransfer
-from memstack.adapters.stored import check_last_seq, dt, dumps, ts
+from memstack.adapters.stored import check_last_seq, check_messages_kept, check_thread_update, dt, dumps, ts
 from memstack.cursors import decode_cursor, encode_cursor
 from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, PayloadTooLarge, Unavailable
 from memstack.model import (
@@ -293,28 +293,30 @@ class DynamoDBMemoryStore(DynamoDBTransfer):
         updated_at: datetime,
         expected_version: int | None = None,
         expected_title: str | None = None,
+        expected_created_at: datetime | None = None,
+        expected_messages: Mapping[str, int] | None = None,
     ) -> Thread:
         """GetItem, then UpdateItem with the condition ``resource_id`` and ``version`` unchanged (the
         metadata merge is computed from what was read; a lost race is re-read and retried unless
-        ``expected_version`` is given; ``expected_title`` is checked again on every re-read).
+        ``expected_version`` is given; the other conditions are checked again on every re-read). With
+        ``expected_messages`` the update is one TransactWriteItems with a ConditionCheck per message item
+        (its ``id`` at its seq), so a message deleted before the write cancels it.
 
         Raises:
             NotFound: the thread is missing or another resource's.
-            Conflict: the stored version differs from ``expected_version``, or the stored title from
-                ``expected_title`` (nothing is written).
+            Conflict: a condition of ``MemoryStore.update_thread`` does not hold (nothing is written).
         """
         for attempt in range(self._max_attempts):
             item = self._get(thread_key(resource_id, thread_id))
             if item is None or item.resource_id != resource_id:
                 raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
             current = thread_from(item)
-            if expected_version is not None and current.version != expected_version:
-                raise Conflict(
-                    f"thread {thread_id!r} changed (version {current.version}, expected {expected_version})",
-                    field="version",
-                )
-            if expected_title is not None and current.title != expected_title:
-                raise Conflict(f"thread {thread_id!r} title changed", field="title")
+            check_thread_update(
+                current,
+                expected_version=expected_version,
+                expected_title=expected_title,
+                expected_created_at=expected_created_at,
+            )
             merged = {**current.metadata, **metadata} if metadata is not None else current.metadata
             new_title = current.title if title is None else title
             stamp = ts(updated_at)
@@ -326,13 +328,15 @@ class DynamoDBMemoryStore(DynamoDBTransfer):
                 m.updated_key.set(listing_key(stamp, thread_id)),
                 m.version.set(current.version + 1),
             ]
+            condition = (m.resource_id == resource_id) & (m.version == current.version)
             try:
-                item.update(
-                    actions, condition=(m.resource_id == resource_id) & (m.version == current.version)
-                )
-            except UpdateError as exc:
+                self._update_thread_item(item, actions, condition, expected_messages)
+            except (UpdateError, TransactWriteError) as exc:
                 if not lost_race(exc):
                     raise translate(exc, "update thread") from exc
+                if expected_messages:
+                    kept = self._seqs(resource_id, thread_id, expected_messages)
+                    check_messages_kept(thread_id, expected_messages, kept)
                 if expected_version is not None:
                     if self.get_thread(resource_id, thread_id) is None:
                         raise NotFound(f"thread {thread_id!r} not found", field="thread_id") from None
@@ -348,6 +352,36 @@ class DynamoDBMemoryStore(DynamoDBTransfer):
                 }
             )
         raise Conflict(f"thread {thread_id!r} kept changing; gave up after {self._max_attempts} attempts")
+
+    def _update_thread_item(
+        self, item: Item, actions: list[Action], condition: Any, expected_messages: Mapping[str, int] | None
+    ) -> None:
+        """The thread item's conditional update: UpdateItem, or with ``expected_messages`` one
+        TransactWriteItems that also checks each message item holds its id (at most 99 messages)."""
+        if not expected_messages:
+            item.update(actions, condition=condition)
+            return
+        if len(expected_messages) >= TRANSACTION_MAX_ITEMS:
+            raise InvalidInput(
+                f"expected_messages holds more than {TRANSACTION_MAX_ITEMS - 1} messages",
+                field="expected_messages",
+            )
+        m = self._model
+        resource_id, thread_id = item.resource_id, thread_id_of(item.pk)
+        with TransactWrite(connection=self._table.connection) as tx:
+            for message_id, seq in expected_messages.items():
+                tx.condition_check(m, *message_key(resource_id, thread_id, seq), condition=m.id == message_id)
+            tx.update(item, actions, condition=condition)
+
+    def _seqs(self, resource_id: str, thread_id: str, expected: Mapping[str, int]) -> dict[str, int]:
+        """Message id → seq of the expected messages still stored at their seq (consistent reads)."""
+        got = self._batch_get([message_key(resource_id, thread_id, seq) for seq in expected.values()])
+        by_seq = {seq: mid for mid, seq in expected.items()}
+        return {
+            i.id: seq
+            for (_, sk), i in got.items()
+            if (seq := int(sk[len(MESSAGE_PREFIX) :])) in by_seq and i.id == by_seq[seq]
+        }
 
     def delete_thread(self, resource_id: str, thread_id: str) -> bool:
         """``erase_thread``; ``False`` if the thread is missing or another resource's."""

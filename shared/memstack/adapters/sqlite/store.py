@@ -37,7 +37,7 @@ from typing import Any
 
 from memstack.adapters.sqlite.db import SqliteDatabase
 from memstack.adapters.sqlite.transfer import SqliteTransfer
-from memstack.adapters.stored import check_last_seq
+from memstack.adapters.stored import check_last_seq, check_messages_kept, check_thread_update
 from memstack.adapters.stored import dt as _dt
 from memstack.adapters.stored import dumps as _dumps
 from memstack.adapters.stored import ts as _ts
@@ -284,6 +284,8 @@ class SqliteMemoryStore(SqliteTransfer):
         updated_at: datetime,
         expected_version: int | None = None,
         expected_title: str | None = None,
+        expected_created_at: datetime | None = None,
+        expected_messages: Mapping[str, int] | None = None,
     ) -> Thread:
         with self.db.transaction() as conn:
             row = conn.execute(
@@ -293,13 +295,25 @@ class SqliteMemoryStore(SqliteTransfer):
             if row is None:
                 raise NotFound(f"thread {thread_id!r} not found", field="thread_id")
             current = _thread(row)
-            if expected_version is not None and current.version != expected_version:
-                raise Conflict(
-                    f"thread {thread_id!r} changed (version {current.version}, expected {expected_version})",
-                    field="version",
-                )
-            if expected_title is not None and current.title != expected_title:
-                raise Conflict(f"thread {thread_id!r} title changed", field="title")
+            check_thread_update(
+                current,
+                expected_version=expected_version,
+                expected_title=expected_title,
+                expected_created_at=expected_created_at,
+            )
+            if expected_messages:
+                stored: dict[str, int] = {}
+                ids = list(expected_messages)
+                for start in range(0, len(ids), 500):
+                    chunk = ids[start : start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    stored.update(
+                        conn.execute(
+                            f"SELECT id, seq FROM messages WHERE resource_id = ? AND thread_id = ? AND id IN ({marks})",
+                            (resource_id, thread_id, *chunk),
+                        ).fetchall()
+                    )
+                check_messages_kept(thread_id, expected_messages, stored)
             merged = {**current.metadata, **metadata} if metadata is not None else current.metadata
             new_title = current.title if title is None else title
             conn.execute(
