@@ -26,6 +26,7 @@ class                      status  ``code``
 from __future__ import annotations
 
 import copy
+import math
 from typing import Self
 
 
@@ -126,8 +127,9 @@ class Unavailable(MemstackError):
 
     Attributes:
         retry_after: seconds the dependency asked the caller to wait (an HTTP ``Retry-After``), or
-            ``None`` when it said nothing. Background observation waits at least this long before
-            calling the model again (docs/observational-memory.md "Scheduling").
+            ``None`` when it said nothing (or nothing usable: a negative or non-finite value is dropped).
+            Background observation waits at least this long before calling the model again, at most its
+            cap (docs/observational-memory.md "Scheduling").
     """
 
     code = "unavailable"
@@ -142,7 +144,8 @@ class Unavailable(MemstackError):
         retry_after: float | None = None,
     ) -> None:
         super().__init__(message, field=field, code=code)
-        self.retry_after = retry_after
+        usable = isinstance(retry_after, int | float) and math.isfinite(retry_after) and retry_after >= 0
+        self.retry_after = float(retry_after) if usable and retry_after is not None else None
 
 
 class MethodNotAllowed(InvalidInput):

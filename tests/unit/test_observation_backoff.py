@@ -21,7 +21,12 @@ from memstack.adapters.testing import DEGENERATE, ChatCall, RecordingScheduler, 
 from memstack.errors import Unavailable
 from memstack.model import utcnow
 from memstack.observation import scheduler as scheduler_module
-from memstack.observation.engine import REFLECTION_BACKOFF, TRUNCATE_TO_SHARE, ReflectorUnavailable
+from memstack.observation.engine import (
+    MAX_SWEEP_BACKOFF,
+    REFLECTION_BACKOFF,
+    TRUNCATE_TO_SHARE,
+    ReflectorUnavailable,
+)
 from tests.observation_support import om_memory, save_sentences, sentence
 
 R, T = "res-1", "thread-1"
@@ -132,8 +137,20 @@ def test_an_observer_answering_5xx_is_not_called_again_on_every_save() -> None:
 
 @pytest.mark.parametrize(
     ("retry_after", "wait"),
-    [(600.0, timedelta(seconds=600)), (1.0, REFLECTION_BACKOFF)],
-    ids=["retry-after-longer", "retry-after-shorter"],
+    [
+        (600.0, timedelta(seconds=600)),
+        (1.0, REFLECTION_BACKOFF),
+        (1e300, MAX_SWEEP_BACKOFF),
+        (float("inf"), REFLECTION_BACKOFF),
+        (float("nan"), REFLECTION_BACKOFF),
+    ],
+    ids=[
+        "retry-after-longer",
+        "retry-after-shorter",
+        "retry-after-huge",
+        "retry-after-inf",
+        "retry-after-nan",
+    ],
 )
 def test_the_backoff_is_the_longer_of_its_interval_and_the_retry_after(
     retry_after: float, wait: timedelta

@@ -284,7 +284,7 @@ def test_given_429_with_retry_after_ms_then_success_when_embedding_then_waits_th
 def test_given_retry_after_as_http_date_or_too_long_when_retrying_then_date_honoured_and_wait_capped(
     api: respx.MockRouter, sleeps: Sleeps
 ) -> None:
-    soon = format_datetime(datetime.now(UTC) + timedelta(seconds=5), usegmt=True)
+    soon = format_datetime(datetime.now(UTC) + timedelta(seconds=15), usegmt=True)  # whole seconds
     api.post("/embeddings").mock(
         side_effect=[
             httpx.Response(503, headers={"retry-after": soon}),
@@ -295,7 +295,7 @@ def test_given_retry_after_as_http_date_or_too_long_when_retrying_then_date_hono
 
     embedder(sleeps).embed_query("hello")
 
-    assert 3.0 <= sleeps[0] <= 5.0
+    assert 10.0 <= sleeps[0] <= 15.0  # the date's second, less the time taken (a loaded machine included)
     assert sleeps[1] == MAX_DELAY
 
 
@@ -641,3 +641,22 @@ def test_given_an_answer_with_a_lone_surrogate_when_completing_then_the_text_is_
 
     assert result.text == "* \ufffd likes hiking \U0001f600"
     result.text.encode("utf-8")  # raises UnicodeEncodeError if a lone surrogate got through
+
+
+@pytest.mark.parametrize("header", ["retry-after", "retry-after-ms"])
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "Infinity", "1e400"])
+def test_given_a_retry_after_that_is_not_a_finite_number_when_retrying_then_it_is_ignored(
+    api: respx.MockRouter, sleeps: Sleeps, header: str, value: str
+) -> None:
+    """``float`` reads ``inf`` and ``nan``; a wait that is no number of seconds is unreadable, so the backoff
+    applies and the failure carries no ``retry_after``."""
+    api.post("/embeddings").mock(
+        side_effect=[
+            httpx.Response(429, headers={header: value}),
+            httpx.Response(429, headers={header: value}),
+        ]
+    )
+    with pytest.raises(Unavailable) as err:
+        embedder(sleeps, max_retries=1).embed_query("hello")
+    assert err.value.retry_after is None
+    assert len(sleeps) == 1 and 0 < sleeps[0] <= MAX_DELAY

@@ -459,7 +459,8 @@ class ObservationEngine:
         model's ``Retry-After`` (seconds) when longer (capped at ``MAX_SWEEP_BACKOFF``)."""
         wait = _backoff(failures)
         if retry_after is not None and retry_after > wait.total_seconds():
-            wait = min(timedelta(seconds=retry_after), MAX_SWEEP_BACKOFF)
+            # capped as a number first: a huge wait (Retry-After: 1e300) does not fit a timedelta
+            wait = timedelta(seconds=min(retry_after, MAX_SWEEP_BACKOFF.total_seconds()))
         return self.clock.now() + wait
 
     def _sweep_backing_off(self, rec: ObservationRecord, idle_seconds: int) -> bool:

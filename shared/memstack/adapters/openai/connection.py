@@ -34,6 +34,7 @@ and ``openai`` 3.x (built on ``httpx2``) still accepts it, so timeouts, the conn
 from __future__ import annotations
 
 import email.utils
+import math
 import random
 import threading
 import time
@@ -245,20 +246,19 @@ def _status_error(
 
 def _retry_after(headers: Any) -> float | None:
     """Seconds to wait from ``retry-after-ms`` (OpenAI's) or ``Retry-After`` (seconds or an HTTP date,
-    RFC 9110 §10.2.3); ``None`` when absent or unreadable."""
+    RFC 9110 §10.2.3); ``None`` when absent or unreadable — a value that is not a finite number (``inf``,
+    ``nan``, which Python's ``float`` reads) is unreadable."""
     raw_ms = headers.get("retry-after-ms")
     if raw_ms is not None:
-        try:
-            return max(0.0, float(raw_ms) / 1000)
-        except ValueError:
-            pass
+        seconds = _finite(raw_ms)
+        if seconds is not None:
+            return max(0.0, seconds / 1000)
     raw = headers.get("retry-after")
     if raw is None:
         return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        pass
+    seconds = _finite(raw)
+    if seconds is not None:
+        return max(0.0, seconds)
     try:
         when = email.utils.parsedate_to_datetime(raw)
     except (TypeError, ValueError):
@@ -266,6 +266,15 @@ def _retry_after(headers: Any) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _finite(raw: str) -> float | None:
+    """``raw`` as a finite number, else ``None``."""
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _backoff(attempt: int) -> float:
