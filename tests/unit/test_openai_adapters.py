@@ -458,6 +458,28 @@ def test_given_a_malformed_response_when_embedding_then_unavailable(
         embedder(sleeps, dimensions=3).embed_documents(["a", "b"])
 
 
+UNREADABLE_BODIES = {"not JSON": b"{not json", "empty": b"", "not UTF-8": b'{"data": "\xff\xfe"}'}
+"""A 200 answer whose body cannot be read as JSON text."""
+
+
+@pytest.mark.parametrize("body", list(UNREADABLE_BODIES.values()), ids=list(UNREADABLE_BODIES))
+@pytest.mark.parametrize("call", ["embedding", "completion"])
+def test_given_a_200_whose_body_is_not_json_then_unavailable_naming_it_as_every_malformed_answer(
+    api: respx.MockRouter, sleeps: Sleeps, body: bytes, call: str
+) -> None:
+    """The SDK parses a 200's body without wrapping its parser's error: the connection maps it, so the
+    caller sees the ``Unavailable`` a turn degrades on (keywords only), not a ``JSONDecodeError``."""
+    route = "/embeddings" if call == "embedding" else "/chat/completions"
+    api.post(route).respond(200, content=body, headers={"content-type": "application/json"})
+
+    with pytest.raises(Unavailable) as err:
+        if call == "embedding":
+            embedder(sleeps).embed_query("hello")
+        else:
+            chat(sleeps).complete([{"role": "user", "content": "hi"}])
+    assert "unusable response" in err.value.message
+
+
 # --- chat ------------------------------------------------------------------------------------------------
 
 

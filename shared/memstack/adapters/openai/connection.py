@@ -34,6 +34,7 @@ and ``openai`` 3.x (built on ``httpx2``) still accepts it, so timeouts, the conn
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import random
 import threading
@@ -196,7 +197,9 @@ class OpenAIConnection:
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 failure = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
                 wait = None
-            except openai.OpenAIError as exc:  # e.g. APIResponseValidationError: a malformed answer
+            except (openai.OpenAIError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+                # a malformed answer: the SDK's APIResponseValidationError, or a 200 whose body is not JSON
+                # (or not UTF-8), which the SDK's parsing lets through as it is
                 raise Unavailable(
                     f"OpenAI {what} ({model}) returned an unusable response: {type(exc).__name__}"
                 ) from None
