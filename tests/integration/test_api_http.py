@@ -169,7 +169,9 @@ def test_given_an_unroutable_id_in_any_path_or_query_then_every_route_answers_40
         assert error["field"] == "resource_id" and ROUTABLE_SPECIALS in error["message"], (method, path, body)
         checked += 1
     assert checked > len(_id_routes(app))
-    assert [m.parts[0].text for m in memory.list_messages(thread_id="t", resource_id="u1").messages] == ["kept"]
+    assert [m.parts[0].text for m in memory.list_messages(thread_id="t", resource_id="u1").messages] == [
+        "kept"
+    ]
 
 
 @pytest.mark.parametrize("thread_id", [EVERY_SPECIAL, "a b", "ÄÖü"])

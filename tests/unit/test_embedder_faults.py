@@ -49,6 +49,9 @@ class RemoteLikeEmbedder:
             raise Unavailable("embeddings endpoint answered HTTP 500")
         if self.mode == "zero":
             return [[0.0] * self.dimension for _ in texts]
+        if self.mode.startswith("times "):  # finite as float64, yet not a float32 the index can keep
+            scale = float(self.mode.removeprefix("times "))
+            return [[x * scale for x in v] for v in self.inner.embed_documents(texts)]
         return self.inner.embed_documents(texts)
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
@@ -293,6 +296,27 @@ def test_given_zero_vectors_for_words_when_saved_then_unindexed_and_found_once_t
     assert vector_hits(memory, "I play the cello") == [saved[0].id]
     health = memory.index_health(resource_id=R)
     assert (health.indexed, health.not_indexed) == (1, 0)
+
+
+@pytest.mark.parametrize("scale", ["1e300", "1e-320"], ids=["past float32", "below float32"])
+def test_given_vectors_float32_cannot_hold_when_saved_and_asked_then_a_fault_of_the_embedder_not_the_caller(
+    memory: Memory, embedder: RemoteLikeEmbedder, scale: str
+) -> None:
+    """The index keeps float32: a value past its range (inf as float32) or a vector that rounds to all zero
+    is the embedder's malformed answer — the save is stored and retried, the turn degrades — never the
+    caller's ``InvalidInput`` (which a turn re-raises and a retry never repeats)."""
+    embedder.mode = f"times {scale}"
+    saved = memory.save_messages(thread_id=T, resource_id=R, messages=["I play the cello"])
+    assert saved.unindexed == (saved[0].id,) and "Unavailable" in str(saved.index_error)
+
+    context = memory.context(thread_id="t2", resource_id=R, message="what do I play?")
+    assert list(context.recalled) == []  # the turn answered; the message is not indexed yet
+    with pytest.raises(Unavailable):
+        vector_hits(memory, "I play the cello")
+
+    embedder.mode = "ok"
+    memory.reconcile_index()
+    assert vector_hits(memory, "I play the cello") == [saved[0].id]
 
 
 def test_given_a_zero_vector_for_text_without_words_then_it_is_accepted(

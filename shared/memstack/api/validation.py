@@ -128,7 +128,9 @@ class RoutePlan:
             if isinstance(value, str) and not ids.is_routable(value):
                 # the routes' pattern matches '.', '..' and '%' (decoded once): the rule refuses them here,
                 # on every route, whichever ids the ``Memory`` method behind it takes (removals take any)
-                errors.append({"type": ids.NOT_ROUTABLE, "loc": ("path", name), "msg": ids.RULE, "input": value})
+                errors.append(
+                    {"type": ids.NOT_ROUTABLE, "loc": ("path", name), "msg": ids.RULE, "input": value}
+                )
         if self.query is not None or self.query_params:
             query = self._query_values(event)
             if self.query is not None:

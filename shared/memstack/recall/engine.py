@@ -95,6 +95,13 @@ def keyword_context(previous: Message | None, options: SemanticRecallOptions) ->
     return chunks[-1] if chunks else ""
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest finite float32: the indexes store vectors as float32."""
+
+FLOAT32_ROUNDS_TO_ZERO = 7.006492321624085e-46
+"""Half float32's smallest subnormal: a value of smaller magnitude rounds to 0 in float32 (ties to even)."""
+
+
 class EmbeddingCache:
     """A bounded, thread-safe LRU of embeddings keyed by (model, kind, sha1 of text).
 
@@ -258,20 +265,30 @@ class SemanticRecall:
             vector: the embedder's answer.
             text: the text it was asked to embed (``None``: the zero check is skipped).
 
+        Vectors are checked as the indexes keep them, float32: a value float64 holds but float32 does not
+        (beyond ±3.4e38) is not finite, and a vector whose values all round to 0 in float32 (below ~7e-46)
+        is all zero — else the index would refuse it as a caller's error on a save, and on a turn's query.
+
         Raises:
-            Unavailable: wrong length, a value that is not a finite number, or all zero for words.
+            Unavailable: wrong length, a value that is not a finite float32, or all zero for words.
         """
         try:
             # one sum: NaN and infinities propagate, huge values overflow to infinity, non-numbers raise
-            finite = len(vector) == self.embedder.dimension and math.isfinite(sum(vector))
-        except (TypeError, OverflowError):
+            finite = (
+                len(vector) == self.embedder.dimension
+                and math.isfinite(sum(vector))
+                and min(vector) >= -FLOAT32_MAX
+                and max(vector) <= FLOAT32_MAX
+            )
+        except (TypeError, OverflowError, ValueError):
             finite = False
         if not finite:
             raise Unavailable(
                 f"the embedder ({self.embedder.model_id}) answered a malformed vector "
-                f"({len(vector)} values, {self.embedder.dimension} expected, or not all finite numbers)"
+                f"({len(vector)} values, {self.embedder.dimension} expected, or not all finite float32 numbers)"
             )
-        if text is not None and not any(vector) and _has_words(text) and not _zero_for_words(self.embedder):
+        zero = min(vector) > -FLOAT32_ROUNDS_TO_ZERO and max(vector) < FLOAT32_ROUNDS_TO_ZERO
+        if text is not None and zero and _has_words(text) and not _zero_for_words(self.embedder):
             raise Unavailable(
                 f"the embedder ({self.embedder.model_id}) answered an all-zero vector for a text with words "
                 "(a zero vector is valid only for a text without words)"
