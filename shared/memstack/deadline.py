@@ -14,6 +14,7 @@ integration timeout; on Lambda the handler narrows it to the invocation's remain
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 __all__ = [
     "DEFAULT_CONTEXT_TIMEOUT_MS",
     "LAMBDA_MARGIN_MS",
+    "Guard",
     "carry",
     "expired",
     "remaining",
@@ -84,3 +86,63 @@ def carry(fn: Callable[..., _T]) -> Callable[..., _T]:
         return context.run(fn, *args, **kwargs)
 
     return run
+
+
+class Guard:
+    """Waits for calls that may hang (an embedder's: a model loading, a stalled socket, a server trickling
+    its answer a byte at a time, which no per-read timeout ends) only until the current deadline.
+
+    ``call`` runs the call on a daemon thread of its own and waits for it until ``remaining()`` runs out;
+    past it the caller gets ``Unavailable`` and the call finishes on its thread, its result dropped. At most
+    ``limit`` calls may run past their deadline at once: while that many are still running, the next is
+    refused at once rather than started, so a dependency that hangs for good holds ``limit`` threads, not
+    one per turn. Daemon threads: a call that never returns does not keep the process from exiting.
+    Without a deadline the call runs on the caller's thread, as it would unguarded.
+
+    Args:
+        what: names the dependency in error messages, e.g. ``"the embedder (text-embedding-3-small)"``.
+        limit: calls that may be running at once (threads).
+    """
+
+    def __init__(self, what: str, *, limit: int = 4) -> None:
+        self.what = what
+        self.limit = limit
+        self._slots = threading.BoundedSemaphore(limit)
+
+    def call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)``, waited for until the deadline.
+
+        Raises:
+            memstack.errors.Unavailable: the deadline passed first (or had passed), or ``limit`` calls are
+                still running; what ``fn`` raises otherwise.
+        """
+        from memstack.errors import Unavailable
+
+        left = remaining()
+        if left is None:
+            return fn(*args)
+        if left <= 0.0:
+            raise Unavailable(f"{self.what} was not called: the turn's deadline has passed")
+        if not self._slots.acquire(blocking=False):
+            raise Unavailable(
+                f"{self.what} was not called: {self.limit} calls to it are still running past their deadline"
+            )
+        done = threading.Event()
+        outcome: list[Any] = []
+
+        def run() -> None:
+            try:
+                outcome.append((True, fn(*args)))
+            except BaseException as exc:  # handed to the caller, who raises it
+                outcome.append((False, exc))
+            finally:
+                self._slots.release()
+                done.set()
+
+        threading.Thread(target=carry(run), name="memstack-guard", daemon=True).start()
+        if not done.wait(left):
+            raise Unavailable(f"{self.what} did not answer within the turn's deadline ({left:.2f} s)")
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]

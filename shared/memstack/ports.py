@@ -580,7 +580,11 @@ class Embedder(Protocol):
     absent; docs/adr/0011-spread-weighted-fusion.md). A wrapper around an embedder should pass it on.
     Likewise optional, ``zero_for_words: bool``: ``True`` when the zero vector can be a real answer for a
     text with words (feature hashing); otherwise such an answer is refused as a fault, like NaN
-    (``memstack.recall.engine.SemanticRecall.valid_vector``).
+    (``memstack.recall.engine.SemanticRecall.valid_vector``). And ``bounded_latency: bool``: ``True`` for
+    in-process work whose time is bounded by its input (no I/O, no waiting); recall then calls it on the
+    caller's thread. Any other embedder is called on a thread of its own and waited for only until the
+    turn's deadline (``memstack.deadline.Guard``), so one that hangs, or a server that trickles its answer,
+    cannot hold a save, a recall or a turn past ``context_timeout_ms``.
     """
 
     model_id: str

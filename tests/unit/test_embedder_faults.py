@@ -353,3 +353,142 @@ def test_given_the_embedder_down_when_recalling_in_hybrid_mode_then_keyword_hits
     assert found.hits[0].vector_score is None and found.hits[0].keyword_score is not None
     with pytest.raises(Unavailable):
         vector_hits(memory, "red bicycle")  # vector mode has nothing to fall back on
+
+
+# --- an embedder that hangs or trickles: the deadline is the caller's, whatever the transport -------------
+
+
+class StuckEmbedder(RemoteLikeEmbedder):
+    """Hangs on every call while ``stuck`` is unset (an in-process model that never returns)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unstuck = threading.Event()
+        self.threads: list[str] = []
+
+    def _answer(self, texts: Sequence[str]) -> list[list[float]]:
+        self.threads.append(threading.current_thread().name)
+        self.unstuck.wait(30)
+        return super()._answer(texts)
+
+
+def test_given_an_in_process_embedder_that_hangs_when_saving_and_recalling_then_each_waits_only_the_deadline(
+    tmp_path: Path,
+) -> None:
+    embedder = StuckEmbedder()
+    try:
+        with Memory.local(
+            tmp_path / "m.db", embedder=embedder, background="inline", context_timeout_ms=400
+        ) as m:
+            m.index_retry.close()
+            started = time.monotonic()
+            saved = m.save_messages(thread_id=T, resource_id=R, messages=["I play the cello"])
+            save_took = time.monotonic() - started
+            started = time.monotonic()
+            with pytest.raises(Unavailable) as err:
+                m.recall(thread_id=T, resource_id=R, query="cello", options=VECTOR)
+            recall_took = time.monotonic() - started
+            assert saved.unindexed == (saved[0].id,)
+            assert "deadline" in err.value.message
+            assert save_took < 3 and recall_took < 3, (save_took, recall_took)
+            assert all(name == "memstack-guard" for name in embedder.threads)
+    finally:
+        embedder.unstuck.set()
+
+
+def test_given_calls_still_running_past_their_deadline_when_the_limit_is_reached_then_the_next_is_refused_at_once() -> (
+    None
+):
+    release = threading.Event()
+    guard = deadlines.Guard("the stuck thing", limit=2)
+    started = time.monotonic()
+    try:
+        for _ in range(2):
+            with deadlines.within(0.05), pytest.raises(Unavailable, match="within the turn's deadline"):
+                guard.call(release.wait, 30)
+        with deadlines.within(5), pytest.raises(Unavailable, match="2 calls to it are still running"):
+            guard.call(release.wait, 30)
+        assert time.monotonic() - started < 2, "refused at once, not waited for"
+    finally:
+        release.set()
+    time.sleep(0.2)
+    with deadlines.within(5):
+        assert guard.call(lambda: "answered") == "answered", "the threads came back"
+
+
+def test_given_an_embedder_of_bounded_latency_then_it_runs_on_the_callers_thread(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    class Bounded(HashEmbedder):
+        def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+            seen.append(threading.current_thread().name)
+            return super().embed_documents(texts)
+
+    with Memory.local(tmp_path / "m.db", embedder=Bounded(64), background="inline") as m:
+        m.save_messages(thread_id=T, resource_id=R, messages=["I play the cello"])
+    assert seen == [threading.current_thread().name]
+
+
+class TricklingEmbeddings(BaseHTTPRequestHandler):
+    """An OpenAI-compatible embeddings endpoint that sends its answer one byte every 0.1 s: each read
+    arrives well within any read timeout, so only a deadline on the whole call ends the wait."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = json.dumps(
+            {
+                "object": "list",
+                "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                "data": [
+                    {"object": "embedding", "index": i, "embedding": [1.0, 0, 0, 0]}
+                    for i in range(len(texts))
+                ],
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        for i in range(len(data)):
+            try:
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+            except OSError:
+                return
+            time.sleep(0.1)
+
+
+def test_given_an_endpoint_that_trickles_its_answer_when_saving_and_recalling_then_each_waits_only_the_deadline(
+    tmp_path: Path,
+) -> None:
+    from memstack.adapters.openai.embedder import OpenAIEmbedder
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), TricklingEmbeddings)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        embedder = OpenAIEmbedder("fake-emb", dimensions=4, base_url=url, api_key="k", timeout=30)
+        with Memory.local(
+            tmp_path / "m.db", embedder=embedder, background="inline", context_timeout_ms=500
+        ) as m:
+            m.index_retry.close()
+            started = time.monotonic()
+            saved = m.save_messages(thread_id=T, resource_id=R, messages=["I play the cello"])
+            with pytest.raises(Unavailable):
+                m.recall(thread_id=T, resource_id=R, query="cello", options=VECTOR)
+            waited = time.monotonic() - started
+        assert saved.unindexed == (saved[0].id,)
+        assert waited < 4, (
+            f"save + recall waited {waited:.1f} s under a 0.5 s deadline (the answer takes ~15 s)"
+        )
+    finally:
+        server.shutdown()
+        server.server_close()

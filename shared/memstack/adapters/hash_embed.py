@@ -172,10 +172,13 @@ class HashEmbedder:
         zero_for_words: ``True``: signed feature sums can cancel to the zero vector for a text with words
             (rarely, e.g. a one-token text whose token and trigrams share a bucket); that zero is this
             embedder's deterministic answer, not a fault (``SemanticRecall.valid_vector``).
+        bounded_latency: ``True``: in-process hashing, its time bounded by the text's length, so recall
+            calls it on the caller's thread (``SemanticRecall``: no deadline thread).
     """
 
     fusion_weight: float = 0.5
     zero_for_words: bool = True
+    bounded_latency: bool = True
 
     def __init__(self, dimension: int = 256, *, cache_size: int = 8_192) -> None:
         """Create the embedder.

@@ -47,11 +47,14 @@ class WordLlamaEmbedder:
         model_id: ``"wordllama-l2_supercat-256"``.
         dimension: 256.
         symmetric: ``True``.
+        bounded_latency: ``True``: in-process table lookups, their time bounded by the texts' length (after
+            the one load), so recall calls it on the caller's thread (``SemanticRecall``: no deadline thread).
     """
 
     model_id: str = f"wordllama-{_CONFIG}-{_DIMENSION}"
     dimension: int = _DIMENSION
     symmetric: bool = True
+    bounded_latency: bool = True
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -24,8 +24,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from memstack import deadline
 from memstack.config import SemanticRecallOptions
 from memstack.dates import TimeRange, keyword_query, query_time_range, time_zone
 from memstack.errors import Unavailable
@@ -94,6 +95,8 @@ def keyword_context(previous: Message | None, options: SemanticRecallOptions) ->
     chunks = chunk_text(text, options.chunk_chars) if text else []
     return chunks[-1] if chunks else ""
 
+
+_V = TypeVar("_V")
 
 FLOAT32_MAX = 3.4028234663852886e38
 """The largest finite float32: the indexes store vectors as float32."""
@@ -193,6 +196,14 @@ class SemanticRecall:
         self.cache = cache or EmbeddingCache()
         self.meter = meter
         self.clock = clock
+        self._guard = deadline.Guard(f"the embedder ({embedder.model_id})")
+
+    def _embedder_call(self, fn: Callable[..., _V], *args: Any) -> _V:
+        """An embedder request, waited for until the turn's deadline (``deadline.Guard``) unless the
+        embedder declares ``bounded_latency`` (in-process work bounded by its input: no thread needed)."""
+        if getattr(self.embedder, "bounded_latency", False):
+            return fn(*args)
+        return self._guard.call(fn, *args)
 
     def time_range(self, query: str, options: SemanticRecallOptions) -> TimeRange | None:
         """The time ``query`` names, read in ``options.time_zone`` against ``options.now`` (else the
@@ -213,7 +224,7 @@ class SemanticRecall:
         key = self.cache.key(self.embedder, "q", text)
         vector = self.cache.get(key)
         if vector is None:
-            answer = self.embedder.embed_query(text)
+            answer = self._embedder_call(self.embedder.embed_query, text)
             self._metered(thread, [text])
             vector = self.valid_vector(answer, text)
             self.cache.put(key, vector)
@@ -233,7 +244,7 @@ class SemanticRecall:
         missing = [i for i, v in enumerate(out) if v is None]
         if missing:
             sent = [texts[i] for i in missing]
-            vectors = self.embedder.embed_documents(sent)
+            vectors = self._embedder_call(self.embedder.embed_documents, sent)
             self._metered(thread, sent)
             if len(vectors) != len(missing):
                 raise Unavailable(
