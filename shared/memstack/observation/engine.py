@@ -562,10 +562,9 @@ class ObservationEngine:
             if (deadline is not None and time.monotonic() >= deadline) or turn_deadline.expired():
                 break  # no time for another model call: what is committed stays
             if v.record.pending_since is None:  # mark the record before the model runs (a lease)
-                if not self.write(
+                lost += not self.write(
                     om, v.record, v.record.model_copy(update={"pending_since": self.clock.now()})
-                ):
-                    lost += 1
+                )
                 continue
             if sync:
                 acted, reflected, missed = self._bound_log(opts, v, t, reflected=reflected)
