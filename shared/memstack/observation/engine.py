@@ -38,16 +38,16 @@ from typing import TYPE_CHECKING, Any
 
 from memstack import deadline as turn_deadline
 from memstack.config import MemoryOptions, ObservationalMemoryOptions
-from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, PayloadTooLarge, Unavailable
+from memstack.errors import Conflict, InvalidInput, MemstackError, NotFound, Unavailable
 from memstack.model import (
     MAX_BUFFERED_CHUNKS,
     MAX_ERROR_CHARS,
-    MAX_OBSERVATION_RECORD_BYTES,
     BufferedChunk,
     Message,
     ObservationRecord,
     Thread,
 )
+from memstack.observation.capacity import MIN_CUT_TOKENS, TRUNCATE_AT_BYTES, TRUNCATE_TO_SHARE, cut_log, fit
 from memstack.observation.guards import new_lines_only, reflection_problem
 from memstack.observation.recall_tool import split_range
 from memstack.observation.requirements import missing_chat_model
@@ -144,19 +144,12 @@ MAX_REFLECTION_BACKOFF = timedelta(hours=1)
 MAX_SWEEP_BACKOFF = timedelta(hours=6)
 """The longest the sweep waits before retrying a record that keeps failing."""
 
-TRUNCATE_AT_BYTES = MAX_OBSERVATION_RECORD_BYTES // 2
-"""A log larger than this (UTF-8 bytes) is cut deterministically when reflection fails, and one Observer
-answer is cut to fit under it: the record (360 KiB) keeps room for buffered chunks and hints, so an
-observation never fails with ``PayloadTooLarge``."""
-
-TRUNCATE_TO_SHARE = 0.5
-"""A truncated log (and a cut Observer answer) keeps at most this share of the reflection threshold,
-leaving room for the observations that follow before reflection is tried again."""
-
 TRUNCATE_AFTER_FAILURES = 2
-"""Failed reflections in a row after which a log over the reflection's ``block_after`` is truncated
-(``ObservationEngine._truncated``) instead of left to grow: one failure may be a blip, two are a
-Reflector that cannot do the job right now."""
+"""Failed reflections in a row after which ``reflect`` itself truncates a log over the reflection's
+``block_after`` to ``TRUNCATE_TO_SHARE`` of the threshold (``ObservationEngine._truncated``, reported as
+``truncated``) instead of raising: two failures are a Reflector that cannot do the job right now. The log
+never stays past that point meanwhile: a write of a record whose reflection failed cuts it back to it
+(``capacity.fit``)."""
 
 MAX_OUTPUT_TOKENS = 32_000
 """Largest answer asked of the Observer or Reflector, whatever ``model_settings.max_output_tokens`` says
@@ -556,7 +549,7 @@ class ObservationEngine:
             if chunks and (v.pending >= t.message_tokens or idle):
                 n = len(chunks) if idle else activation_count(chunks, v.pending, t, force_max=block)
                 if n:
-                    if self._write(v.record, self._activated(om, v, n, t)):
+                    if self.write(om, v.record, self._activated(om, v, n, t)):
                         activated += n
                         observed += sum(1 for m in v.tail if m.seq <= chunks[n - 1].to_seq)
                     else:
@@ -570,8 +563,9 @@ class ObservationEngine:
             if (deadline is not None and time.monotonic() >= deadline) or turn_deadline.expired():
                 break  # no time for another model call: what is committed stays
             if v.record.pending_since is None:  # mark the record before the model runs (a lease)
-                if not self._write(v.record, v.record.model_copy(update={"pending_since": self.clock.now()})):
-                    lost += 1
+                lost += not self.write(
+                    om, v.record, v.record.model_copy(update={"pending_since": self.clock.now()})
+                )
                 continue
             if sync:
                 acted, reflected, missed = self._bound_log(opts, v, t, reflected=reflected)
@@ -641,16 +635,35 @@ class ObservationEngine:
         ms = 300_000 if idle == "auto" else idle
         return self.clock.now() - v.tail[-1].created_at >= timedelta(milliseconds=ms)
 
-    def _write(self, base: ObservationRecord, new: ObservationRecord) -> bool:
-        """Compare-and-set ``new`` over ``base``; ``False`` when someone else wrote first. The model usage
-        metered for the record since its last write goes into ``new`` (``observation.usage``); a write
-        that fails puts it back."""
+    def write(
+        self, om: ObservationalMemoryOptions | None, base: ObservationRecord, new: ObservationRecord
+    ) -> bool:
+        """Compare-and-set ``new`` over ``base``: the one way the engine and the layer's lifecycle
+        rewrites write a record. ``new`` is first held to what a record may hold (``capacity.fit``): past
+        its hard point while reflection fails, or over ``MAX_OBSERVATION_RECORD_BYTES``, the log (then the
+        buffered reflection and chunk texts) is cut in this write, so no write fails with
+        ``PayloadTooLarge`` for the log's size. The model usage metered for the record since its last
+        write goes into ``new`` (``observation.usage``); a write that fails puts it back.
+
+        Args:
+            om: the options the record is written under; ``None`` for a rewrite that only removes content
+                and does not know them (the log's token bound is then not applied, the byte cap is).
+            base: the record as read (its ``version`` is the compare-and-set's expectation; a fresh
+                record, version 0, creates one).
+            new: the record to store.
+
+        Returns:
+            ``False`` when someone else wrote first.
+
+        Raises:
+            NotFound: thread scope and the thread is gone. Unavailable: store failure.
+        """
         key = (new.resource_id, new.thread_id)
         pending = self.usage.take(key)
         if pending is not None:
             new = new.model_copy(update={"usage": new.usage.plus(pending)})
         try:
-            self.store.put_observation_record(new, expected_version=base.version)
+            self.store.put_observation_record(self._fit(om, new), expected_version=base.version)
         except Conflict:
             if pending is not None:
                 self.usage.restore(key, pending)
@@ -661,26 +674,20 @@ class ObservationEngine:
             raise
         return True
 
-    def _write_fitting(
-        self, om: ObservationalMemoryOptions, base: ObservationRecord, new: ObservationRecord
-    ) -> bool:
-        """``_write``, and when the record would be over its byte cap (``PayloadTooLarge``) the same
-        write with the log cut (``_cut``): an observation is never refused for the record's size, so the
-        cursor keeps moving."""
-        try:
-            return self._write(base, new)
-        except PayloadTooLarge:
-            text = self._cut(om, new, new.active_observations)
-            logger.warning(
-                "observation record at its size cap; the log was truncated to commit",
-                extra={"thread_id": base.thread_id, "tokens_before": new.observation_tokens},
-            )
-            return self._write(
-                base,
-                new.model_copy(
-                    update={"active_observations": text, "observation_tokens": self.tokenizer.count(text)}
-                ),
-            )
+    def _fit(self, om: ObservationalMemoryOptions | None, rec: ObservationRecord) -> ObservationRecord:
+        """``capacity.fit`` with this record's bounds (``om``'s reflection threshold and hard point)."""
+        t = self.thresholds(om if om is not None else ObservationalMemoryOptions(), rec)
+        return fit(
+            rec,
+            tokenizer=self.tokenizer,
+            cut_budget=self._cut_budget(t),
+            hard_point=t.reflection_block_after if om is not None else None,
+            reflection_failing=self._failed_reflecting(rec),
+        )
+
+    @staticmethod
+    def _cut_budget(t: Thresholds) -> int:
+        return max(MIN_CUT_TOKENS, int(t.observation_tokens * TRUNCATE_TO_SHARE))
 
     def _thread_gone(self, rec: ObservationRecord, thread_id: str) -> bool:
         """Whether a resource-scoped run lost its write because its thread was deleted. Deleting a thread
@@ -778,7 +785,7 @@ class ObservationEngine:
                     suggested_response=final.suggested_response,
                     thread_title=final.thread_title or rec.thread_title,
                 )
-            if self._write_fitting(om, rec, rec.model_copy(update=update)):
+            if self.write(om, rec, rec.model_copy(update=update)):
                 self._apply_side_outputs(om, rec, thread_id, outputs, batch)
                 return True
             if self._thread_gone(rec, thread_id):
@@ -836,7 +843,7 @@ class ObservationEngine:
                     **self._health(om, rec, chunks_left=True),
                 }
             )
-            if self._write(rec, new):
+            if self.write(om, rec, new):
                 return True
             if self._thread_gone(rec, v.thread_id):
                 return False  # deleted meanwhile: its content must not come back
@@ -1145,7 +1152,7 @@ class ObservationEngine:
             rec = self.get_record(om, resource_id, thread_id)
             truncated = self._stuck_cut(om, rec) if rec is not None else None
             if rec is not None and truncated is not None:
-                if self._write(rec, truncated):
+                if self.write(om, rec, truncated):
                     return replace(self._reflected(rec, truncated, 0), truncated=True)
                 continue
             if rec is None or not self.reflection_due(om, rec):
@@ -1159,7 +1166,7 @@ class ObservationEngine:
             if at_threshold and rec.buffered_reflection is not None:
                 swapped = self._swap_buffered(rec)
                 if swapped.observation_tokens < t.observation_tokens:
-                    if self._write(rec, swapped):
+                    if self.write(om, rec, swapped):
                         return self._reflected(rec, swapped, 0)
                     continue
             lines = rec.active_observations.splitlines()
@@ -1167,7 +1174,7 @@ class ObservationEngine:
                 text, level = self._run_reflector(opts, rec, thread_id, t)
             except ReflectionFailed as exc:
                 truncated = self._cut_after_failure(om, rec, exc, at_threshold=at_threshold)
-                if self._write(rec, truncated):
+                if self.write(om, rec, truncated):
                     return replace(self._reflected(rec, truncated, 0), truncated=True)
                 continue
             text = self._reflection_group(om, rec, rec.active_observations, text)
@@ -1181,7 +1188,7 @@ class ObservationEngine:
                         "reflected_line_count": len(lines),
                     }
                 )
-            if self._write(rec, new):
+            if self.write(om, rec, new):
                 return self._reflected(rec, new, level, buffered=not at_threshold)
             latest = self.get_record(om, resource_id, thread_id)
             if (
@@ -1192,7 +1199,7 @@ class ObservationEngine:
                 # observations were appended meanwhile: keep them after the reflection
                 added = latest.active_observations[len(rec.active_observations) :].strip()
                 merged = self._committed(latest, f"{text}\n\n{added}" if added else text)
-                if self._write(latest, merged):
+                if self.write(om, latest, merged):
                     return self._reflected(rec, merged, level)
         raise Conflict(
             f"reflection of thread {thread_id} lost the write race {MAX_WRITE_ATTEMPTS} times; retry"
@@ -1217,7 +1224,7 @@ class ObservationEngine:
             return True, True, 0
         if not self._past_hard_point(om, v.record):
             return False, reflected, 0
-        return True, reflected, 0 if self._write(v.record, self._truncated(om, v.record)) else 1
+        return True, reflected, 0 if self.write(om, v.record, self._truncated(om, v.record)) else 1
 
     def _reflect_before_observing(self, opts: MemoryOptions, resource_id: str, thread_id: str) -> None:
         """Reflect now (the step found the log over its threshold). A failed reflection of any kind (an
@@ -1320,15 +1327,8 @@ class ObservationEngine:
 
     def _cut(self, om: ObservationalMemoryOptions, rec: ObservationRecord, text: str) -> str:
         """``text`` cut to ``TRUNCATE_TO_SHARE`` of the reflection threshold and under
-        ``TRUNCATE_AT_BYTES``, 🔴 lines first (``parsing.truncate_observations``)."""
-        from memstack.observation.parsing import truncate_observations
-
-        budget = max(100, int(self.thresholds(om, rec).observation_tokens * TRUNCATE_TO_SHARE))
-        cut, _ = truncate_observations(text, budget, self.tokenizer)
-        while len(cut.encode("utf-8")) > TRUNCATE_AT_BYTES and budget > 100:
-            budget //= 2
-            cut, _ = truncate_observations(text, budget, self.tokenizer)
-        return cut
+        ``TRUNCATE_AT_BYTES``, 🔴 lines first (``capacity.cut_log``)."""
+        return cut_log(text, self._cut_budget(self.thresholds(om, rec)), self.tokenizer)
 
     def _reflected(
         self, before: ObservationRecord, after: ObservationRecord, level: int, *, buffered: bool = False
@@ -1460,8 +1460,9 @@ class ObservationEngine:
         """Note a failed background run on the record (``failure_count``, ``last_error``, ``retry_at``:
         the end of its backoff, ``REFLECTION_BACKOFF``) and mark it due, so the sweep retries it (the Step
         Functions Catch path). The record's ``pending_message_tokens`` is recounted (the unobserved
-        messages of ``thread_id``), so a record that cannot observe still shows what waits. Never
-        touches observations.
+        messages of ``thread_id``), so a record that cannot observe still shows what waits. Touches the
+        observations only as every write does (``write``): a failed reflection of a log past its hard
+        point cuts it back there.
 
         Args:
             error: ``"<ErrorClass>: <message>"`` (``failure_text``); ``ReflectionFailed…`` marks a
@@ -1484,7 +1485,7 @@ class ObservationEngine:
                     "pending_message_tokens": pending,
                 }
             )
-            if self._write(rec, new):
+            if self.write(om, rec, new):
                 return
         raise Conflict(f"recording the failure of thread {thread_id} lost the write race; retry")
 
@@ -1513,7 +1514,7 @@ class ObservationEngine:
                 if rec is None:
                     break
                 try:
-                    if self._write(rec, _without_chunks_over(rec, gone)):
+                    if self.write(None, rec, _without_chunks_over(rec, gone)):
                         break
                 except NotFound:  # the thread went meanwhile, and its record with it
                     break
@@ -1541,7 +1542,7 @@ class ObservationEngine:
             new = rec.model_copy(
                 update={"pending_since": self.clock.now(), "pending_message_tokens": pending}
             )
-            if self._write(rec, new):
+            if self.write(om, rec, new):
                 return True
         return False
 
@@ -1575,7 +1576,7 @@ class ObservationEngine:
                     return False
                 rec = self._fresh(om, resource_id, thread_id)
             try:
-                if self._write(rec, rec):
+                if self.write(om, rec, rec):
                     return True
             except NotFound:  # the thread is gone: so is what it cost
                 self.usage.discard(resource_id, thread_id)
