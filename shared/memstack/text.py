@@ -7,6 +7,7 @@ are indexed too, truncated, so "what did the weather tool say" can be recalled.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from memstack.model import (
@@ -18,6 +19,27 @@ from memstack.model import (
     ToolCallPart,
     ToolResultPart,
 )
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every lone UTF-16 surrogate replaced by U+FFFD. A JSON answer may escape half of a
+    surrogate pair (``"\\ud83d"``); decoded, it is a ``str`` no store can encode (UTF-8 refuses it).
+    Decoded pairs are already single code points and are untouched."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def valid_json(value: Any) -> Any:
+    """``value`` (JSON-shaped: dicts, lists, strings, numbers) with ``valid_text`` applied to every string
+    in it, keys included."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {valid_text(str(k)): valid_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [valid_json(v) for v in value]
+    return value
 
 
 def truncate(text: str, limit: int) -> str:
