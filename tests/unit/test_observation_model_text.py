@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from memstack.adapters.testing import ScriptedChatModel
+from memstack.observation.parsing import clean_title, parse_observer_output
 from memstack.observation.usage import MeteredChat, UsageMeter
 from memstack.ports import ChatResult
 from tests.observation_support import om_memory
@@ -99,3 +100,81 @@ def test_given_a_title_answer_with_a_lone_surrogate_when_titled_then_the_title_i
         title = memory.get_thread(thread_id=T, resource_id=R).title
 
     assert title == "Tea \ufffd talk"
+
+
+# --- plain text: controls, bidi and zero-width characters, odd line breaks -----------------------------
+
+# every C0/C1 control but tab and newline, every bidi control, zero-width space, word joiner and BOM
+INVISIBLE = [
+    *(chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)] if chr(c) not in "\t\n\r\x0b\x0c\x85"),
+    "\u061c",
+    "\u200b",
+    "\u200e",
+    "\u200f",
+    *(chr(c) for c in range(0x202A, 0x202F)),
+    "\u2060",
+    *(chr(c) for c in range(0x2066, 0x206A)),
+    "\ufeff",
+]
+# line breaks ``str.splitlines`` honours and ``split("\n")`` does not: one line must stay one line
+ODD_BREAKS = ["\r", "\x0b", "\x0c", "\x85", "\u2028", "\u2029"]
+
+
+def _one_line(text: str) -> bool:
+    return len(text.splitlines()) == len(text.split("\n")) == 1
+
+
+@pytest.mark.parametrize("char", INVISIBLE, ids=lambda c: f"U+{ord(c):04X}")
+def test_given_an_invisible_character_in_an_answer_when_parsed_then_dropped_everywhere(char: str) -> None:
+    answer = (
+        f"<observations>\nDate: May 8, 2023\n* 🔴 (12:00) User{char} likes tea{char}\n</observations>\n"
+        f"<current-task>\nPrimary:{char} brew tea\n</current-task>\n"
+        f"<suggested-response>\nAsk{char} about tea\n</suggested-response>\n"
+        f"<thread-title>\nTea{char} talk\n</thread-title>"
+    )
+
+    out = parse_observer_output(answer)
+
+    assert out.observations == "Date: May 8, 2023\n* 🔴 (12:00) User likes tea"
+    assert (out.current_task, out.suggested_response, out.thread_title) == (
+        "Primary: brew tea",
+        "Ask about tea",
+        "Tea talk",
+    )
+
+
+@pytest.mark.parametrize("char", INVISIBLE, ids=lambda c: f"U+{ord(c):04X}")
+def test_given_an_invisible_character_in_a_title_answer_when_cleaned_then_dropped(char: str) -> None:
+    assert clean_title(f"{char}Tea{char} talk{char}") == "Tea talk"
+
+
+@pytest.mark.parametrize("brk", ODD_BREAKS, ids=lambda c: f"U+{ord(c):04X}")
+def test_given_an_odd_line_break_inside_an_observation_when_parsed_then_it_stays_one_line(brk: str) -> None:
+    answer = f"<observations>\n* 🔴 (12:00) User is allergic{brk}to peanuts\n</observations>"
+
+    out = parse_observer_output(answer)
+
+    assert out.observations == "* 🔴 (12:00) User is allergic to peanuts"
+    assert _one_line(out.observations)
+    assert clean_title(f"Tea{brk}talk") == "Tea talk"
+
+
+def test_given_crlf_line_endings_when_parsed_then_they_are_line_endings() -> None:
+    answer = "<observations>\r\n* 🟡 (12:00) User likes tea\r\n* 🔴 (12:01) User is allergic to peanuts\r\n</observations>"
+
+    out = parse_observer_output(answer)
+
+    assert out.observations == "* 🟡 (12:00) User likes tea\n* 🔴 (12:01) User is allergic to peanuts"
+
+
+def test_given_joiners_emoji_and_accents_when_parsed_then_kept() -> None:
+    text = "* 🔴 (12:00) Family 👨\u200d👩\u200d👧 in Zürich, नमस्\u200cते\tok"
+    assert parse_observer_output(f"<observations>\n{text}\n</observations>").observations == text
+
+
+def test_given_a_title_answer_with_a_nul_when_titled_then_the_title_has_none() -> None:
+    with om_memory(ScriptedChatModel(respond=lambda call: "Tea\x00 talk"), generate_title=True) as memory:
+        memory.save_messages(
+            thread_id=T, resource_id=R, messages=[{"role": "user", "content": "let's talk about tea"}]
+        )
+        assert memory.get_thread(thread_id=T, resource_id=R).title == "Tea talk"

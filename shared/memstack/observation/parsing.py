@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 
 from memstack.ports import Tokenizer
+from memstack.text import plain_text
 
 __all__ = [
     "MAX_LINE_CHARS",
@@ -211,8 +212,14 @@ def _fallback_observations(text: str) -> str:
     return "\n".join(kept)
 
 
+def _plain(text: str) -> str:
+    """An answer as the parser reads it: reasoning removed, then ``memstack.text.plain_text`` (controls,
+    bidi and zero-width characters dropped; a line break is ``\n`` or ``\r\n`` only)."""
+    return strip_think(plain_text(text or ""))
+
+
 def _parse(text: str) -> ObserverOutput:
-    text = strip_think(text or "").replace("\r\n", "\n")
+    text = _plain(text)
     blocks = _blocks(text, "observations")
     outside = _remove(text, blocks)
     top, _ = _hints_in(outside)
@@ -297,7 +304,7 @@ def says_nothing_new(text: str) -> bool:
     ``<observations>`` block (or no tags at all) whose content is empty or a single "no new
     observations"-style line (``No new observations.``, ``Nothing notable to record``, ``(nothing new)``),
     and no other observation line. An empty answer is not this: it is a failed call."""
-    text = strip_think(text or "").replace("\r\n", "\n")
+    text = _plain(text)
     blocks = _blocks(text, "observations")
     if blocks:
         body = "\n".join(content for _, _, content in blocks)
@@ -312,11 +319,12 @@ def says_nothing_new(text: str) -> bool:
 
 
 def clean_title(text: str) -> str:
-    """A title as the model wrote it, cleaned (spec §2.6): reasoning removed; the first non-empty line;
-    a leading ``Title:`` removed; quotes, backticks, ``*``/``#`` markup and colons removed; spaces
-    collapsed; cut to ``MAX_TITLE_CHARS`` on a word boundary (hard cut for a single longer word).
-    ``""`` when nothing is left."""
-    text = strip_think(text)
+    """A title as the model wrote it, cleaned (spec §2.6): reasoning removed; controls, bidi and
+    zero-width characters removed and line breaks other than ``\n`` made spaces (``memstack.text.plain_text``,
+    as for observations); the first non-empty line; a leading ``Title:`` removed; quotes, backticks,
+    ``*``/``#`` markup and colons removed; spaces collapsed; cut to ``MAX_TITLE_CHARS`` on a word boundary
+    (hard cut for a single longer word). ``""`` when nothing is left."""
+    text = _plain(text)
     line = next((ln for ln in text.split("\n") if ln.strip()), "")
     line = re.sub(r"^\s*(?:thread\s+)?title\s*:\s*", "", line, flags=re.I)
     line = re.sub(r"[\"“”„«»`*#:]", "", line)
