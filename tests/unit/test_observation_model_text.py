@@ -11,9 +11,16 @@ from typing import Any
 import pytest
 
 from memstack.adapters.testing import ScriptedChatModel
-from memstack.observation.parsing import clean_title, parse_observer_output
+from memstack.observation.guards import reflection_problem
+from memstack.observation.parsing import (
+    clean_title,
+    parse_observer_output,
+    parse_reflector_output,
+    unread_lines,
+)
 from memstack.observation.usage import MeteredChat, UsageMeter
 from memstack.ports import ChatResult
+from memstack.tokens import default_tokenizer
 from tests.observation_support import om_memory
 
 R, T = "res-1", "thread-1"
@@ -178,3 +185,118 @@ def test_given_a_title_answer_with_a_nul_when_titled_then_the_title_has_none() -
             thread_id=T, resource_id=R, messages=[{"role": "user", "content": "let's talk about tea"}]
         )
         assert memory.get_thread(thread_id=T, resource_id=R).title == "Tea talk"
+
+
+# --- every line the model wrote is kept, or the answer is not committed --------------------------------
+
+LINES = [
+    "* 🟡 (12:00) User likes tea",
+    "* 🔴 (12:01) User is allergic to peanuts",
+    "* 🟢 (12:02) User has a cat",
+]
+
+
+def _broken(tag: str, lines: list[str]) -> dict[str, str]:
+    """Answers whose ``<tag>`` block holds ``lines`` with its tags misused the ways models misuse them."""
+    first, second, third = lines
+    return {
+        "a stray nested pair": f"<{tag}>\n<{tag}>\n{first}\n</{tag}>\n{second}\n{third}\n</{tag}>",
+        "a stray nested opening": f"<{tag}>\n{first}\n<{tag}>\n{second}\n{third}\n</{tag}>",
+        "a stray closing line": f"<{tag}>\n{first}\n</{tag}>\n{second}\n{third}\n</{tag}>",
+        "a closing tag quoted mid-line": (
+            f"<{tag}>\n{first} ending in </{tag}> into the chat\n{second}\n{third}\n</{tag}>"
+        ),
+        "a closing tag quoted at a line's end": f"<{tag}>\n{first} ending in </{tag}>\n{second}\n{third}\n</{tag}>",
+    }
+
+
+def _kept(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line.startswith("* ")]
+
+
+@pytest.mark.parametrize("tag", ["observations", "current-task", "suggested-response", "working-memory"])
+def test_given_misused_tags_in_any_section_when_parsed_then_every_line_is_kept(tag: str) -> None:
+    field = {"observations": "observations"}.get(tag, tag.replace("-", "_"))
+    for name, answer in _broken(tag, LINES).items():
+        body = (
+            answer
+            if tag == "observations"
+            else f"<observations>\n* 🟡 (11:00) Earlier\n</observations>\n{answer}"
+        )
+
+        out = parse_observer_output(body)
+        kept = _kept(getattr(out, field) or "")
+
+        assert [line.split(" ending in")[0] for line in kept][-3:] == LINES, (tag, name, kept)
+        if "quoted" in name:
+            assert f"</{tag}>" in kept[-3], (tag, name, "the quoted tag is what the item says")
+
+
+def test_given_misused_title_tags_when_parsed_then_the_title_is_read() -> None:
+    for answer in (
+        "<thread-title>\n<thread-title>\nTea talk\n</thread-title>\n</thread-title>",
+        "<thread-title>\nTea talk\n<thread-title>\n</thread-title>",
+    ):
+        assert parse_observer_output(answer).thread_title == "Tea talk", answer
+
+
+def test_given_a_reflection_with_misused_tags_when_parsed_then_every_line_is_kept() -> None:
+    for name, answer in _broken("observations", LINES).items():
+        assert [
+            ln.split(" ending in")[0] for ln in _kept(parse_reflector_output(answer).observations)
+        ] == LINES, name
+        assert unread_lines(answer) == [], name
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "<observations>\n<observations>\nDate: May 8, 2023\n* 🟡 (12:00) User likes tea\n</observations>\n"
+        "* 🔴 (12:01) User is allergic to peanuts\n</observations>",
+        "<observations>\nDate: May 8, 2023\n* 🟡 (12:00) User pasted an XML snippet ending in </observations> "
+        "into the chat\n* 🔴 (12:01) User is allergic to peanuts\n</observations>",
+    ],
+    ids=["nested", "quoted"],
+)
+def test_given_an_observer_answer_with_misused_tags_when_observed_then_no_line_is_lost(answer: str) -> None:
+    with om_memory(ScriptedChatModel(script=[answer]), observational_memory=NO_BUFFER) as memory:
+        save_turns(memory)
+        rec = memory.get_observation_record(thread_id=T, resource_id=R)
+
+    assert "* 🔴 (12:01) User is allergic to peanuts" in rec.active_observations
+    assert "User likes tea" in rec.active_observations or "XML snippet" in rec.active_observations
+    assert (rec.cursor, rec.last_error) == ({T: 6}, None)
+
+
+UNREADABLE = (
+    "<observations>\nDate: May 8, 2023\n* 🟡 (12:00) User likes tea\n</observations>\n"
+    "<current-task>\nPrimary: tea\n</current-task>\n* 🔴 (12:01) User is allergic to peanuts\n</observations>"
+)
+
+
+def test_given_an_answer_whose_tags_leave_a_line_unread_when_parsed_then_the_line_is_reported() -> None:
+    assert unread_lines(UNREADABLE) == ["* 🔴 (12:01) User is allergic to peanuts"]
+    assert unread_lines("<observations>\n* 🟡 a\n</observations>\n* trailing notes after the block") == []
+
+
+def test_given_an_observer_answer_whose_tags_leave_a_line_unread_when_observed_then_nothing_is_committed() -> (
+    None
+):
+    chat = ScriptedChatModel(script=[UNREADABLE, UNREADABLE])
+    with om_memory(chat, observational_memory=NO_BUFFER) as memory:
+        save_turns(memory)
+        rec = memory.get_observation_record(thread_id=T, resource_id=R)
+
+    assert chat.count("observer") == 2  # retried once, like an empty answer
+    assert rec.active_observations == "" and rec.cursor.get(T, 0) == 0
+    assert (rec.last_error or "").startswith("ObservationFailed")
+
+
+def test_given_a_reflection_whose_tags_leave_a_line_unread_when_checked_then_refused() -> None:
+    before = "Date: May 8, 2023\n" + "\n".join(
+        f"* 🟡 (12:{i:02d}) User mentioned errand {i}" for i in range(40)
+    )
+    problem = reflection_problem(
+        before, UNREADABLE, parse_reflector_output(UNREADABLE).observations, default_tokenizer()
+    )
+    assert problem is not None and problem.startswith("unreadable (1 observation line")

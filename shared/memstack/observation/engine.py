@@ -1094,19 +1094,22 @@ class ObservationEngine:
         the model again on every save. An empty or degenerate answer is a failure and moves nothing, and
         so is an answer with nothing left once the lines it took from ``instructions`` (the prompt's
         examples and templates, ``parsing.without_prompt_text``) are removed: a model that repeats its
-        prompt must not commit the example as facts about this user.
+        prompt must not commit the example as facts about this user. So is an answer whose tags are too
+        broken to read every observation line inside them (``parsing.unread_lines``): committing it would
+        move the cursor past messages whose observations were silently dropped.
         """
         from memstack.observation.parsing import (
             is_degenerate,
             parse_observer_output,
             says_nothing_new,
+            unread_lines,
             without_prompt_text,
         )
 
         settings = om.observation.model_settings
         for attempt in (1, 2):
             text = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Observer")
-            if is_degenerate(text):
+            if is_degenerate(text) or unread_lines(text):
                 parsed = None
             elif says_nothing_new(text):
                 return replace(parse_observer_output(text), observations="")
