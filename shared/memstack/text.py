@@ -7,6 +7,7 @@ are indexed too, truncated, so "what did the weather tool say" can be recalled.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from memstack.model import (
@@ -18,6 +19,47 @@ from memstack.model import (
     ToolCallPart,
     ToolResultPart,
 )
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+# line breaks that only some splitters honour (``str.splitlines`` does, ``split("\n")`` does not): one
+# observation line must stay one line whichever is used, so they are spaces
+_ODD_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x85\u2028\u2029]")
+# C0/C1 controls (tab and newline excepted), bidi embeddings, overrides, isolates and marks, zero-width
+# space, word joiner and BOM: invisible, they can reorder or hide what a reader sees (Unicode TR #36 §2).
+# ZWJ/ZWNJ (U+200C, U+200D) stay: emoji sequences and several scripts need them.
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]"
+)
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every lone UTF-16 surrogate replaced by U+FFFD. A JSON answer may escape half of a
+    surrogate pair (``"\\ud83d"``); decoded, it is a ``str`` no store can encode (UTF-8 refuses it).
+    Decoded pairs are already single code points and are untouched."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def valid_json(value: Any) -> Any:
+    """``value`` (JSON-shaped: dicts, lists, strings, numbers) with ``valid_text`` applied to every string
+    in it, keys included."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {valid_text(str(k)): valid_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [valid_json(v) for v in value]
+    return value
+
+
+def plain_text(text: str) -> str:
+    """Model-written text as Memstack keeps it (observations, hints, titles): ``\r\n`` becomes ``\n``;
+    the other line breaks (``\r``, VT, FF, NEL, U+2028, U+2029) become a space, so a line is the same line
+    for every splitter; C0 and C1 controls other than tab and newline, bidi controls (U+061C, U+200E,
+    U+200F, U+202A–U+202E, U+2066–U+2069), U+200B, U+2060 and U+FEFF are removed; lone surrogates become
+    U+FFFD (``valid_text``)."""
+    text = _ODD_BREAKS.sub(lambda m: "\n" if m.group(0) == "\r\n" else " ", valid_text(text))
+    return _INVISIBLE.sub("", text)
 
 
 def truncate(text: str, limit: int) -> str:

@@ -404,6 +404,27 @@ def test_given_tools_and_a_tool_use_answer_when_completed_then_tool_config_sent_
     ]
 
 
+def test_given_an_answer_with_a_lone_surrogate_when_completing_then_text_and_tool_calls_are_utf8(
+    client: Any, stub: Stubber
+) -> None:
+    # half of an emoji's surrogate pair: Converse's JSON may escape it, decoded it is a str UTF-8 refuses
+    stub.add_response(
+        "converse",
+        converse_answer(
+            [
+                {"text": "* \ud83d likes hiking \U0001f600"},
+                {"toolUse": {"toolUseId": "tu-1", "name": "lookup", "input": {"q": "tea \udc00"}}},
+            ]
+        ),
+    )
+
+    answer = BedrockChatModel(client=client).complete([{"role": "user", "content": "hi"}])
+
+    assert answer.text == "* \ufffd likes hiking \U0001f600"
+    assert answer.tool_calls[0]["function"]["arguments"] == '{"q": "tea \ufffd"}'
+    answer.text.encode("utf-8")  # raises UnicodeEncodeError if a lone surrogate got through
+
+
 @pytest.mark.parametrize("code", ["ThrottlingException", "ModelNotReadyException"])
 def test_given_throttling_then_success_when_completing_then_retried(
     client: Any, stub: Stubber, sleeps: Sleeps, code: str

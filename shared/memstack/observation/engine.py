@@ -49,6 +49,7 @@ from memstack.model import (
 )
 from memstack.observation.capacity import MIN_CUT_TOKENS, TRUNCATE_AT_BYTES, TRUNCATE_TO_SHARE, cut_log, fit
 from memstack.observation.guards import new_lines_only, reflection_problem
+from memstack.observation.log_format import BOUNDARY, model_text, split_log
 from memstack.observation.recall_tool import split_range
 from memstack.observation.requirements import missing_chat_model
 from memstack.observation.thresholds import Thresholds, activation_count, resolve, should_buffer
@@ -84,12 +85,6 @@ MAX_WRITE_ATTEMPTS = 5
 
 MAX_STEP_ROUNDS = 40
 """Most read-decide-write rounds of one step (each round commits one activation, batch or chunk)."""
-
-BOUNDARY = "--- message boundary ({at}) ---"
-"""The line between two observed pieces of the log (spec §2.9.4 step 6). Context assembly splits the log
-on it into separate system messages, so earlier pieces stay byte-identical (and cacheable)."""
-
-_BOUNDARY_RE = re.compile(r"^--- message boundary \([^)\n]*\) ---$", re.MULTILINE)
 
 _SAFE_KEY = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -1102,26 +1097,29 @@ class ObservationEngine:
         the model again on every save. An empty or degenerate answer is a failure and moves nothing, and
         so is an answer with nothing left once the lines it took from ``instructions`` (the prompt's
         examples and templates, ``parsing.without_prompt_text``) are removed: a model that repeats its
-        prompt must not commit the example as facts about this user.
+        prompt must not commit the example as facts about this user. So is an answer whose tags are too
+        broken to read every observation line inside them (``parsing.unread_lines``): committing it would
+        move the cursor past messages whose observations were silently dropped.
         """
         from memstack.observation.parsing import (
             is_degenerate,
             parse_observer_output,
             says_nothing_new,
+            unread_lines,
             without_prompt_text,
         )
 
         settings = om.observation.model_settings
         for attempt in (1, 2):
             text = _complete(chat, request, settings.max_output_tokens, settings.temperature, "Observer")
-            if is_degenerate(text):
+            if is_degenerate(text) or unread_lines(text):
                 parsed = None
             elif says_nothing_new(text):
                 return replace(parse_observer_output(text), observations="")
             else:
                 parsed = without_prompt_text(parse_observer_output(text), instructions)
             if parsed is not None and parsed.observations.strip():
-                return parsed
+                return _unforged(parsed)
             logger.warning(
                 "observer output unusable (attempt %d) for thread %s",
                 attempt,
@@ -1420,7 +1418,8 @@ class ObservationEngine:
                 raise ReflectorUnavailable(exc.message, retry_after=exc.retry_after) from exc
             # the prompt's examples are not a reflection; the observations it carries may be repeated
             instructions = f"{system}\n\n{prompts.reflector_task_prompt('', level=level)}"
-            text = without_prompt_text(parse_reflector_output(raw), instructions).observations.strip()
+            text = without_prompt_text(parse_reflector_output(raw), instructions).observations
+            text = model_text(text, thread_sections=rec.scope == "resource").strip()
             problem = reflection_problem(rec.active_observations, raw, text, self.tokenizer)
             if problem is not None:
                 failures.append(problem)
@@ -1684,9 +1683,17 @@ def _hashed_label(thread_id: str) -> str:
     return hashlib.sha256(thread_id.encode()).hexdigest()[:8]
 
 
-def split_log(text: str) -> list[str]:
-    """The observation log cut at its message-boundary lines (non-empty pieces, in order)."""
-    return [p.strip() for p in _BOUNDARY_RE.split(text) if p.strip()]
+def _unforged(parsed: ObserverOutput) -> ObserverOutput:
+    """An Observer answer's text as it may enter the record: no structural mark of the log in its
+    observations or the hints context assembly shows (``log_format.model_text``)."""
+    return replace(
+        parsed,
+        observations=model_text(parsed.observations).strip(),
+        current_task=model_text(parsed.current_task).strip() or None if parsed.current_task else None,
+        suggested_response=(
+            model_text(parsed.suggested_response).strip() or None if parsed.suggested_response else None
+        ),
+    )
 
 
 def _backoff(failures: int) -> timedelta:

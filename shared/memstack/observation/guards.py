@@ -1,9 +1,10 @@
 """What a model answer must pass before it changes the observation log.
 
-* ``reflection_problem``: a reflection replaces the whole log, so it is committed only when it is smaller
-  than what it replaces, is not degenerate (``parsing.is_degenerate``, or short lines repeated: 300 lines of
-  ``* ok`` stay under that detector's 2,000-character floor), is not a refusal, and keeps every
-  high-priority (🔴) fact of its input (``lost_high_priority``).
+* ``reflection_problem``: a reflection replaces the whole log, so it is committed only when it was read
+  whole (``parsing.unread_lines``), is smaller than what it replaces, is not degenerate
+  (``parsing.is_degenerate``, or short lines repeated: 300 lines of ``* ok`` stay under that detector's
+  2,000-character floor), is not a refusal, and keeps every high-priority (🔴) fact of its input
+  (``lost_high_priority``).
 * ``new_lines_only``: an observation line already in the log is not appended again.
 
 The 🔴 rule ("kept verbatim or recognisably") is ours, Mastra has none: a fact's *content words* are its
@@ -109,11 +110,16 @@ def reflection_problem(before: str, raw: str, after: str, tokenizer: Tokenizer) 
         tokenizer: counts tokens for the size rule.
 
     Returns:
-        ``"empty"``, ``"degenerate"``, ``"refusal"``, ``"not smaller (B → A tokens)"`` or
-        ``"lost N high-priority fact(s)"``; ``None`` when every check passes.
+        ``"unreadable (N observation line(s) outside its blocks)"`` (``parsing.unread_lines``: tags too
+        broken to read every line the Reflector wrote), ``"empty"``, ``"degenerate"``, ``"refusal"``,
+        ``"not smaller (B → A tokens)"`` or ``"lost N high-priority fact(s)"``; ``None`` when every check
+        passes.
     """
-    from memstack.observation.parsing import is_degenerate
+    from memstack.observation.parsing import is_degenerate, unread_lines
 
+    unread = unread_lines(raw)
+    if unread:
+        return f"unreadable ({len(unread)} observation line(s) outside its blocks)"
     if not after.strip():
         return "empty"
     if is_degenerate(raw) or _repetitive(after):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 
 from memstack.ports import Tokenizer
+from memstack.text import plain_text
 
 __all__ = [
     "MAX_LINE_CHARS",
@@ -37,6 +38,7 @@ __all__ = [
     "strip_group_tags",
     "strip_think",
     "truncate_observations",
+    "unread_lines",
     "without_prompt_text",
 ]
 
@@ -137,28 +139,65 @@ def _tidy(text: str) -> str:
 def _blocks(text: str, tag: str) -> list[tuple[int, int, str]]:
     """Every ``<tag>…</tag>`` block whose opening tag starts a line: ``(start, end, content)``.
 
-    A block without its closing tag ends at the next known opening tag that starts a line, or at the
-    end of the text.
+    A block ends at its *last* closing tag before the next section (the next known opening tag that starts
+    a line after its first closing tag), so a closing tag an item quotes ("pasted ``</observations>``") or
+    a stray nested pair does not end it early; opening tags before its first closing tag are stray, and
+    the stray tags alone on their line are dropped from the content (``_without_stray``). A block without
+    any closing tag ends at the next known opening tag that starts a line, or at the end of the text.
     """
     out: list[tuple[int, int, str]] = []
+    opening = _OPEN_AT_LINE[tag]
     closing = re.compile(rf"</{tag}\s*>", re.I)
     position = 0
     while True:
-        match = _OPEN_AT_LINE[tag].search(text, position)
+        match = opening.search(text, position)
         if match is None:
             return out
-        close = closing.search(text, match.end())
-        if close is not None:
-            # an unclosed block must not swallow the next block of the same tag
-            again = _OPEN_AT_LINE[tag].search(text, match.end(), close.start())
-            if again is None:
-                out.append((match.start(), close.end(), text[match.end() : close.start()]))
-                position = close.end()
-                continue
-        following = _ANY_OPEN_AT_LINE.search(text, match.end())
-        end = following.start() if following is not None else len(text)
-        out.append((match.start(), end, text[match.end() : end]))
-        position = max(end, match.end())
+        first_close = closing.search(text, match.end())
+        if first_close is None:
+            following = _ANY_OPEN_AT_LINE.search(text, match.end())
+            end = following.start() if following is not None else len(text)
+            out.append((match.start(), end, _without_stray(text[match.end() : end], tag)))
+            position = max(end, match.end())
+            continue
+        section = _ANY_OPEN_AT_LINE.search(text, first_close.end())
+        limit = section.start() if section is not None else len(text)
+        close = [*closing.finditer(text, first_close.start(), limit)][-1]
+        out.append((match.start(), close.end(), _without_stray(text[match.end() : close.start()], tag)))
+        position = close.end()
+
+
+def _without_stray(content: str, tag: str) -> str:
+    """A block's content without the stray ``<tag>`` / ``</tag>`` left in it: lines that are only such a
+    tag are removed, an opening tag that starts a line is removed from it. A tag inside a line's text
+    stays: it is what the item says."""
+    lines = [line for line in content.split("\n") if not _stray_line(line, tag)]
+    return _OPEN_AT_LINE[tag].sub("", "\n".join(lines))
+
+
+def _stray_line(line: str, tag: str) -> bool:
+    return bool(re.fullmatch(rf"\s*(?:<{tag}(?:\s[^>\n]*)?>|</{tag}\s*>)\s*", line, re.I))
+
+
+def unread_lines(text: str) -> list[str]:
+    """The observation-looking lines (list items, ``Date:`` headers, priority markers) of an answer that
+    lie between its first ``<observations>`` opening tag and its last ``</observations>`` closing tag but
+    that the parser reads into no section: the model meant them as observations, yet the answer's tags
+    are too broken to tell where its blocks end. A caller must not commit such an answer (a silent loss
+    of what the model observed); ``[]`` for an answer the parser reads whole."""
+    text = _plain(text)
+    blocks = _blocks(text, "observations")
+    if not blocks:
+        return []
+    closes = list(re.finditer(r"</observations\s*>", text, re.I))
+    end = max(blocks[-1][1], closes[-1].end() if closes else 0)
+    gaps = [text[a:b] for (_, a, _), (b, _, _) in zip(blocks, blocks[1:], strict=False)]
+    gaps.append(text[blocks[-1][1] : end])
+    unread: list[str] = []
+    for gap in gaps:
+        _, rest = _hints_in(gap)
+        unread += [line.strip() for line in rest.split("\n") if _OBSERVATION_LINE.match(line)]
+    return unread
 
 
 def _hint(value: str | None, tag: str) -> str | None:
@@ -211,8 +250,14 @@ def _fallback_observations(text: str) -> str:
     return "\n".join(kept)
 
 
+def _plain(text: str) -> str:
+    """An answer as the parser reads it: reasoning removed, then ``memstack.text.plain_text`` (controls,
+    bidi and zero-width characters dropped; a line break is ``\n`` or ``\r\n`` only)."""
+    return strip_think(plain_text(text or ""))
+
+
 def _parse(text: str) -> ObserverOutput:
-    text = strip_think(text or "").replace("\r\n", "\n")
+    text = _plain(text)
     blocks = _blocks(text, "observations")
     outside = _remove(text, blocks)
     top, _ = _hints_in(outside)
@@ -261,9 +306,12 @@ def _parse(text: str) -> ObserverOutput:
 def parse_observer_output(text: str) -> ObserverOutput:
     """Parse an Observer answer (spec §2.9.5 "Parsing").
 
-    Rules: reasoning (``<think>…</think>``) is removed first. Tags count only when the opening tag starts
-    a line (after optional spaces). Several ``<observations>`` blocks are joined by a newline; an unclosed
-    block runs to the next known section or the end. Without any ``<observations>`` block, the
+    Rules: reasoning (``<think>…</think>``) is removed first, and the text is read as ``plain_text``.
+    Tags count only when the opening tag starts a line (after optional spaces). A block ends at its last
+    closing tag before the next section, so a closing tag quoted inside an item or a stray nested pair
+    does not end it early (stray tag-only lines are dropped); several ``<observations>`` blocks are
+    joined by a newline; an unclosed block runs to the next known section or the end. The same holds for
+    each hint tag. Lines the tags leave unread are reported by ``unread_lines``, not here. Without any ``<observations>`` block, the
     observation-looking lines are used (list items, ``Date:`` headers, priority markers and their indented
     lines). Lines over ``MAX_LINE_CHARS`` are cut and marked `` … [truncated]``; code fences are dropped.
     Hints (``<current-task>``, ``<suggested-response>``, ``<thread-title>``, ``<working-memory>``) are
@@ -297,7 +345,7 @@ def says_nothing_new(text: str) -> bool:
     ``<observations>`` block (or no tags at all) whose content is empty or a single "no new
     observations"-style line (``No new observations.``, ``Nothing notable to record``, ``(nothing new)``),
     and no other observation line. An empty answer is not this: it is a failed call."""
-    text = strip_think(text or "").replace("\r\n", "\n")
+    text = _plain(text)
     blocks = _blocks(text, "observations")
     if blocks:
         body = "\n".join(content for _, _, content in blocks)
@@ -312,11 +360,12 @@ def says_nothing_new(text: str) -> bool:
 
 
 def clean_title(text: str) -> str:
-    """A title as the model wrote it, cleaned (spec §2.6): reasoning removed; the first non-empty line;
-    a leading ``Title:`` removed; quotes, backticks, ``*``/``#`` markup and colons removed; spaces
-    collapsed; cut to ``MAX_TITLE_CHARS`` on a word boundary (hard cut for a single longer word).
-    ``""`` when nothing is left."""
-    text = strip_think(text)
+    """A title as the model wrote it, cleaned (spec §2.6): reasoning removed; controls, bidi and
+    zero-width characters removed and line breaks other than ``\n`` made spaces (``memstack.text.plain_text``,
+    as for observations); the first non-empty line; a leading ``Title:`` removed; quotes, backticks,
+    ``*``/``#`` markup and colons removed; spaces collapsed; cut to ``MAX_TITLE_CHARS`` on a word boundary
+    (hard cut for a single longer word). ``""`` when nothing is left."""
+    text = _plain(text)
     line = next((ln for ln in text.split("\n") if ln.strip()), "")
     line = re.sub(r"^\s*(?:thread\s+)?title\s*:\s*", "", line, flags=re.I)
     line = re.sub(r"[\"“”„«»`*#:]", "", line)

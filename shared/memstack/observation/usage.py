@@ -15,6 +15,7 @@ a floor.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from typing import Any, Literal
 
 from memstack.model import ModelUsage
 from memstack.ports import ChatModel, ChatResult, Tokenizer
+from memstack.text import valid_json, valid_text
 
 __all__ = ["FLUSH_CALLS", "Agent", "MeteredChat", "RecordKey", "UsageMeter"]
 
@@ -143,7 +145,11 @@ class UsageMeter:
 
 class MeteredChat:
     """A ``ChatModel`` that counts every answered call into a ``UsageMeter`` (a call that raises has no
-    reported usage and counts nothing)."""
+    reported usage and counts nothing), and hands back only valid text.
+
+    Every Observer, Reflector and title call goes through it, so it is where any chat model's answer — an
+    adapter's or a caller's own ``ChatModel`` — is made storable: a lone UTF-16 surrogate (half of a pair
+    a JSON answer escaped) would otherwise fail every write of the record with ``UnicodeEncodeError``."""
 
     def __init__(self, inner: ChatModel, meter: UsageMeter, key: RecordKey, agent: Agent) -> None:
         self.inner = inner
@@ -160,9 +166,12 @@ class MeteredChat:
         max_output_tokens: int | None = None,
         temperature: float | None = None,
     ) -> ChatResult:
-        """``inner.complete``, counted."""
+        """``inner.complete``, counted; lone surrogates in its text and tool calls replaced by U+FFFD
+        (``memstack.text.valid_text``). Raises what ``inner.complete`` raises."""
         result = self.inner.complete(
             messages, tools=tools, max_output_tokens=max_output_tokens, temperature=temperature
         )
         self.meter.add(self.key, self.agent, result)
-        return result
+        return dataclasses.replace(
+            result, text=valid_text(result.text or ""), tool_calls=valid_json(list(result.tool_calls))
+        )

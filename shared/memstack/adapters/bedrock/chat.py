@@ -21,6 +21,7 @@ from memstack.adapters.openai.connection import default_sleep
 from memstack.errors import InvalidInput, Unavailable
 from memstack.ports import ChatResult
 from memstack.settings import DEFAULT_BEDROCK_CHAT_MODEL
+from memstack.text import valid_json, valid_text
 
 __all__ = ["DEFAULT_CHAT_MODEL", "BedrockChatModel", "supports_prompt_cache"]
 
@@ -109,7 +110,8 @@ class BedrockChatModel:
             temperature: ``inferenceConfig.temperature``; ``None`` leaves the model's default.
 
         Returns:
-            The answer's text blocks joined (``""`` when the model only called tools), its ``toolUse``
+            The answer's text blocks joined (``""`` when the model only called tools; lone surrogates
+            replaced, ``memstack.text.valid_text``, as the OpenAI adapter does), its ``toolUse``
             blocks as OpenAI tool calls (``{"id", "type": "function", "function": {"name", "arguments"}}``,
             ``arguments`` JSON text) and the token usage Bedrock reported.
 
@@ -185,23 +187,26 @@ class BedrockChatModel:
 
 def _result(response: dict[str, Any]) -> ChatResult:
     """A ``Converse`` answer as a ``ChatResult``: text blocks joined, ``toolUse`` blocks as OpenAI tool
-    calls. Raises ``KeyError``/``TypeError``/``ValueError`` on a malformed answer (the caller maps them)."""
+    calls, lone surrogates replaced in both (``valid_text``: Bedrock's JSON may carry half a pair). Raises
+    ``KeyError``/``TypeError``/``ValueError`` on a malformed answer (the caller maps them)."""
     content = response["output"]["message"]["content"]
     calls = [
-        {
-            "id": str(block["toolUse"]["toolUseId"]),
-            "type": "function",
-            "function": {
-                "name": str(block["toolUse"]["name"]),
-                "arguments": json.dumps(block["toolUse"].get("input", {}), ensure_ascii=False),
-            },
-        }
+        valid_json(
+            {
+                "id": str(block["toolUse"]["toolUseId"]),
+                "type": "function",
+                "function": {
+                    "name": str(block["toolUse"]["name"]),
+                    "arguments": json.dumps(block["toolUse"].get("input", {}), ensure_ascii=False),
+                },
+            }
+        )
         for block in content
         if "toolUse" in block
     ]
     usage = response.get("usage") or {}
     return ChatResult(
-        text="".join(block["text"] for block in content if "text" in block),
+        text=valid_text("".join(block["text"] for block in content if "text" in block)),
         tool_calls=calls,
         input_tokens=int(usage.get("inputTokens") or 0),
         output_tokens=int(usage.get("outputTokens") or 0),

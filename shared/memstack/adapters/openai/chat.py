@@ -3,27 +3,21 @@ used by the Observer, the Reflector and thread titles."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstack.adapters.openai.connection import OpenAIConnection, default_sleep
 from memstack.errors import InvalidInput, Unavailable
 from memstack.ports import ChatResult
+from memstack.text import valid_json, valid_text
 
 if TYPE_CHECKING:
     import openai
 
 __all__ = ["OpenAIChatModel", "sanitize_text"]
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def sanitize_text(text: str) -> str:
-    """``text`` with every lone UTF-16 surrogate replaced by U+FFFD. A JSON answer may escape half of a
-    surrogate pair (``"\\ud83d"``); decoded, it is a ``str`` no store can encode (UTF-8 refuses it), so it
-    never leaves the adapter. Decoded pairs are already single code points and are untouched."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
+sanitize_text = valid_text
+"""Kept for callers of the adapter: ``memstack.text.valid_text``."""
 
 
 class OpenAIChatModel:
@@ -96,7 +90,7 @@ class OpenAIChatModel:
 
         Returns:
             The answer's text (``""`` when the model only called tools; lone surrogates replaced,
-            ``sanitize_text``), its tool calls as OpenAI dicts
+            ``memstack.text.valid_text``), its tool calls as OpenAI dicts
             (``{"id", "type": "function", "function": {"name", "arguments"}}``, ``arguments`` a JSON string)
             and the token usage the endpoint reported (0 when it reports none).
 
@@ -124,12 +118,12 @@ class OpenAIChatModel:
         try:  # the SDK does not validate responses: a compatible server may send anything
             message = response.choices[0].message
             tool_calls = [
-                _sanitized(call.model_dump(mode="json", exclude_none=True))
+                valid_json(call.model_dump(mode="json", exclude_none=True))
                 for call in message.tool_calls or []
             ]
             usage = response.usage
             return ChatResult(
-                text=sanitize_text(message.content or ""),
+                text=valid_text(message.content or ""),
                 tool_calls=tool_calls,
                 input_tokens=int(usage.prompt_tokens or 0) if usage else 0,
                 output_tokens=int(usage.completion_tokens or 0) if usage else 0,
@@ -153,14 +147,3 @@ class OpenAIChatModel:
     def close(self) -> None:
         """Close the HTTP connection pool (a later call opens a new one)."""
         self._connection.close()
-
-
-def _sanitized(value: Any) -> Any:
-    """``value`` (JSON-shaped) with ``sanitize_text`` applied to every string in it."""
-    if isinstance(value, str):
-        return sanitize_text(value)
-    if isinstance(value, dict):
-        return {sanitize_text(str(k)): _sanitized(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_sanitized(v) for v in value]
-    return value
