@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memstack.model import ObservationRecord
+from memstack.observation.log_format import BOUNDARY_LINE
 from memstack.observation.recall_tool import split_range
 from memstack.ports import Tokenizer
 
-_BOUNDARY_SPLIT = re.compile(r"(^--- message boundary \([^)\n]*\) ---$)", re.MULTILINE)
 _ID_IN_RANGE = re.compile(r'(\brange=")([^"\n]*)(")')
 
 
@@ -80,11 +80,11 @@ def _drop_sections(text: str, label: str) -> str:
     """``text`` without the ``<thread id="label">…</thread>`` sections, and without the boundary lines of
     pieces left empty."""
     opening = f'<thread id="{html.escape(label, quote=True)}">'
-    pieces = _BOUNDARY_SPLIT.split(text)
+    pieces = BOUNDARY_LINE.split(text)
     kept: list[str] = []
     boundary: str | None = None
     for piece in pieces:
-        if _BOUNDARY_SPLIT.fullmatch(piece):
+        if BOUNDARY_LINE.fullmatch(piece):
             boundary = piece
             continue
         body = _strip_section(piece, opening).strip()

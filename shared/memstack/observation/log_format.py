@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["BOUNDARY", "model_text", "split_log"]
+__all__ = ["BOUNDARY", "BOUNDARY_LINE", "model_text", "split_log"]
 
 BOUNDARY = "--- message boundary ({at}) ---"
 """The line between two observed pieces of the log (spec §2.9.4 step 6). Context assembly splits the log
 on it into separate system messages, so earlier pieces stay byte-identical (and cacheable)."""
 
-_BOUNDARY_LINE = re.compile(r"^--- message boundary \([^)\n]*\) ---$", re.MULTILINE)
+BOUNDARY_LINE = re.compile(r"(^--- message boundary \([^)\n]*\) ---$)", re.MULTILINE)
+"""A boundary line of the log, as a group: ``split`` keeps the lines between the pieces (odd items)."""
 
 # anything a reader could take for a boundary line: spacing, case and the date's shape do not matter
 _BOUNDARY_LIKE = re.compile(
@@ -37,7 +38,7 @@ _SECTION_CLOSE = "</thread>"
 
 def split_log(text: str) -> list[str]:
     """The observation log cut at its message-boundary lines (non-empty pieces, in order)."""
-    return [p.strip() for p in _BOUNDARY_LINE.split(text) if p.strip()]
+    return [p.strip() for p in BOUNDARY_LINE.split(text)[::2] if p.strip()]
 
 
 def model_text(text: str, *, thread_sections: bool = False) -> str:
