@@ -71,8 +71,9 @@ class SemanticRecallLayer(LayerBase):
 
     def after_save(self, thread: Thread, options: MemoryOptions, saved: Sequence[Message]) -> None:
         """Index the stored batch (inline mode), within ``options.context_timeout_ms``: a save is a turn's
-        call, and a slow or hanging embedder must not hold it (``memstack.deadline`` bounds each request of
-        the network adapters and their retries).
+        call, and a slow or hanging embedder must not hold it (the recall engine waits for an embedder call
+        only until the deadline, ``memstack.deadline.Guard``; the network adapters also bound each request
+        and their retries by it).
 
         Raises:
             NotIndexed: the embedder or index failed, refused the text, or the deadline passed; the batch is
