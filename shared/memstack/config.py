@@ -694,11 +694,54 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def _invalid(exc: ValidationError) -> InvalidInput | PayloadTooLarge:
-    err = exc.errors()[0]
+    errors = exc.errors()
+    # an unknown name is reported first: a misspelt required option is also "missing", and the name the
+    # caller typed is what explains both
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     # pydantic names union branches in the location (``buffer_tokens.float``); the field is what users set
     branches = ("function-", "int", "literal", "float", "bool", "str", "list[", "dict[", "constrained-")
-    field = ".".join(str(p) for p in err["loc"] if not str(p).startswith(branches))
+    path = [str(p) for p in err["loc"] if not str(p).startswith(branches)]
+    field = ".".join(path)
     ctx_error = (err.get("ctx") or {}).get("error")
     if isinstance(ctx_error, InvalidInput):
         return ctx_error
+    if err["type"] == "extra_forbidden" and path:
+        return InvalidInput(unknown_option(path), field=field)
     return from_validation(err["type"], f"{field or 'options'}: {err['msg']}", field or "options")
+
+
+def unknown_option(path: list[str]) -> str:
+    """The message for an option name no options model has, e.g. ``["semantic_recall", "topk"]`` →
+    ``semantic_recall has no option 'topk' (did you mean 'top_k'?)``, ``["lastMessages"]`` → ``there is no
+    option 'lastMessages' (did you mean 'last_messages'?)``: the owner's option names are known
+    here, so a misspelt one is named with the closest of them (``difflib``, as Python's own "did you mean"
+    hints), else the owner's options are listed."""
+    import difflib  # only on this error path: the options module is on every cold start's import
+
+    owner, name = path[:-1], path[-1]
+    model: type[BaseModel] | None = MemoryOptions
+    for part in owner:
+        model = _option_model(model, part) if model is not None else None
+    where = f"{'.'.join(owner)} has" if owner else "there is"
+    if model is None:
+        return f"{where} no option {name!r}"
+    known = sorted(f.alias or key for key, f in model.model_fields.items())
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"known options: {', '.join(known)}"
+    return f"{where} no option {name!r} ({hint})"
+
+
+def _option_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The options model of field ``name`` of ``model`` (by name or alias; a union's model branch, as in
+    ``SemanticRecallOptions | bool``), or ``None`` when the field holds none (a JSON schema is a value)."""
+    from typing import get_args
+
+    for key, info in model.model_fields.items():
+        if name in (key, info.alias):
+            pending: list[Any] = [info.annotation]
+            while pending:
+                kind = pending.pop()
+                if isinstance(kind, type) and issubclass(kind, _Options):
+                    return kind
+                pending.extend(get_args(kind))
+    return None
