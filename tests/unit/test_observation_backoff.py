@@ -203,10 +203,12 @@ def test_jobs_queued_behind_a_failing_call_check_the_backoff_when_they_start(fai
 THREADS = ["a", "b", "c"]
 
 
-def stop_with_a_hung_observer(path: str, stop: Callable[[Any], None]) -> list[str]:
+def stop_with_a_hung_observer(path: str, stop: Callable[[Any], None], release: threading.Event) -> list[str]:
     """Three threads' jobs queued behind an Observer call that hangs, then ``stop(memory)`` (a close, or the
-    exit hook); returns the ``RuntimeWarning`` texts it gave. The hung call ends (failing) afterwards."""
-    started, release = threading.Event(), threading.Event()
+    exit hook); returns the ``RuntimeWarning`` texts it gave. The hung call ends (failing) once ``release``
+    is set: the caller sets it after its checks, since a process the exit hook gave up on ends with the
+    call still hanging (a failure it recorded meanwhile would back its thread off, which no exit allows)."""
+    started = threading.Event()
 
     def hang(call: ChatCall) -> None:
         if call.kind == "observer":
@@ -226,8 +228,9 @@ def stop_with_a_hung_observer(path: str, stop: Callable[[Any], None]) -> list[st
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             stop(memory)
-    finally:
+    except BaseException:
         release.set()
+        raise
     return [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
 
 
@@ -247,13 +250,17 @@ def test_close_names_the_jobs_it_leaves_and_the_sweep_finishes_them(
     monkeypatch.setattr(scheduler_module, "CLOSE_TIMEOUT", 0.5, raising=False)
     path = str(tmp_path / "om.db")
 
-    said = stop_with_a_hung_observer(path, lambda memory: memory.close())
+    release = threading.Event()
+    try:
+        said = stop_with_a_hung_observer(path, lambda memory: memory.close(), release)
 
-    assert len(said) == 1, said
-    assert "left 3 background observation job(s) unfinished (1 running, 2 not started)" in said[0]
-    assert all(f"(thread {thread})" in said[0] for thread in THREADS)
-    assert sentence(1) not in said[0] and "hiking" not in said[0]
-    assert_the_sweep_finishes_them(path)
+        assert len(said) == 1, said
+        assert "left 3 background observation job(s) unfinished (1 running, 2 not started)" in said[0]
+        assert all(f"(thread {thread})" in said[0] for thread in THREADS)
+        assert sentence(1) not in said[0] and "hiking" not in said[0]
+        assert_the_sweep_finishes_them(path)
+    finally:
+        release.set()
 
 
 def test_a_script_that_ends_without_close_leaves_its_unfinished_jobs_due_for_the_sweep(
@@ -266,13 +273,19 @@ def test_a_script_that_ends_without_close_leaves_its_unfinished_jobs_due_for_the
     path = str(tmp_path / "om.db")
 
     # what atexit runs when a script ends without closing its Memory
-    said = stop_with_a_hung_observer(path, lambda _: scheduler_module._drain_at_exit(timeout=0.5))
+    release = threading.Event()
+    try:
+        said = stop_with_a_hung_observer(
+            path, lambda _: scheduler_module._drain_at_exit(timeout=0.5), release
+        )
 
-    assert len(said) == 2, said
-    assert "still queued at exit" in said[0]
-    assert "the interpreter's exit waited" in said[1] and "marked due" in said[1]
-    assert all(f"(thread {thread})" in said[1] for thread in THREADS)
-    assert_the_sweep_finishes_them(path)
+        assert len(said) == 2, said
+        assert "still queued at exit" in said[0]
+        assert "the interpreter's exit waited" in said[1] and "marked due" in said[1]
+        assert all(f"(thread {thread})" in said[1] for thread in THREADS)
+        assert_the_sweep_finishes_them(path)
+    finally:
+        release.set()
 
 
 def test_close_with_everything_finished_says_nothing() -> None:
