@@ -706,11 +706,11 @@ def _invalid(exc: ValidationError) -> InvalidInput | PayloadTooLarge:
     if isinstance(ctx_error, InvalidInput):
         return ctx_error
     if err["type"] == "extra_forbidden" and path:
-        return InvalidInput(unknown_option(path), field=field)
+        return InvalidInput(_unknown_option(path), field=field)
     return from_validation(err["type"], f"{field or 'options'}: {err['msg']}", field or "options")
 
 
-def unknown_option(path: list[str]) -> str:
+def _unknown_option(path: list[str]) -> str:
     """The message for an option name no options model has, e.g. ``["semantic_recall", "topk"]`` →
     ``semantic_recall has no option 'topk' (did you mean 'top_k'?)``, ``["lastMessages"]`` → ``there is no
     option 'lastMessages' (did you mean 'last_messages'?)``: the owner's option names are known
